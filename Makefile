@@ -1,0 +1,68 @@
+# npulab: `make run` starts the platform, `make test` runs the tests.
+.DEFAULT_GOAL := help
+SHELL := /bin/bash
+
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+# Runs on this machine's CPU need torch in the worker's interpreter. An exact
+# version keeps pip from resolving a newer (multi-GB CUDA) build.
+TORCH ?= torch==2.13.0
+PORT ?= 8000
+PYTEST_ARGS ?=
+
+.PHONY: help run test lint fmt schema bench vendor clean
+
+help:
+	@echo "make run      start web, control worker, embedded Redis and a CPU host worker"
+	@echo "make test     install test dependencies and run the tests"
+	@echo "make lint     ruff, Python 3.8 check of workers/, Django checks, migrations, schema"
+	@echo "make fmt      format the code"
+	@echo "make schema   regenerate docs/openapi.yaml"
+	@echo "make bench    run the benchmarks in bench/"
+	@echo "make vendor   fetch the vendored front-end libraries again from npm"
+
+$(VENV)/.run-deps: pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install --quiet "$(TORCH)" numpy
+	$(PY) -m pip install --quiet -e .
+	touch $@
+
+$(VENV)/.test-deps: $(VENV)/.run-deps
+	$(PY) -m pip install --quiet -e ".[dev]"
+	touch $@
+
+var/secret_key:
+	mkdir -p var
+	umask 077 && $(PY) -c "import secrets; print(secrets.token_urlsafe(50))" > $@
+
+run: $(VENV)/.run-deps var/secret_key
+	$(PY) manage.py standalone --port $(PORT)
+
+test: $(VENV)/.test-deps
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+lint: $(VENV)/.test-deps var/secret_key
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+	$(PY) -m vermin --no-tips --violations --target=3.8- workers/
+	$(PY) manage.py check --fail-level WARNING
+	$(PY) manage.py makemigrations --check --dry-run
+	$(PY) manage.py spectacular --validate --fail-on-warn | diff -u docs/openapi.yaml - \
+		|| (echo "docs/openapi.yaml is stale: make schema" && false)
+
+fmt: $(VENV)/.test-deps
+	$(PY) -m ruff check --fix .
+	$(PY) -m ruff format .
+
+schema: $(VENV)/.run-deps var/secret_key
+	$(PY) manage.py spectacular --validate --fail-on-warn --file docs/openapi.yaml
+
+bench: $(VENV)/.test-deps var/secret_key
+	$(PY) bench/dispatch.py
+
+vendor:
+	bash platform/npulab/core/static/vendor/fetch.sh
+
+clean:
+	rm -rf $(VENV) var staticfiles .pytest_cache .ruff_cache

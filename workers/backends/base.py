@@ -1,0 +1,72 @@
+"""The interface every device backend implements."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class BackendError(RuntimeError):
+    """The device stack cannot be used; the message is what the user must see."""
+
+
+class Backend:
+    """What a runner needs to know about one device type.
+
+    ``load`` imports the framework and raises BackendError with the exact
+    text of what went wrong (a missing CANN shows up here). Every other
+    method may be called only after ``load`` succeeded.
+    """
+
+    name = ""
+    # Variable the host worker sets from the run's device lease; None where
+    # devices cannot be hidden (the CPU).
+    visible_devices_env: str | None = None
+    dist_backend = "gloo"
+
+    def __init__(self) -> None:
+        self.torch: Any = None
+
+    def load(self) -> None:
+        try:
+            import torch
+        except Exception as exc:  # an ImportError, or whatever a broken build raises
+            raise BackendError(f"import torch failed: {type(exc).__name__}: {exc}") from exc
+        self.torch = torch
+
+    def is_available(self) -> bool:
+        raise NotImplementedError
+
+    def device_count(self) -> int:
+        raise NotImplementedError
+
+    def device_name(self, index: int = 0) -> str:
+        raise NotImplementedError
+
+    def device(self, index: int = 0) -> Any:
+        return self.torch.device(self.name, index)
+
+    def synchronize(self, index: int | None = None) -> None:
+        raise NotImplementedError
+
+    def memory_stats(self, index: int = 0) -> dict[str, int]:
+        """Bytes allocated / reserved / peak, and free / total where the device says."""
+        raise NotImplementedError
+
+    def amp_dtypes(self) -> tuple[str, ...]:
+        """Reduced precisions autocast supports here: a subset of ("fp16", "bf16")."""
+        raise NotImplementedError
+
+    def manual_seed(self, seed: int) -> None:
+        self.torch.manual_seed(seed)
+
+    def describe(self) -> dict[str, Any]:
+        """What a run records about the device stack it used."""
+        return {
+            "backend": self.name,
+            "torch": getattr(self.torch, "__version__", None),
+            "available": self.is_available(),
+            "device_count": self.device_count(),
+            "dist_backend": self.dist_backend,
+            "visible_devices_env": self.visible_devices_env,
+            "amp_dtypes": list(self.amp_dtypes()),
+        }

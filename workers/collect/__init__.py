@@ -1,0 +1,1 @@
+"""Collectors: read what is installed on this host. Standard library only."""

@@ -1,0 +1,171 @@
+"""events.jsonl: the contract between a runner and the platform.
+
+One JSON object a line, each with ``type`` and ``time`` (Unix seconds). The
+file is also the spool: the host worker forwards it from the last offset the
+platform acknowledged, so nothing written here is lost while the platform is
+down. Several processes may append to one file (a launcher and its ranks):
+each event is one ``write(2)`` of a whole line to an ``O_APPEND`` descriptor,
+which Linux keeps whole.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import threading
+import time
+from typing import Any, Iterator
+
+EVENTS_FILE = "events.jsonl"
+# A runaway line (a tensor printed whole) must not become one huge event.
+MAX_LINE_CHARS = 16384
+CORE_TYPES = ("log", "metric", "step", "heartbeat", "checkpoint", "artifact", "result")
+STEP_STATUSES = ("pass", "fail", "skip")
+RESULT_STATUSES = ("succeeded", "failed")
+
+
+class EventWriter:
+    """Appends events to one events.jsonl; safe to share between threads."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self._lock = threading.Lock()
+
+    def emit(self, type: str, **fields: Any) -> dict[str, Any]:
+        event = {"type": type, "time": time.time()}
+        event.update(fields)
+        data = (json.dumps(event, ensure_ascii=False, allow_nan=False) + "\n").encode("utf-8")
+        with self._lock:
+            os.write(self._fd, data)
+        return event
+
+    def log(self, stream: str, line: str) -> None:
+        if len(line) > MAX_LINE_CHARS:
+            line = line[:MAX_LINE_CHARS] + f" [... {len(line) - MAX_LINE_CHARS} chars cut]"
+        self.emit("log", stream=stream, line=line)
+
+    def metric(self, key: str, step: int, value: float) -> None:
+        value = float(value)
+        if math.isfinite(value):
+            self.emit("metric", key=key, step=int(step), value=value)
+        else:
+            # JSON has no NaN or infinity; keep which one it was.
+            self.emit("metric", key=key, step=int(step), value=None, nonfinite=repr(value))
+
+    def step(
+        self,
+        name: str,
+        status: str,
+        seconds: float,
+        detail: dict[str, Any] | None = None,
+        error: str | None = None,
+    ) -> None:
+        fields: dict[str, Any] = {"name": name, "status": status, "seconds": round(seconds, 6)}
+        if detail:
+            fields["detail"] = detail
+        if error:
+            fields["error"] = error
+        self.emit("step", **fields)
+
+    def heartbeat(self) -> None:
+        self.emit("heartbeat")
+
+    def result(
+        self,
+        status: str,
+        reason: str = "",
+        summary: dict[str, Any] | None = None,
+        cause: str = "",
+    ) -> None:
+        fields: dict[str, Any] = {"status": status, "reason": reason, "summary": summary or {}}
+        if cause:
+            fields["cause"] = cause
+        self.emit("result", **fields)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._fd >= 0:
+                os.fsync(self._fd)
+                os.close(self._fd)
+                self._fd = -1
+
+
+def read_batch(
+    path: str, offset: int, max_events: int = 1000, max_bytes: int = 1 << 20
+) -> tuple[list[dict[str, Any]], int]:
+    """Complete events from ``offset`` on, and the offset just past the last one.
+
+    A trailing line without its newline is still being written and is left
+    for the next read. A line that is not a JSON object (a process killed
+    mid-write cannot produce one, but a hand-edited file can) becomes a log
+    event on the ``runner`` stream, so it is seen rather than lost.
+    """
+    events: list[dict[str, Any]] = []
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(offset)
+            data = handle.read(max_bytes)
+    except FileNotFoundError:
+        return events, offset
+    end = offset
+    for raw in _complete_lines(data):
+        if len(events) >= max_events:
+            break
+        end += len(raw)
+        events.append(_parse_line(raw))
+    if not events and len(data) >= max_bytes:
+        # One line longer than a whole batch: forward it cut rather than stall.
+        length = _line_length(path, offset)
+        if length is not None:
+            events.append(_parse_line(data[:MAX_LINE_CHARS] + b"\n"))
+            end = offset + length
+    return events, end
+
+
+def iter_events(path: str) -> Iterator[dict[str, Any]]:
+    """Every complete event of a file, in order (for tests and tools)."""
+    offset = 0
+    while True:
+        events, offset_after = read_batch(path, offset)
+        if not events:
+            return
+        yield from events
+        offset = offset_after
+
+
+def _complete_lines(data: bytes) -> Iterator[bytes]:
+    start = 0
+    while True:
+        newline = data.find(b"\n", start)
+        if newline < 0:
+            return
+        yield data[start : newline + 1]
+        start = newline + 1
+
+
+def _parse_line(raw: bytes) -> dict[str, Any]:
+    text = raw.decode("utf-8", errors="replace").rstrip("\n")
+    try:
+        event = json.loads(text)
+    except ValueError:
+        event = None
+    if isinstance(event, dict) and isinstance(event.get("type"), str):
+        return event
+    return {"type": "log", "time": time.time(), "stream": "runner", "line": text[:MAX_LINE_CHARS]}
+
+
+def _line_length(path: str, offset: int) -> int | None:
+    """Bytes up to and including the next newline; None while it is unwritten."""
+    length = 0
+    with open(path, "rb") as handle:
+        handle.seek(offset)
+        while True:
+            chunk = handle.read(1 << 20)
+            if not chunk:
+                return None
+            newline = chunk.find(b"\n")
+            if newline >= 0:
+                return length + newline + 1
+            length += len(chunk)

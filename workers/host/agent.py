@@ -1,0 +1,284 @@
+"""The host agent: registration, heartbeats and the execution of runs."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import platform
+import signal
+import socket
+import subprocess
+import threading
+import time
+from typing import Any
+
+from workers import __version__
+from workers.backends import BACKENDS
+from workers.host.client import PlatformClient, PlatformRejected, PlatformUnavailable
+from workers.host.config import HostConfig
+from workers.host.devices import detect
+from workers.host.forwarder import Forwarder, RunGone
+
+log = logging.getLogger(__name__)
+
+_PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SUPERVISOR_LOG = "supervisor.log"
+# Beyond the spec's timeout, which the supervisor enforces itself, the time
+# it gets to stop its child and write the result before it is killed.
+HARD_KILL_GRACE_S = 60.0
+CANCEL_GRACE_S = 15.0
+
+
+class HostAgent:
+    """One per host worker process; runs execute in Celery's worker threads."""
+
+    def __init__(self, config: HostConfig, client: PlatformClient):
+        self.config = config
+        self.client = client
+        self.name = ""
+        self.queue = ""
+        self.devices: list[dict[str, Any]] = []
+        self.shutting_down = threading.Event()
+        self._running: dict[int, RunExecution] = {}
+        self._lock = threading.Lock()
+
+    # -- registration and liveness ---------------------------------------
+
+    def facts(self) -> dict[str, Any]:
+        device_type, devices = detect(self.config.device_type, self.config.devices)
+        return {
+            "hostname": socket.gethostname(),
+            "device_type": device_type,
+            "devices": devices,
+            "labels": self.config.labels,
+            "worker_version": __version__,
+            "python": platform.python_version(),
+            "run_python": self.config.python,
+            "platform": platform.platform(),
+        }
+
+    def register(self, retry_s: float = 5.0) -> dict[str, Any]:
+        """Register until the platform answers; PlatformRejected (a bad token) is final."""
+        facts = self.facts()
+        while True:
+            try:
+                reply = self.client.register(facts)
+                break
+            except PlatformUnavailable as exc:
+                log.warning("platform unavailable, retrying registration: %s", exc)
+                time.sleep(retry_s)
+        self.name = reply["name"]
+        self.queue = reply["queue"]
+        self.devices = facts["devices"]
+        log.info(
+            "registered as host %r: %d %s device(s), queue %s",
+            self.name,
+            len(facts["devices"]),
+            facts["device_type"],
+            self.queue,
+        )
+        return reply
+
+    def heartbeat_forever(self, stop: threading.Event) -> None:
+        while not stop.wait(self.config.heartbeat_s):
+            try:
+                reply = self.client.heartbeat(self.running_ids())
+            except PlatformUnavailable as exc:
+                log.warning("heartbeat failed: %s", exc)
+                continue
+            except PlatformRejected as exc:
+                log.error("heartbeat refused: %s", exc)
+                continue
+            for run_id in reply.get("cancel", []):
+                self.cancel(run_id)
+
+    def running_ids(self) -> list[int]:
+        with self._lock:
+            return sorted(self._running)
+
+    def cancel(self, run_id: int) -> None:
+        with self._lock:
+            execution = self._running.get(run_id)
+        if execution is not None:
+            execution.stop("cancel requested")
+
+    def shutdown(self) -> None:
+        """Stop every run: a run must not outlive the worker that forwards its events."""
+        self.shutting_down.set()
+        with self._lock:
+            executions = list(self._running.values())
+        for execution in executions:
+            execution.stop("the host worker is shutting down")
+
+    # -- execution ---------------------------------------------------------
+
+    def execute(self, run_id: int, attempt: int) -> None:
+        """Claim a run attempt, execute it to the end and report how it ended."""
+        try:
+            claim = self._claim(run_id, attempt)
+        except PlatformRejected as exc:
+            log.info("run %s attempt %s not claimed: %s", run_id, attempt, exc)
+            return
+        execution = RunExecution(self, run_id, attempt, claim)
+        with self._lock:
+            self._running[run_id] = execution
+        try:
+            execution.run()
+        finally:
+            with self._lock:
+                self._running.pop(run_id, None)
+
+    def _claim(self, run_id: int, attempt: int) -> dict[str, Any]:
+        # The platform requeues a dispatched run that is not claimed in time,
+        # so a short outage is worth riding out here, a long one is not.
+        deadline = time.monotonic() + self.config.claim_retry_s
+        while True:
+            try:
+                return self.client.claim(run_id, attempt)
+            except PlatformUnavailable:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(1.0)
+
+
+class RunExecution:
+    """One run attempt on this host: the supervisor process and its forwarder."""
+
+    def __init__(self, agent: HostAgent, run_id: int, attempt: int, claim: dict[str, Any]):
+        self.agent = agent
+        self.run_id = run_id
+        self.attempt = attempt
+        self.spec: dict[str, Any] = claim["spec"]
+        self.devices: list[int] = claim.get("devices", [])
+        self.run_dir = os.path.join(
+            agent.config.work_dir, "runs", str(run_id), f"attempt-{attempt}"
+        )
+        self.process: subprocess.Popen | None = None
+        self.stop_reason = ""
+        self._stopping_since: float | None = None
+
+    def run(self) -> None:
+        os.makedirs(self.run_dir, exist_ok=True)
+        spec_path = os.path.join(self.run_dir, "spec.json")
+        with open(spec_path, "w", encoding="utf-8") as handle:
+            json.dump(self.spec, handle, indent=2)
+        python = self.spec.get("python") or self.agent.config.python
+        log.info("run %s attempt %s: starting in %s", self.run_id, self.attempt, self.run_dir)
+        with open(os.path.join(self.run_dir, SUPERVISOR_LOG), "ab") as output:
+            try:
+                self.process = subprocess.Popen(
+                    [python, "-m", "workers.run", spec_path, "--run-dir", self.run_dir],
+                    cwd=self.run_dir,
+                    env=self._env(),
+                    stdin=subprocess.DEVNULL,
+                    stdout=output,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
+            except OSError as exc:
+                self._finish({"exit_code": None, "error": f"cannot start {python}: {exc}"})
+                return
+        forwarder = Forwarder(self.agent.client, self.run_id, self.attempt, self.run_dir)
+        exit_code = self._supervise(forwarder)
+        report: dict[str, Any] = {"exit_code": exit_code, "exited_at": time.time()}
+        try:
+            forwarder.drain(give_up=self.agent.shutting_down)
+        except RunGone as exc:
+            log.warning("run %s: platform refused the remaining events: %s", self.run_id, exc)
+        except PlatformUnavailable:
+            log.warning("run %s: shutting down with events still spooled", self.run_id)
+            return
+        if self.stop_reason:
+            report["stop_reason"] = self.stop_reason
+        if exit_code == 2:
+            report["error"] = self._supervisor_output()
+        self._finish(report)
+
+    def stop(self, reason: str) -> None:
+        """Ask the supervisor to stop; it is killed if it has not after the grace period."""
+        if self.process is None or self._stopping_since is not None:
+            return
+        log.info("run %s: stopping (%s)", self.run_id, reason)
+        self.stop_reason = reason
+        self._stopping_since = time.monotonic()
+        _killpg(self.process.pid, signal.SIGTERM)
+
+    def _supervise(self, forwarder: Forwarder) -> int:
+        assert self.process is not None
+        hard_deadline = time.monotonic() + self.spec["timeout_s"] + HARD_KILL_GRACE_S
+        while self.process.poll() is None:
+            try:
+                sent = forwarder.pump()
+            except PlatformUnavailable as exc:
+                log.debug("run %s: platform unavailable, events stay spooled: %s", self.run_id, exc)
+                sent = False
+            except RunGone as exc:
+                self.stop(f"platform refused the run: {exc}")
+                sent = False
+            if forwarder.cancel_requested:
+                self.stop("cancel requested")
+            now = time.monotonic()
+            if now > hard_deadline:
+                self.stop("supervisor exceeded its timeout")
+            if self._stopping_since is not None and now - self._stopping_since > CANCEL_GRACE_S:
+                self._kill_everything()
+            if not sent:
+                time.sleep(self.agent.config.flush_s)
+        return self.process.returncode
+
+    def _kill_everything(self) -> None:
+        assert self.process is not None
+        _killpg(self.process.pid, signal.SIGKILL)
+        # The supervisor's child has a process group of its own.
+        try:
+            with open(os.path.join(self.run_dir, "child.pid")) as handle:
+                _killpg(int(handle.read().strip()), signal.SIGKILL)
+        except (OSError, ValueError):
+            pass
+
+    def _env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        # The host worker's own credentials never reach user code.
+        for key in ("NPULAB_HOST_TOKEN", "NPULAB_BROKER_URL"):
+            env.pop(key, None)
+        env["PYTHONPATH"] = _PACKAGE_ROOT + (
+            os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else ""
+        )
+        env["NPULAB_RUN_ID"] = str(self.run_id)
+        env["NPULAB_ATTEMPT"] = str(self.attempt)
+        variable = BACKENDS[self.spec["device_type"]].visible_devices_env
+        if variable:
+            env[variable] = ",".join(str(index) for index in self.devices)
+        return env
+
+    def _supervisor_output(self) -> str:
+        try:
+            with open(os.path.join(self.run_dir, SUPERVISOR_LOG), encoding="utf-8") as handle:
+                return handle.read()[-2000:]
+        except OSError:
+            return ""
+
+    def _finish(self, report: dict[str, Any]) -> None:
+        delay = 0.5
+        while True:
+            try:
+                self.agent.client.finish(self.run_id, self.attempt, report)
+                log.info("run %s attempt %s: finished (%s)", self.run_id, self.attempt, report)
+                return
+            except PlatformUnavailable as exc:
+                if self.agent.shutting_down.is_set():
+                    log.warning("run %s: shutting down before the end was reported", self.run_id)
+                    return
+                log.warning("run %s: cannot report the end yet: %s", self.run_id, exc)
+                self.agent.shutting_down.wait(delay)
+                delay = min(delay * 2, 5.0)
+            except PlatformRejected as exc:
+                log.warning("run %s: end refused: %s", self.run_id, exc)
+                return
+
+
+def _killpg(pgid: int, signum: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signum)

@@ -1,0 +1,83 @@
+"""The host worker's side of the REST API (``/api/v1/agent/``), with the host token."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import requests
+
+from workers import __version__
+
+
+class PlatformError(Exception):
+    """A call to the platform did not succeed."""
+
+
+class PlatformUnavailable(PlatformError):
+    """The platform could not be reached or answered 5xx/429: try again later."""
+
+
+class PlatformRejected(PlatformError):
+    """The platform refused the call (4xx); retrying the same call will not help."""
+
+    def __init__(self, status: int, body: dict[str, Any]):
+        self.status = status
+        self.body = body
+        super().__init__(f"HTTP {status}: {body.get('detail', body)}")
+
+
+class PlatformClient:
+    """Thin JSON client; one keep-alive session per thread."""
+
+    def __init__(self, url: str, token: str, timeout: float = 15.0):
+        self.url = url.rstrip("/")
+        self.timeout = timeout
+        self._headers = {
+            "Authorization": f"Token {token}",
+            "User-Agent": f"npulab-worker/{__version__}",
+        }
+        self._local = threading.local()
+
+    def register(self, facts: dict[str, Any]) -> dict[str, Any]:
+        return self._post("/api/v1/agent/register/", facts)
+
+    def heartbeat(self, running: list[int]) -> dict[str, Any]:
+        return self._post("/api/v1/agent/heartbeat/", {"running": running})
+
+    def claim(self, run_id: int, attempt: int) -> dict[str, Any]:
+        return self._post(f"/api/v1/agent/runs/{run_id}/claim/", {"attempt": attempt})
+
+    def send_events(
+        self, run_id: int, attempt: int, start: int, end: int, events: list[dict[str, Any]]
+    ) -> dict[str, Any]:
+        payload = {"attempt": attempt, "start": start, "end": end, "events": events}
+        return self._post(f"/api/v1/agent/runs/{run_id}/events/", payload)
+
+    def finish(self, run_id: int, attempt: int, report: dict[str, Any]) -> dict[str, Any]:
+        return self._post(f"/api/v1/agent/runs/{run_id}/finish/", dict(report, attempt=attempt))
+
+    def _session(self) -> requests.Session:
+        session: requests.Session | None = getattr(self._local, "session", None)
+        if session is None:
+            session = requests.Session()
+            session.headers.update(self._headers)
+            self._local.session = session
+        return session
+
+    def _post(self, path: str, payload: dict[str, Any]) -> dict[str, Any]:
+        try:
+            response = self._session().post(self.url + path, json=payload, timeout=self.timeout)
+        except requests.RequestException as exc:
+            # Drop the session: its pooled connection may be half-dead.
+            self._local.session = None
+            raise PlatformUnavailable(f"{self.url}: {type(exc).__name__}: {exc}") from exc
+        if response.status_code >= 500 or response.status_code == 429:
+            raise PlatformUnavailable(f"{self.url}{path}: HTTP {response.status_code}")
+        try:
+            body = response.json()
+        except ValueError:
+            body = {"detail": response.text[:500]}
+        if response.status_code >= 400:
+            raise PlatformRejected(response.status_code, body if isinstance(body, dict) else {})
+        return body

@@ -1,0 +1,117 @@
+"""Host worker settings: command-line flags, each defaulting to an environment variable."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from workers.backends import BACKENDS
+
+
+class HostConfig:
+    """Everything the host worker is told; nothing here is read from the platform."""
+
+    def __init__(
+        self,
+        url: str,
+        token: str,
+        broker_url: str,
+        work_dir: str,
+        python: str,
+        device_type: str | None,
+        devices: int | None,
+        labels: list[str],
+        heartbeat_s: float = 10.0,
+        flush_s: float = 0.2,
+        claim_retry_s: float = 30.0,
+        log_level: str = "INFO",
+    ):
+        self.url = url
+        self.token = token
+        self.broker_url = broker_url
+        self.work_dir = work_dir
+        self.python = python
+        self.device_type = device_type
+        self.devices = devices
+        self.labels = labels
+        self.heartbeat_s = heartbeat_s
+        self.flush_s = flush_s
+        self.claim_retry_s = claim_retry_s
+        self.log_level = log_level
+
+    @classmethod
+    def from_args(cls, argv: list[str] | None = None) -> HostConfig:
+        env = os.environ
+        parser = argparse.ArgumentParser(
+            prog="python -m workers",
+            description="npulab host worker: executes runs on this host's devices.",
+        )
+        parser.add_argument("--url", default=env.get("NPULAB_URL", "http://127.0.0.1:8000"))
+        parser.add_argument(
+            "--token-file",
+            default=env.get("NPULAB_HOST_TOKEN_FILE"),
+            help="file holding the host token (else NPULAB_HOST_TOKEN)",
+        )
+        parser.add_argument("--broker-url", default=env.get("NPULAB_BROKER_URL"))
+        parser.add_argument(
+            "--work-dir",
+            default=env.get("NPULAB_WORK_DIR", os.path.expanduser("~/.npulab/work")),
+        )
+        parser.add_argument(
+            "--python",
+            default=env.get("NPULAB_RUN_PYTHON", sys.executable),
+            help="interpreter that executes runs whose spec names none",
+        )
+        parser.add_argument(
+            "--device-type", choices=sorted(BACKENDS), default=env.get("NPULAB_DEVICE_TYPE")
+        )
+        parser.add_argument(
+            "--devices",
+            type=int,
+            default=_int_or_none(env.get("NPULAB_DEVICES")),
+            help="device count (default: found with npu-smi / nvidia-smi; 1 for the CPU)",
+        )
+        parser.add_argument(
+            "--labels", default=env.get("NPULAB_LABELS", ""), help="comma-separated host labels"
+        )
+        parser.add_argument(
+            "--heartbeat-s", type=float, default=float(env.get("NPULAB_WORKER_HEARTBEAT_S", "10"))
+        )
+        parser.add_argument("--log-level", default=env.get("NPULAB_LOG_LEVEL", "INFO"))
+        args = parser.parse_args(argv)
+
+        token = env.get("NPULAB_HOST_TOKEN", "")
+        if args.token_file:
+            try:
+                with open(args.token_file, encoding="utf-8") as handle:
+                    token = handle.read().strip()
+            except OSError as exc:
+                parser.error(f"cannot read --token-file {args.token_file}: {exc.strerror}")
+        if not token:
+            parser.error("no host token: set NPULAB_HOST_TOKEN or --token-file")
+        if not args.broker_url:
+            parser.error("no broker: set NPULAB_BROKER_URL or --broker-url")
+        if args.devices is not None and args.devices < 1:
+            parser.error("--devices must be at least 1")
+        return cls(
+            url=args.url,
+            token=token,
+            broker_url=args.broker_url,
+            work_dir=os.path.abspath(args.work_dir),
+            python=args.python,
+            device_type=args.device_type,
+            devices=args.devices,
+            labels=[label.strip() for label in args.labels.split(",") if label.strip()],
+            heartbeat_s=args.heartbeat_s,
+            log_level=args.log_level.upper(),
+        )
+
+
+def _int_or_none(value: str | None) -> int | None:
+    if value is None or value == "":
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        raise SystemExit(f"NPULAB_DEVICES must be an integer, got {value!r}") from None

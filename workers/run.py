@@ -1,0 +1,271 @@
+"""Execute one run spec on this host, with or without the platform.
+
+    python -m workers.run SPEC.json --run-dir DIR
+
+writes DIR/events.jsonl and exits 0 when the result is succeeded, 1 when it
+failed and 2 when the spec is invalid (the reason on stderr). The host worker
+runs exactly this command in a subprocess; a user runs it to reproduce a run.
+
+Two processes: this supervisor, and a child (``--child``) in its own process
+group that imports torch and does the work. The supervisor turns the child's
+stdout and stderr (C++ libraries included) into log events, writes
+heartbeats, enforces ``timeout_s`` and always writes the ``result`` line: a
+segfault in an operator kills the child, never the record of what happened.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import contextlib
+import importlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import traceback
+from typing import IO, Any
+
+from workers import __version__
+from workers.backends import get_backend
+from workers.events import EVENTS_FILE, EventWriter
+from workers.runners.base import Outcome, RunContext
+from workers.spec import KINDS, SpecError, split_submission, validate
+
+EXIT_SUCCEEDED = 0
+EXIT_FAILED = 1
+EXIT_INVALID_SPEC = 2
+
+RESULT_FILE = "result.json"
+CHILD_PID_FILE = "child.pid"
+STDERR_TAIL_LINES = 40
+HEARTBEAT_S = float(os.environ.get("NPULAB_HEARTBEAT_S", "10"))
+KILL_GRACE_S = float(os.environ.get("NPULAB_KILL_GRACE_S", "10"))
+_PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m workers.run", description="Execute one npulab run spec on this host."
+    )
+    parser.add_argument("spec", help="path of the spec JSON document")
+    parser.add_argument("--run-dir", required=True, help="directory for events.jsonl and outputs")
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    run_dir = os.path.abspath(args.run_dir)
+    os.makedirs(run_dir, exist_ok=True)
+    events = EventWriter(os.path.join(run_dir, EVENTS_FILE))
+    try:
+        try:
+            spec = load_spec(args.spec)
+        except SpecError as exc:
+            print(f"invalid spec: {exc}", file=sys.stderr)
+            if not args.child:
+                events.result("failed", f"invalid spec: {exc}", cause="spec_invalid")
+            return EXIT_INVALID_SPEC
+        if args.child:
+            return run_child(spec, run_dir, events)
+        return Supervisor(spec, args.spec, run_dir, events).run()
+    finally:
+        events.close()
+
+
+def load_spec(path: str) -> dict[str, Any]:
+    """Read and validate a spec file; queueing fields of a submission are ignored."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            doc = json.load(handle)
+    except OSError as exc:
+        raise SpecError({"spec": f"cannot read {path}: {exc.strerror}"}) from exc
+    except ValueError as exc:
+        raise SpecError({"spec": f"{path} is not valid JSON: {exc}"}) from exc
+    if isinstance(doc, dict):
+        doc, _ = split_submission(doc)
+    return validate(doc)
+
+
+class Supervisor:
+    """Runs the child, relays its output, and writes the one result line."""
+
+    def __init__(self, spec: dict[str, Any], spec_path: str, run_dir: str, events: EventWriter):
+        self.spec = spec
+        self.spec_path = os.path.abspath(spec_path)
+        self.run_dir = run_dir
+        self.events = events
+        self.stderr_tail: collections.deque[str] = collections.deque(maxlen=STDERR_TAIL_LINES)
+        self.stop_signal: int | None = None
+        self.child: subprocess.Popen | None = None
+
+    def run(self) -> int:
+        result_path = os.path.join(self.run_dir, RESULT_FILE)
+        if os.path.exists(result_path):
+            os.unlink(result_path)  # left by an earlier execution in this directory
+        self.events.log(
+            "runner",
+            f"npulab runner {__version__}: {self.spec['kind']} run on {self.spec['device_type']}, "
+            f"python {sys.version.split()[0]} ({sys.executable}), pid {os.getpid()}",
+        )
+        for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            signal.signal(signum, self._on_signal)
+
+        self.child = subprocess.Popen(
+            [sys.executable, "-m", "workers.run", "--child", self.spec_path, "--run-dir", "."],
+            cwd=self.run_dir,
+            env=self._child_env(),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
+        with open(os.path.join(self.run_dir, CHILD_PID_FILE), "w") as handle:
+            handle.write(str(self.child.pid))
+        pumps = [
+            self._pump(self.child.stdout, "stdout"),
+            self._pump(self.child.stderr, "stderr"),
+        ]
+        beating = threading.Event()
+        threading.Thread(target=self._heartbeat, args=(beating,), daemon=True).start()
+
+        timed_out = self._wait(time.monotonic() + self.spec["timeout_s"])
+        beating.set()
+        for pump in pumps:
+            # A grandchild that daemonised may hold the pipe open forever.
+            pump.join(timeout=5)
+        outcome = self._outcome(timed_out, result_path)
+        self.events.result(outcome.status, outcome.reason, outcome.summary, outcome.cause)
+        return EXIT_SUCCEEDED if outcome.status == "succeeded" else EXIT_FAILED
+
+    def _child_env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        env.update(self.spec["env"])
+        env["NPULAB_RUN_DIR"] = self.run_dir
+        env["PYTHONUNBUFFERED"] = "1"
+        # The child runs in the run directory; make this package importable there.
+        path = env.get("PYTHONPATH")
+        env["PYTHONPATH"] = _PACKAGE_ROOT + (os.pathsep + path if path else "")
+        return env
+
+    def _pump(self, pipe: IO[bytes] | None, stream: str) -> threading.Thread:
+        def relay() -> None:
+            assert pipe is not None
+            for raw in iter(pipe.readline, b""):
+                line = raw.decode("utf-8", errors="replace").rstrip("\r\n")
+                if stream == "stderr":
+                    self.stderr_tail.append(line)
+                self.events.log(stream, line)
+            pipe.close()
+
+        thread = threading.Thread(target=relay, daemon=True)
+        thread.start()
+        return thread
+
+    def _heartbeat(self, stop: threading.Event) -> None:
+        while not stop.wait(HEARTBEAT_S):
+            self.events.heartbeat()
+
+    def _on_signal(self, signum: int, frame: Any) -> None:
+        self.stop_signal = signum
+
+    def _wait(self, deadline: float) -> bool:
+        """Wait for the child; stop it on a signal or at the deadline. True if timed out."""
+        assert self.child is not None
+        while True:
+            try:
+                self.child.wait(timeout=0.2)
+                return False
+            except subprocess.TimeoutExpired:
+                pass
+            if self.stop_signal is not None:
+                self.events.log(
+                    "runner",
+                    f"received {signal.Signals(self.stop_signal).name}, stopping the run",
+                )
+                self._kill_child()
+                return False
+            if time.monotonic() >= deadline:
+                self.events.log("runner", f"timeout of {self.spec['timeout_s']} s reached")
+                self._kill_child()
+                return True
+
+    def _kill_child(self) -> None:
+        """SIGTERM the child's process group, SIGKILL whatever is left after the grace period."""
+        assert self.child is not None
+        _killpg(self.child.pid, signal.SIGTERM)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.child.wait(timeout=KILL_GRACE_S)
+        # Also reaches descendants that outlived the child itself.
+        _killpg(self.child.pid, signal.SIGKILL)
+        self.child.wait()
+
+    def _outcome(self, timed_out: bool, result_path: str) -> Outcome:
+        assert self.child is not None
+        code = self.child.returncode
+        tail = list(self.stderr_tail)
+        if self.stop_signal is not None:
+            name = signal.Signals(self.stop_signal).name
+            return Outcome("failed", f"stopped by {name}", {"stderr_tail": tail}, "terminated")
+        if timed_out:
+            reason = f"timed out after {self.spec['timeout_s']} s"
+            return Outcome("failed", reason, {"stderr_tail": tail}, "timeout")
+        reported = _read_result(result_path)
+        if reported is not None and code in (EXIT_SUCCEEDED, EXIT_FAILED):
+            return reported
+        if code is not None and code < 0:
+            reason = f"runner killed by signal {_signal_name(-code)}"
+        else:
+            reason = f"runner exited with code {code} without a result"
+        if tail:
+            reason += f"; last stderr line: {tail[-1]}"
+        return Outcome("failed", reason, {"stderr_tail": tail}, "process_exit")
+
+
+def run_child(spec: dict[str, Any], run_dir: str, events: EventWriter) -> int:
+    """The child side: run the kind's runner and leave its outcome in result.json."""
+    context = RunContext(spec, get_backend(spec["device_type"]), events, run_dir)
+    try:
+        runner = importlib.import_module(KINDS[spec["kind"]].runner)
+        outcome = runner.run(context)
+    except Exception as exc:
+        traceback.print_exc()
+        outcome = Outcome("failed", f"runner error: {type(exc).__name__}: {exc}")
+    _write_result(os.path.join(run_dir, RESULT_FILE), outcome)
+    return EXIT_SUCCEEDED if outcome.status == "succeeded" else EXIT_FAILED
+
+
+def _write_result(path: str, outcome: Outcome) -> None:
+    temporary = path + ".tmp"
+    with open(temporary, "w", encoding="utf-8") as handle:
+        json.dump(outcome.as_dict(), handle)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(temporary, path)
+
+
+def _read_result(path: str) -> Outcome | None:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            data = json.load(handle)
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or data.get("status") not in ("succeeded", "failed"):
+        return None
+    return Outcome(data["status"], str(data.get("reason", "")), data.get("summary") or {})
+
+
+def _killpg(pgid: int, signum: int) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pgid, signum)
+
+
+def _signal_name(signum: int) -> str:
+    try:
+        return f"{signal.Signals(signum).name} ({signum})"
+    except ValueError:
+        return str(signum)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

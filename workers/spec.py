@@ -1,0 +1,271 @@
+"""Run spec documents: what a run does, as one JSON object.
+
+The same document is the body of ``POST /api/v1/runs/`` and the file given to
+``python -m workers.run``; both validate it here, so the platform and a host
+can never disagree on what a valid spec is. Standard library only.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+DEVICE_TYPES = ("cpu", "cuda", "npu")
+# Keys of a submission that say where and how a run is queued, not what it
+# does. The API reads them; the runner ignores them, so one file serves both.
+SUBMISSION_FIELDS = ("host", "labels", "name", "tags", "priority")
+MAX_DEVICES = 64
+
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_NO_DEFAULT = object()
+
+
+class SpecError(ValueError):
+    """A spec failed validation; ``errors`` maps each offending field to why."""
+
+    def __init__(self, errors: dict[str, str]) -> None:
+        self.errors = dict(errors)
+        super().__init__("; ".join(f"{key}: {msg}" for key, msg in sorted(self.errors.items())))
+
+
+class Field:
+    """One key of a spec: its JSON type, default and bounds.
+
+    ``type`` is a JSON-schema type name (integer, number, string, boolean),
+    or ``env`` (an object of variable name to string) or ``strings`` (a list
+    of strings).
+    """
+
+    def __init__(
+        self,
+        name: str,
+        type: str,
+        *,
+        default: Any = _NO_DEFAULT,
+        minimum: float | None = None,
+        maximum: float | None = None,
+        choices: tuple[str, ...] | None = None,
+        help: str = "",
+    ) -> None:
+        self.name = name
+        self.type = type
+        self.default = default
+        self.minimum = minimum
+        self.maximum = maximum
+        self.choices = choices
+        self.help = help
+
+    @property
+    def required(self) -> bool:
+        return self.default is _NO_DEFAULT
+
+    def clean(self, value: Any) -> Any:
+        """Return the value in canonical form or raise ValueError saying why not."""
+        cleaner = getattr(self, "_clean_" + self.type)
+        value = cleaner(value)
+        if self.choices is not None and value not in self.choices:
+            raise ValueError("must be one of: " + ", ".join(self.choices))
+        if self.minimum is not None and value < self.minimum:
+            raise ValueError(f"must be at least {_num(self.minimum)}")
+        if self.maximum is not None and value > self.maximum:
+            raise ValueError(f"must be at most {_num(self.maximum)}")
+        return value
+
+    @staticmethod
+    def _clean_integer(value: Any) -> int:
+        # bool is an int subclass in Python; true is not a device count.
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ValueError("must be an integer")
+        if isinstance(value, float) and not value.is_integer():
+            raise ValueError("must be an integer")
+        return int(value)
+
+    @staticmethod
+    def _clean_number(value: Any) -> float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ValueError("must be a number")
+        if not math.isfinite(value):
+            raise ValueError("must be a finite number")
+        return float(value)
+
+    @staticmethod
+    def _clean_string(value: Any) -> str:
+        if not isinstance(value, str):
+            raise ValueError("must be a string")
+        return value
+
+    @staticmethod
+    def _clean_boolean(value: Any) -> bool:
+        if not isinstance(value, bool):
+            raise ValueError("must be true or false")
+        return value
+
+    @staticmethod
+    def _clean_env(value: Any) -> dict[str, str]:
+        if not isinstance(value, dict):
+            raise ValueError("must be an object of variable name to string value")
+        for key, item in value.items():
+            if not _ENV_NAME.match(key):
+                raise ValueError(f"{key!r} is not a valid environment variable name")
+            if not isinstance(item, str):
+                raise ValueError(f"value of {key} must be a string")
+        return dict(value)
+
+    @staticmethod
+    def _clean_strings(value: Any) -> list[str]:
+        if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+            raise ValueError("must be a list of strings")
+        return list(value)
+
+    def json_schema(self) -> dict[str, Any]:
+        if self.type == "env":
+            schema: dict[str, Any] = {"type": "object", "additionalProperties": {"type": "string"}}
+        elif self.type == "strings":
+            schema = {"type": "array", "items": {"type": "string"}}
+        else:
+            schema = {"type": self.type}
+        if self.choices is not None:
+            schema["enum"] = list(self.choices)
+        if self.minimum is not None:
+            schema["minimum"] = self.minimum
+        if self.maximum is not None:
+            schema["maximum"] = self.maximum
+        if not self.required:
+            schema["default"] = self.default
+        if self.help:
+            schema["description"] = self.help
+        return schema
+
+
+class Kind:
+    """A run kind: its own spec fields and the module that executes it."""
+
+    def __init__(self, name: str, title: str, runner: str, fields: list[Field]) -> None:
+        self.name = name
+        self.title = title
+        self.runner = runner
+        self.fields = [Field("kind", "string", choices=(name,)), *fields]
+        self.by_name = {field.name: field for field in self.fields}
+
+    def json_schema(self) -> dict[str, Any]:
+        return {
+            "type": "object",
+            "title": self.title,
+            "properties": {field.name: field.json_schema() for field in self.fields},
+            "required": [field.name for field in self.fields if field.required],
+            "additionalProperties": False,
+        }
+
+
+def common_fields(default_timeout_s: int) -> list[Field]:
+    """Keys every run kind accepts."""
+    return [
+        Field("device_type", "string", choices=DEVICE_TYPES, help="Accelerator type to run on."),
+        Field(
+            "devices",
+            "integer",
+            default=1,
+            minimum=1,
+            maximum=MAX_DEVICES,
+            help="Devices the run leases on one host.",
+        ),
+        Field(
+            "timeout_s",
+            "integer",
+            default=default_timeout_s,
+            minimum=1,
+            maximum=7 * 24 * 3600,
+            help="Wall-clock limit; the run is killed and fails when it is exceeded.",
+        ),
+        Field(
+            "python",
+            "string",
+            default="",
+            help="Interpreter on the host that executes the run; empty: the worker's default.",
+        ),
+        Field("env", "env", default={}, help="Extra environment variables for the run."),
+    ]
+
+
+KINDS: dict[str, Kind] = {
+    kind.name: kind
+    for kind in (
+        Kind(
+            "smoke",
+            "Smoke test: is the device visible, does matmul match the CPU, does a model train?",
+            "workers.runners.smoke",
+            [
+                *common_fields(default_timeout_s=900),
+                Field(
+                    "matmul_size",
+                    "integer",
+                    default=2048,
+                    minimum=16,
+                    maximum=16384,
+                    help="Side of the square fp32 matrices multiplied on the device.",
+                ),
+                Field(
+                    "train_steps",
+                    "integer",
+                    default=50,
+                    minimum=2,
+                    maximum=100000,
+                    help="Steps of the Conv2d + LayerNorm + Adam training loop.",
+                ),
+                Field("seed", "integer", default=0, minimum=0, maximum=2**31 - 1),
+            ],
+        ),
+    )
+}
+
+
+def split_submission(doc: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Separate a submission into (spec, queueing fields)."""
+    spec = {key: value for key, value in doc.items() if key not in SUBMISSION_FIELDS}
+    submission = {key: value for key, value in doc.items() if key in SUBMISSION_FIELDS}
+    return spec, submission
+
+
+def validate(doc: Any) -> dict[str, Any]:
+    """Return the spec with defaults filled in, or raise SpecError naming every bad field."""
+    if not isinstance(doc, dict):
+        raise SpecError({"spec": "must be a JSON object"})
+    kind_name = doc.get("kind")
+    if kind_name is None:
+        raise SpecError({"kind": "this field is required; one of: " + ", ".join(KINDS)})
+    kind = KINDS.get(kind_name) if isinstance(kind_name, str) else None
+    if kind is None:
+        raise SpecError({"kind": f"unknown kind {kind_name!r}; one of: " + ", ".join(KINDS)})
+
+    errors: dict[str, str] = {}
+    clean: dict[str, Any] = {}
+    for field in kind.fields:
+        if field.name not in doc:
+            if field.required:
+                errors[field.name] = "this field is required"
+            else:
+                clean[field.name] = _copy(field.default)
+            continue
+        try:
+            clean[field.name] = field.clean(doc[field.name])
+        except ValueError as exc:
+            errors[field.name] = str(exc)
+    for key in doc:
+        if key not in kind.by_name:
+            errors[key] = f"unknown field for a {kind.name} run"
+    if errors:
+        raise SpecError(errors)
+    return clean
+
+
+def _copy(value: Any) -> Any:
+    if isinstance(value, dict):
+        return dict(value)
+    if isinstance(value, list):
+        return list(value)
+    return value
+
+
+def _num(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else str(value)
