@@ -1,0 +1,23 @@
+"""/api/v1/: the user API (router) and the host workers' agent API."""
+
+from django.urls import path
+from rest_framework.routers import DefaultRouter
+
+from npulab.hosts.api.views import HeartbeatView, HostViewSet, RegisterView
+from npulab.runs.api.agent import ClaimView, EventsView, FinishView
+from npulab.runs.api.views import RunViewSet
+
+app_name = "api"
+
+router = DefaultRouter()
+router.register("runs", RunViewSet, basename="run")
+router.register("hosts", HostViewSet, basename="host")
+
+urlpatterns = [
+    *router.urls,
+    path("agent/register/", RegisterView.as_view(), name="agent-register"),
+    path("agent/heartbeat/", HeartbeatView.as_view(), name="agent-heartbeat"),
+    path("agent/runs/<int:run_id>/claim/", ClaimView.as_view(), name="agent-claim"),
+    path("agent/runs/<int:run_id>/events/", EventsView.as_view(), name="agent-events"),
+    path("agent/runs/<int:run_id>/finish/", FinishView.as_view(), name="agent-finish"),
+]

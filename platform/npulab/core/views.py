@@ -1,0 +1,31 @@
+from __future__ import annotations
+
+from django.contrib.auth.decorators import login_required
+from django.db import connection
+from django.db.models import Count
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import render
+
+from npulab.hosts.models import Host
+from npulab.runs.models import Run
+
+RECENT_RUNS = 15
+
+
+@login_required
+def dashboard(request: HttpRequest) -> HttpResponse:
+    counts = dict(Run.objects.order_by().values_list("status").annotate(n=Count("id")))
+    context = {
+        "hosts": Host.objects.annotate(busy_devices=Count("leases")),
+        "runs": Run.objects.select_related("host", "submitted_by")[:RECENT_RUNS],
+        "counts": [(value, label, counts.get(value, 0)) for value, label in Run.Status.choices],
+    }
+    template = "core/partials/dashboard_body.html" if request.htmx else "core/dashboard.html"
+    return render(request, template, context)
+
+
+def healthz(request: HttpRequest) -> JsonResponse:
+    """Liveness for load balancers and `make run`: the database answers."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 1")
+    return JsonResponse({"status": "ok"})

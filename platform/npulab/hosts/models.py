@@ -1,0 +1,75 @@
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.core.validators import RegexValidator
+from django.db import models
+from django.urls import reverse
+from django.utils import timezone
+
+from workers.spec import DEVICE_TYPES
+
+# Host names become Celery queue names (host.<name>) and URL segments.
+HOST_NAME_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,62}$"
+host_name_validator = RegexValidator(
+    HOST_NAME_PATTERN,
+    "Use 1-63 lower-case letters, digits, '-' or '_', starting with a letter or digit.",
+)
+
+
+class DeviceType(models.TextChoices):
+    CPU = "cpu", "CPU"
+    CUDA = "cuda", "CUDA GPU"
+    NPU = "npu", "Ascend NPU"
+
+
+assert tuple(DeviceType.values) == DEVICE_TYPES, "workers.spec and the model must agree"
+
+
+class Host(models.Model):
+    """An accelerator host with one host worker, known by its token."""
+
+    class Status(models.TextChoices):
+        ONLINE = "online", "Online"
+        OFFLINE = "offline", "Offline"
+
+    name = models.CharField(max_length=63, unique=True, validators=[host_name_validator])
+    device_type = models.CharField(max_length=8, choices=DeviceType.choices, default=DeviceType.CPU)
+    device_count = models.PositiveIntegerField(default=0)
+    devices = models.JSONField(default=list, blank=True, help_text="As the worker reported them.")
+    labels = models.JSONField(default=list, blank=True)
+    enabled = models.BooleanField(
+        default=True, help_text="No new runs are placed on a disabled host."
+    )
+    status = models.CharField(max_length=8, choices=Status.choices, default=Status.OFFLINE)
+    last_heartbeat = models.DateTimeField(null=True, blank=True)
+    registered = models.DateTimeField(null=True, blank=True)
+    hostname = models.CharField(max_length=255, blank=True)
+    worker_version = models.CharField(max_length=32, blank=True)
+    python_version = models.CharField(max_length=32, blank=True)
+    platform = models.CharField(max_length=255, blank=True)
+    token_digest = models.CharField(max_length=64, unique=True, null=True, blank=True)
+    token_display = models.CharField(max_length=16, blank=True)
+    created = models.DateTimeField(auto_now_add=True)
+    updated = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def get_absolute_url(self) -> str:
+        return reverse("hosts:host_detail", args=[self.name])
+
+    @property
+    def queue(self) -> str:
+        return f"host.{self.name}"
+
+    def is_alive(self, now: datetime | None = None) -> bool:
+        """True while the last heartbeat is recent enough to place runs here."""
+        if self.last_heartbeat is None:
+            return False
+        timeout = timedelta(seconds=settings.NPULAB["HOST_HEARTBEAT_TIMEOUT_S"])
+        return self.last_heartbeat >= (now or timezone.now()) - timeout

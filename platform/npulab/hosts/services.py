@@ -1,0 +1,68 @@
+"""Write paths for hosts: creation, tokens, registration, heartbeats, liveness."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from npulab.accounts import tokens
+from npulab.hosts.models import Host
+from npulab.runs.dispatch import request_placement
+
+
+def do_create_host(name: str, labels: list[str] | None = None) -> Host:
+    host = Host(name=name, labels=labels or [])
+    host.full_clean()
+    host.save()
+    return host
+
+
+def do_issue_host_token(host: Host) -> str:
+    """A new token for the host's worker, replacing any earlier one; shown only here."""
+    plain = tokens.generate(tokens.HOST_TOKEN_PREFIX)
+    host.token_digest = tokens.digest(plain)
+    host.token_display = plain[: tokens.DISPLAY_CHARS]
+    host.save(update_fields=["token_digest", "token_display", "updated"])
+    return plain
+
+
+def do_register_host(host: Host, facts: dict[str, Any]) -> Host:
+    """Record what the worker found on its host and mark the host online."""
+    now = timezone.now()
+    devices = facts["devices"]
+    host.device_type = facts["device_type"]
+    host.devices = devices
+    host.device_count = len(devices)
+    if facts.get("labels"):
+        host.labels = facts["labels"]
+    for field in ("hostname", "worker_version", "platform"):
+        setattr(host, field, facts.get(field, ""))
+    host.python_version = facts.get("python", "")
+    host.status = Host.Status.ONLINE
+    host.last_heartbeat = now
+    host.registered = now
+    host.save()
+    # New capacity: queued runs may fit now.
+    transaction.on_commit(request_placement)
+    return host
+
+
+def do_record_heartbeat(host: Host) -> None:
+    came_back = host.status != Host.Status.ONLINE
+    host.last_heartbeat = timezone.now()
+    host.status = Host.Status.ONLINE
+    host.save(update_fields=["last_heartbeat", "status", "updated"])
+    if came_back:
+        transaction.on_commit(request_placement)
+
+
+def sweep_hosts(now: datetime | None = None) -> int:
+    """Mark hosts whose heartbeat stopped as offline; returns how many."""
+    now = now or timezone.now()
+    cutoff = now - timedelta(seconds=settings.NPULAB["HOST_HEARTBEAT_TIMEOUT_S"])
+    stale = Host.objects.filter(status=Host.Status.ONLINE).exclude(last_heartbeat__gte=cutoff)
+    return stale.update(status=Host.Status.OFFLINE, updated=now)

@@ -1,0 +1,106 @@
+from __future__ import annotations
+
+from django.db.models import Count, Max
+from django_filters import rest_framework as filters
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import mixins, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.exceptions import PermissionDenied, ValidationError
+from rest_framework.parsers import JSONParser
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from npulab.runs.api.schema import submission_schema
+from npulab.runs.api.serializers import RunDetailSerializer, RunEventSerializer, RunSerializer
+from npulab.runs.models import Run, RunEvent
+from npulab.runs.selectors import can_cancel, metric_series
+from npulab.runs.services import do_cancel_run, do_submit_run
+
+
+class RunFilterSet(filters.FilterSet):
+    host = filters.CharFilter(field_name="host__name")
+    submitted_by = filters.CharFilter(field_name="submitted_by__username")
+
+    class Meta:
+        model = Run
+        fields = ["status", "kind", "device_type", "host", "submitted_by"]
+
+
+class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+    """Runs: submit one, follow it, cancel it."""
+
+    queryset = Run.objects.select_related("host", "submitted_by")
+    serializer_class = RunSerializer
+    filterset_class = RunFilterSet
+    # A spec is JSON: a form post could not express its types.
+    parser_classes = [JSONParser]
+
+    def get_serializer_class(self) -> type[RunSerializer]:
+        return RunDetailSerializer if self.action == "retrieve" else RunSerializer
+
+    @extend_schema(
+        request={"application/json": submission_schema()},
+        responses={201: RunDetailSerializer},
+        description=(
+            "Queue a run. The body is the run's spec (as `python -m workers.run` takes it) "
+            "plus optional `host`, `labels`, `name`, `tags` and `priority`. "
+            "A bad field is answered with 400 and the field's name."
+        ),
+    )
+    def create(self, request: Request) -> Response:
+        if not isinstance(request.data, dict):
+            raise ValidationError({"spec": ["must be a JSON object"]})
+        run = do_submit_run(request.user, dict(request.data))
+        body = RunDetailSerializer(run, context=self.get_serializer_context()).data
+        return Response(body, status=status.HTTP_201_CREATED)
+
+    @extend_schema(request=None, responses={200: RunDetailSerializer})
+    @action(detail=True, methods=["post"])
+    def cancel(self, request: Request, pk: str) -> Response:
+        """Cancel a run: at once if not started, else its process group is killed."""
+        run = self.get_object()
+        if not can_cancel(request.user, run):
+            raise PermissionDenied("Only the run's submitter or staff may cancel it.")
+        run = do_cancel_run(run.pk, request.user)
+        return Response(RunDetailSerializer(run, context=self.get_serializer_context()).data)
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("type", str, description="Only events of this type, e.g. log."),
+            OpenApiParameter("after", int, description="Only events with a larger id."),
+        ],
+        responses={200: RunEventSerializer(many=True)},
+    )
+    @action(detail=True, methods=["get"])
+    def events(self, request: Request, pk: str) -> Response:
+        """The run's events in order (logs, steps ...), paginated; metrics are separate."""
+        run = self.get_object()
+        events = RunEvent.objects.filter(run=run)
+        if request.query_params.get("type"):
+            events = events.filter(type=request.query_params["type"])
+        after = request.query_params.get("after")
+        if after:
+            if not after.isdigit():
+                raise ValidationError({"after": ["must be an event id"]})
+            events = events.filter(pk__gt=int(after))
+        page = self.paginate_queryset(events.order_by("id"))
+        return self.get_paginated_response(RunEventSerializer(page, many=True).data)
+
+    @extend_schema(
+        parameters=[OpenApiParameter("key", str, description="One metric's points.")],
+        responses={200: dict},
+    )
+    @action(detail=True, methods=["get"])
+    def metrics(self, request: Request, pk: str) -> Response:
+        """Without `key`: each metric's name, point count and last step.
+        With `key`: that metric's points as [step, value] pairs in step order."""
+        run = self.get_object()
+        key = request.query_params.get("key")
+        if key:
+            return Response({"key": key, "points": metric_series(run, key)})
+        summary = (
+            run.metrics.values("key")
+            .annotate(points=Count("id"), last_step=Max("step"))
+            .order_by("key")
+        )
+        return Response({"metrics": list(summary)})

@@ -1,0 +1,85 @@
+"""The run submission form, built from the kind's spec fields in workers.spec."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+
+from npulab.hosts.models import DeviceType, Host
+from npulab.runs.services import PRIORITY_RANGE, SubmissionInvalid
+from workers.spec import KINDS, Field
+
+# Shown in every kind's form, in this order, before the kind's own fields.
+COMMON_SPEC_FIELDS = ("device_type", "devices", "timeout_s")
+# Spec fields the form leaves to the API (they need a file or a mapping).
+API_ONLY_FIELDS = ("kind", "python", "env")
+
+
+class RunSubmitForm(forms.Form):
+    """Queueing fields plus the spec fields of one run kind."""
+
+    kind = forms.ChoiceField(choices=[(kind.name, kind.name) for kind in KINDS.values()])
+    host = forms.ChoiceField(required=False, help_text="Any host that fits, or this one.")
+    name = forms.CharField(max_length=200, required=False)
+    tags = forms.CharField(required=False, help_text="Comma-separated.")
+    priority = forms.IntegerField(
+        initial=0, min_value=PRIORITY_RANGE[0], max_value=PRIORITY_RANGE[1]
+    )
+
+    def __init__(self, *args: Any, kind: str | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.kind = KINDS.get(kind or self.data.get("kind") or "smoke") or KINDS["smoke"]
+        self.fields["kind"].initial = self.kind.name
+        self.kind_title = self.kind.title
+        hosts = Host.objects.order_by("name").values_list("name", "device_type", "status")
+        self.fields["host"].choices = [("", "any host")] + [
+            (name, f"{name} ({device_type}, {status})") for name, device_type, status in hosts
+        ]
+        self.spec_field_names: list[str] = []
+        for field in self.kind.fields:
+            if field.name not in API_ONLY_FIELDS:
+                self.fields[field.name] = _form_field(field)
+                self.spec_field_names.append(field.name)
+        self.order_fields(["kind", *COMMON_SPEC_FIELDS, "host"])
+
+    def kind_fields(self) -> list[forms.BoundField]:
+        return [self[name] for name in self.spec_field_names if name not in COMMON_SPEC_FIELDS]
+
+    def common_fields(self) -> list[forms.BoundField]:
+        return [self[name] for name in COMMON_SPEC_FIELDS]
+
+    def document(self) -> dict[str, Any]:
+        """The submission as the API takes it."""
+        data = self.cleaned_data
+        document: dict[str, Any] = {"kind": self.kind.name}
+        document.update({name: data[name] for name in self.spec_field_names})
+        document["priority"] = data["priority"]
+        document["name"] = data["name"]
+        document["tags"] = [tag.strip() for tag in data["tags"].split(",") if tag.strip()]
+        if data["host"]:
+            document["host"] = data["host"]
+        return document
+
+    def add_submission_errors(self, error: SubmissionInvalid) -> None:
+        for field, message in error.errors.items():
+            self.add_error(field if field in self.fields else None, f"{field}: {message}")
+
+
+def _form_field(field: Field) -> forms.Field:
+    options: dict[str, Any] = {"help_text": field.help, "required": field.required}
+    if not field.required:
+        options["initial"] = field.default
+    if field.choices is not None:
+        choices = [(choice, choice) for choice in field.choices]
+        if field.name == "device_type":
+            choices = list(DeviceType.choices)
+        return forms.ChoiceField(choices=choices, **options)
+    if field.type == "integer":
+        return forms.IntegerField(min_value=field.minimum, max_value=field.maximum, **options)
+    if field.type == "number":
+        return forms.FloatField(min_value=field.minimum, max_value=field.maximum, **options)
+    if field.type == "boolean":
+        options["required"] = False
+        return forms.BooleanField(**options)
+    return forms.CharField(**options)

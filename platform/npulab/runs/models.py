@@ -1,0 +1,205 @@
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db import models
+from django.urls import reverse
+from django.utils import timezone
+
+from npulab.hosts.models import DeviceType, Host
+from workers.redact import redact_env
+
+
+class InvalidTransition(Exception):
+    """A run was asked to move to a status its current status cannot reach."""
+
+
+class Run(models.Model):
+    """One execution request: a spec, where it was placed, and how it ended.
+
+    The row is the truth about the run; Celery only carries "execute run N,
+    attempt K" to the host's queue.
+    """
+
+    class Status(models.TextChoices):
+        QUEUED = "queued", "Queued"
+        DISPATCHED = "dispatched", "Dispatched"
+        RUNNING = "running", "Running"
+        SUCCEEDED = "succeeded", "Succeeded"
+        FAILED = "failed", "Failed"
+        CANCELLED = "cancelled", "Cancelled"
+        LOST = "lost", "Lost"
+
+    class ExitCause(models.TextChoices):
+        NONE = "", "—"
+        COMPLETED = "completed", "Completed"
+        PROCESS_EXIT = "process_exit", "Process exited"
+        TIMEOUT = "timeout", "Timed out"
+        CANCELLED = "cancelled", "Cancelled"
+        WORKER_LOST = "worker_lost", "Worker lost"
+        TERMINATED = "terminated", "Terminated on the host"
+        SPEC_INVALID = "spec_invalid", "Spec refused by the host"
+        START_FAILED = "start_failed", "Could not start"
+
+    ACTIVE = (Status.QUEUED, Status.DISPATCHED, Status.RUNNING)
+    # Which status may follow which: every change goes through transition_to.
+    TRANSITIONS = {
+        Status.QUEUED: {Status.DISPATCHED, Status.CANCELLED},
+        Status.DISPATCHED: {Status.RUNNING, Status.QUEUED, Status.CANCELLED, Status.LOST},
+        Status.RUNNING: {Status.SUCCEEDED, Status.FAILED, Status.CANCELLED, Status.LOST},
+    }
+    # Failures of the infrastructure rather than of the job: CI may rerun these.
+    INFRASTRUCTURE_CAUSES = (ExitCause.WORKER_LOST, ExitCause.TERMINATED, ExitCause.START_FAILED)
+
+    kind = models.CharField(max_length=32)
+    name = models.CharField(max_length=200, blank=True)
+    tags = models.JSONField(default=list, blank=True)
+    spec = models.JSONField()
+    priority = models.IntegerField(default=0)
+    device_type = models.CharField(max_length=8, choices=DeviceType.choices)
+    devices = models.PositiveSmallIntegerField(default=1)
+    # A name, not a key: a run that asked for a host that is later deleted
+    # must say so, not drift to another host.
+    requested_host = models.CharField(max_length=63, blank=True)
+    labels = models.JSONField(default=list, blank=True)
+
+    status = models.CharField(
+        max_length=12, choices=Status.choices, default=Status.QUEUED, db_index=True
+    )
+    attempt = models.PositiveIntegerField(default=1)
+    host = models.ForeignKey(
+        Host, null=True, blank=True, on_delete=models.SET_NULL, related_name="runs"
+    )
+    device_indices = models.JSONField(default=list, blank=True)
+    submitted_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+
+    created = models.DateTimeField(auto_now_add=True)
+    updated = models.DateTimeField(auto_now=True)
+    dispatched_at = models.DateTimeField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    exited_at = models.DateTimeField(
+        null=True, blank=True, help_text="When the runner process exited, by the host's clock."
+    )
+    finished_at = models.DateTimeField(null=True, blank=True)
+    last_heartbeat = models.DateTimeField(null=True, blank=True)
+
+    queue_reason = models.CharField(max_length=500, blank=True)
+    cancel_requested = models.BooleanField(default=False)
+    exit_cause = models.CharField(
+        max_length=16, choices=ExitCause.choices, default=ExitCause.NONE, blank=True
+    )
+    exit_reason = models.TextField(blank=True)
+    exit_code = models.IntegerField(null=True, blank=True)
+    result = models.JSONField(default=dict, blank=True, help_text="The runner's result event.")
+    events_offset = models.BigIntegerField(
+        default=0, help_text="Bytes of this attempt's events.jsonl stored so far."
+    )
+
+    class Meta:
+        ordering = ["-created", "-id"]
+        indexes = [
+            models.Index(fields=["status", "-priority", "created"], name="run_queue_order"),
+            models.Index(fields=["host", "status"], name="run_host_status"),
+        ]
+
+    def __str__(self) -> str:
+        return f"#{self.pk} {self.name or self.kind}"
+
+    def get_absolute_url(self) -> str:
+        return reverse("runs:run_detail", args=[self.pk])
+
+    @property
+    def is_active(self) -> bool:
+        return self.status in self.ACTIVE
+
+    @property
+    def infrastructure_failure(self) -> bool:
+        return self.status == self.Status.LOST or self.exit_cause in self.INFRASTRUCTURE_CAUSES
+
+    @property
+    def duration(self) -> timedelta | None:
+        if self.started_at is None:
+            return None
+        return (self.finished_at or timezone.now()) - self.started_at
+
+    @property
+    def display_spec(self) -> dict:
+        """The spec as users may see it: secret-looking env values redacted."""
+        spec = dict(self.spec)
+        if spec.get("env"):
+            spec["env"] = redact_env(spec["env"])
+        return spec
+
+    def can_transition(self, status: str) -> bool:
+        return status in self.TRANSITIONS.get(self.status, set())
+
+    def transition_to(self, status: str, now: datetime | None = None) -> None:
+        """Move to ``status`` and stamp the time; callers save the row."""
+        if not self.can_transition(status):
+            raise InvalidTransition(f"run {self.pk} cannot go from {self.status} to {status}")
+        now = now or timezone.now()
+        self.status = status
+        if status == self.Status.DISPATCHED:
+            self.dispatched_at = now
+        elif status == self.Status.RUNNING:
+            self.started_at = now
+            self.last_heartbeat = now
+        elif status == self.Status.QUEUED:
+            self.dispatched_at = None
+        elif status not in self.ACTIVE:
+            self.finished_at = now
+
+
+class RunEvent(models.Model):
+    """One event of a run other than a metric: a log line, a step result, a checkpoint ..."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="events")
+    attempt = models.PositiveIntegerField()
+    type = models.CharField(max_length=32)
+    time = models.DateTimeField()
+    data = models.JSONField(default=dict)
+
+    class Meta:
+        ordering = ["id"]
+        indexes = [models.Index(fields=["run", "type", "id"], name="runevent_run_type")]
+
+    def __str__(self) -> str:
+        return f"{self.type} of run {self.run_id}"
+
+
+class Metric(models.Model):
+    """One point of a metric series: written in bulk, read per run and key in step order."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="metrics", db_index=False)
+    attempt = models.PositiveIntegerField()
+    key = models.CharField(max_length=200)
+    step = models.BigIntegerField()
+    value = models.FloatField(null=True, help_text="Null for a NaN or infinite value.")
+    time = models.DateTimeField()
+
+    class Meta:
+        indexes = [models.Index(fields=["run", "key", "step"], name="metric_run_key_step")]
+
+    def __str__(self) -> str:
+        return f"{self.key}[{self.step}]={self.value}"
+
+
+class DeviceLease(models.Model):
+    """A device of a host held by a run from placement until the run ends."""
+
+    host = models.ForeignKey(Host, on_delete=models.CASCADE, related_name="leases")
+    device_index = models.PositiveIntegerField()
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="leases")
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            # The database, not the scheduler's care, rules out double booking.
+            models.UniqueConstraint(fields=["host", "device_index"], name="one_lease_per_device")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.host}:{self.device_index} -> run {self.run_id}"

@@ -1,0 +1,148 @@
+"""Placement: which queued run goes to which host's devices.
+
+A run asks for ``devices`` devices of one ``device_type``, optionally on a
+named host or on hosts carrying all of its labels. Runs are considered in
+priority order, then submission order. A run that does not fit does not
+block smaller runs behind it (no reservation yet). Among the hosts that fit,
+the one left with the fewest free devices wins (best fit), which keeps whole
+hosts free for large runs.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from django.db import transaction
+from django.utils import timezone
+
+from npulab.hosts.models import Host
+from npulab.runs.dispatch import send_execute
+from npulab.runs.models import DeviceLease, Run
+
+log = logging.getLogger(__name__)
+
+MAX_RUNS_PER_PASS = 500
+MAX_HOSTS_IN_REASON = 4
+
+
+@dataclass
+class Capacity:
+    """A host as the scheduler sees it during one pass."""
+
+    host: Host
+    alive: bool
+    free: list[int] = field(default_factory=list)
+
+    def unfit(self, run: Run) -> str:
+        """Why the run cannot go here, or "" if it can."""
+        host = self.host
+        if not host.enabled:
+            return "is disabled"
+        if not self.alive:
+            return "is offline"
+        if host.device_type != run.device_type:
+            return f"has {host.device_type} devices, the run needs {run.device_type}"
+        missing = [label for label in run.labels if label not in host.labels]
+        if missing:
+            return "lacks label(s) " + ", ".join(missing)
+        total = host.device_count
+        if total < run.devices:
+            return f"has {total} {host.device_type} device(s), the run needs {run.devices}"
+        if len(self.free) < run.devices:
+            return f"has {len(self.free)} of {total} devices free, the run needs {run.devices}"
+        return ""
+
+
+def plan(run: Run, capacities: list[Capacity]) -> tuple[Capacity | None, str]:
+    """The host to place ``run`` on, or None and the reason it stays queued."""
+    if run.requested_host:
+        named = [cap for cap in capacities if cap.host.name == run.requested_host]
+        if not named:
+            return None, f"host '{run.requested_host}' does not exist"
+        why = named[0].unfit(run)
+        return (None, f"host '{run.requested_host}' {why}") if why else (named[0], "")
+
+    fits = [cap for cap in capacities if not cap.unfit(run)]
+    if fits:
+        return min(fits, key=lambda cap: (len(cap.free), cap.host.name)), ""
+
+    wanted = f"{run.device_type} host" + (
+        " with label(s) " + ", ".join(run.labels) if run.labels else ""
+    )
+    matching = [
+        cap
+        for cap in capacities
+        if cap.host.device_type == run.device_type
+        and cap.host.enabled
+        and cap.alive
+        and all(label in cap.host.labels for label in run.labels)
+    ]
+    if not matching:
+        return None, f"no online {wanted}"
+    plural = "s" if run.devices != 1 else ""
+    busy = ", ".join(
+        f"{cap.host.name}: {len(cap.free)} of {cap.host.device_count} free"
+        for cap in matching[:MAX_HOSTS_IN_REASON]
+    )
+    more = ", …" if len(matching) > MAX_HOSTS_IN_REASON else ""
+    return None, (
+        f"no online host with {run.devices} free {run.device_type} device{plural} ({busy}{more})"
+    )
+
+
+def place_queued_runs() -> list[int]:
+    """One placement pass; returns the ids of the runs dispatched."""
+    now = timezone.now()
+    placed: list[int] = []
+    with transaction.atomic():
+        # Locking every host row serialises placement passes on PostgreSQL;
+        # SQLite's IMMEDIATE transactions already do. The unique lease
+        # constraint backs both.
+        hosts = list(Host.objects.select_for_update().order_by("id"))
+        leased: dict[int, set[int]] = defaultdict(set)
+        for host_id, index in DeviceLease.objects.values_list("host_id", "device_index"):
+            leased[host_id].add(index)
+        capacities = [
+            Capacity(
+                host=host,
+                alive=host.is_alive(now),
+                free=[i for i in range(host.device_count) if i not in leased[host.id]],
+            )
+            for host in hosts
+        ]
+        queued = Run.objects.select_for_update().filter(status=Run.Status.QUEUED)
+        for run in queued.order_by("-priority", "created", "id")[:MAX_RUNS_PER_PASS]:
+            chosen, reason = plan(run, capacities)
+            if chosen is None:
+                if run.queue_reason != reason:
+                    run.queue_reason = reason
+                    run.save(update_fields=["queue_reason", "updated"])
+                continue
+            indices, chosen.free = chosen.free[: run.devices], chosen.free[run.devices :]
+            DeviceLease.objects.bulk_create(
+                DeviceLease(host=chosen.host, device_index=index, run=run) for index in indices
+            )
+            run.host = chosen.host
+            run.device_indices = indices
+            run.queue_reason = ""
+            run.transition_to(Run.Status.DISPATCHED, now)
+            run.save(
+                update_fields=[
+                    "host",
+                    "device_indices",
+                    "queue_reason",
+                    "status",
+                    "dispatched_at",
+                    "updated",
+                ]
+            )
+            transaction.on_commit(
+                functools.partial(send_execute, run.id, run.attempt, chosen.host.queue)
+            )
+            placed.append(run.id)
+    if placed:
+        log.info("placed runs %s", placed)
+    return placed

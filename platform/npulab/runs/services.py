@@ -1,0 +1,302 @@
+"""Write paths for runs: every change of a run's state goes through one function here.
+
+Views, the API, tasks and commands call these; none of them saves a Run's
+status itself.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser
+from django.core.exceptions import PermissionDenied
+from django.db import transaction
+from django.utils import timezone
+
+from npulab.hosts.models import HOST_NAME_PATTERN, Host
+from npulab.runs.dispatch import request_placement
+from npulab.runs.events import store_events
+from npulab.runs.models import DeviceLease, Run
+from workers.spec import SpecError, split_submission, validate
+
+MAX_TAGS = 20
+MAX_TAG_CHARS = 64
+PRIORITY_RANGE = (-1000, 1000)
+
+
+class SubmissionInvalid(Exception):
+    """A submission was refused; ``errors`` maps each field to why."""
+
+    def __init__(self, errors: dict[str, str]) -> None:
+        self.errors = errors
+        super().__init__("; ".join(f"{key}: {msg}" for key, msg in errors.items()))
+
+
+class Conflict(Exception):
+    """A request that does not fit the run's current state (HTTP 409)."""
+
+    def __init__(self, detail: str, **extra: Any) -> None:
+        self.detail = detail
+        self.extra = extra
+        super().__init__(detail)
+
+
+# -- submission -------------------------------------------------------------
+
+
+def do_submit_run(user: AbstractBaseUser | None, document: Any) -> Run:
+    """Validate a submission (spec plus queueing fields) and queue the run."""
+    if not isinstance(document, dict):
+        raise SubmissionInvalid({"spec": "must be a JSON object"})
+    spec_doc, submission = split_submission(document)
+    errors: dict[str, str] = {}
+    spec: dict[str, Any] = {}
+    try:
+        spec = validate(spec_doc)
+    except SpecError as exc:
+        errors.update(exc.errors)
+    queueing = _clean_submission(submission, errors)
+    if errors:
+        raise SubmissionInvalid(errors)
+
+    run = Run.objects.create(
+        kind=spec["kind"],
+        spec=spec,
+        device_type=spec["device_type"],
+        devices=spec["devices"],
+        submitted_by=user,
+        queue_reason="waiting for the scheduler",
+        **queueing,
+    )
+    transaction.on_commit(request_placement)
+    return run
+
+
+def _clean_submission(submission: dict[str, Any], errors: dict[str, str]) -> dict[str, Any]:
+    clean: dict[str, Any] = {}
+    host = submission.get("host")
+    if host not in (None, "", "any"):
+        if not isinstance(host, str) or not re.match(HOST_NAME_PATTERN, host):
+            errors["host"] = "must be a host name"
+        elif not Host.objects.filter(name=host).exists():
+            errors["host"] = f"no host named {host!r}"
+        else:
+            clean["requested_host"] = host
+    name = submission.get("name", "")
+    if not isinstance(name, str) or len(name) > 200:
+        errors["name"] = "must be a string of at most 200 characters"
+    else:
+        clean["name"] = name.strip()
+    for key in ("tags", "labels"):
+        value = submission.get(key, [])
+        if (
+            not isinstance(value, list)
+            or len(value) > MAX_TAGS
+            or not all(isinstance(item, str) and 0 < len(item) <= MAX_TAG_CHARS for item in value)
+        ):
+            errors[key] = (
+                f"must be a list of at most {MAX_TAGS} non-empty strings "
+                f"of at most {MAX_TAG_CHARS} characters"
+            )
+        else:
+            clean[key] = list(dict.fromkeys(value))
+    priority = submission.get("priority", 0)
+    low, high = PRIORITY_RANGE
+    if isinstance(priority, bool) or not isinstance(priority, int) or not low <= priority <= high:
+        errors["priority"] = f"must be an integer from {low} to {high}"
+    else:
+        clean["priority"] = priority
+    return clean
+
+
+# -- the host worker's side ------------------------------------------------
+
+
+def _locked_run_of(host: Host, run_id: int, attempt: int) -> Run:
+    """The run, locked, if it is this host's and this attempt is current."""
+    run = Run.objects.select_for_update().get(pk=run_id)
+    if run.host_id != host.id:
+        raise PermissionDenied(f"run {run_id} is not placed on host {host.name}")
+    if run.attempt != attempt:
+        raise Conflict(f"attempt {attempt} of run {run_id} is stale; current is {run.attempt}")
+    return run
+
+
+@transaction.atomic
+def do_claim_run(host: Host, run_id: int, attempt: int) -> Run:
+    """The host worker takes a dispatched run: it is running from now."""
+    run = _locked_run_of(host, run_id, attempt)
+    if run.status != Run.Status.DISPATCHED:
+        raise Conflict(f"run {run_id} is {run.status}, not dispatched")
+    run.transition_to(Run.Status.RUNNING)
+    run.events_offset = 0
+    run.save(update_fields=["status", "started_at", "last_heartbeat", "events_offset", "updated"])
+    return run
+
+
+@transaction.atomic
+def do_ingest_events(
+    host: Host, run_id: int, attempt: int, start: int, end: int, events: list[Any]
+) -> dict[str, Any]:
+    """Store one batch of a run attempt's events.jsonl, exactly once.
+
+    A batch is applied only when it starts at the offset stored so far; a
+    batch already stored is acknowledged again (its reply was lost); any
+    other start is refused with the offset to resend from.
+    """
+    run = _locked_run_of(host, run_id, attempt)
+    if run.status != Run.Status.RUNNING:
+        raise Conflict(f"run {run_id} is {run.status}; no more events are taken")
+    if start != run.events_offset:
+        if end <= run.events_offset:
+            return {"ack": run.events_offset, "cancel": run.cancel_requested}
+        raise Conflict(
+            f"batch starts at byte {start}, expected {run.events_offset}",
+            expected_start=run.events_offset,
+        )
+    now = timezone.now()
+    result = store_events(run, events, now)
+    if result is not None:
+        run.result = result
+    run.events_offset = end
+    run.last_heartbeat = now
+    run.save(update_fields=["events_offset", "last_heartbeat", "result", "updated"])
+    return {"ack": end, "cancel": run.cancel_requested}
+
+
+@transaction.atomic
+def do_finish_run(host: Host, run_id: int, attempt: int, report: dict[str, Any]) -> Run:
+    """The runner process exited and all its events are stored: decide the outcome."""
+    run = _locked_run_of(host, run_id, attempt)
+    if not run.is_active:
+        return run  # a repeated report after a lost reply
+    if run.status != Run.Status.RUNNING:
+        raise Conflict(f"run {run_id} is {run.status}, not running")
+    exit_code = report.get("exit_code")
+    run.exit_code = exit_code
+    exited_at = report.get("exited_at")
+    if isinstance(exited_at, int | float):
+        run.exited_at = datetime.fromtimestamp(exited_at, tz=UTC)
+    status, cause, reason = _outcome(run, report)
+    run.exit_cause = cause
+    run.exit_reason = reason
+    run.transition_to(status)
+    run.save()
+    _release(run)
+    return run
+
+
+def _outcome(run: Run, report: dict[str, Any]) -> tuple[str, str, str]:
+    exit_code = report.get("exit_code")
+    if run.cancel_requested:
+        return Run.Status.CANCELLED, Run.ExitCause.CANCELLED, run.exit_reason or "cancelled"
+    if report.get("error"):
+        cause = Run.ExitCause.SPEC_INVALID if exit_code == 2 else Run.ExitCause.START_FAILED
+        return Run.Status.FAILED, cause, str(report["error"]).strip()[-2000:]
+    result = run.result
+    if result.get("status") == "succeeded":
+        if exit_code == 0:
+            return Run.Status.SUCCEEDED, Run.ExitCause.COMPLETED, result.get("reason", "")
+        reason = f"the runner reported success but exited with code {exit_code}"
+        return Run.Status.FAILED, Run.ExitCause.PROCESS_EXIT, reason
+    if result.get("status") == "failed":
+        cause = result.get("cause") or Run.ExitCause.PROCESS_EXIT
+        if cause not in Run.ExitCause.values:
+            cause = Run.ExitCause.PROCESS_EXIT
+        return Run.Status.FAILED, cause, result.get("reason", "")
+    reason = f"the runner exited with code {exit_code} and no result"
+    if report.get("stop_reason"):
+        reason += f" ({report['stop_reason']})"
+    return Run.Status.FAILED, Run.ExitCause.PROCESS_EXIT, reason
+
+
+# -- users' actions -----------------------------------------------------------
+
+
+@transaction.atomic
+def do_cancel_run(run_id: int, user: AbstractBaseUser) -> Run:
+    """Cancel a run: at once if it has not started, else by killing its processes."""
+    run = Run.objects.select_for_update().get(pk=run_id)
+    if not run.is_active:
+        raise Conflict(f"run {run.pk} is already {run.status}")
+    if run.cancel_requested:
+        return run
+    run.cancel_requested = True
+    run.exit_reason = f"cancelled by {user.get_username()}"
+    if run.status == Run.Status.RUNNING:
+        # The host worker learns of it with its next events batch and stops
+        # the process group; the run ends when the worker reports the exit.
+        run.save(update_fields=["cancel_requested", "exit_reason", "updated"])
+        return run
+    run.exit_cause = Run.ExitCause.CANCELLED
+    run.transition_to(Run.Status.CANCELLED)
+    run.save()
+    _release(run)
+    return run
+
+
+# -- the control plane --------------------------------------------------------
+
+
+def sweep_runs(now: datetime | None = None) -> dict[str, int]:
+    """Requeue runs their host never claimed; mark runs whose host fell silent as lost."""
+    now = now or timezone.now()
+    limits = settings.NPULAB
+    unclaimed = Run.objects.filter(
+        status=Run.Status.DISPATCHED,
+        dispatched_at__lt=now - timedelta(seconds=limits["DISPATCH_TIMEOUT_S"]),
+    ).values_list("pk", flat=True)
+    silent = Run.objects.filter(
+        status=Run.Status.RUNNING,
+        last_heartbeat__lt=now - timedelta(seconds=limits["RUN_HEARTBEAT_TIMEOUT_S"]),
+    ).values_list("pk", flat=True)
+    counts = {"requeued": 0, "lost": 0}
+    for run_id in list(unclaimed):
+        counts["requeued"] += _requeue_unclaimed(run_id, now, limits["DISPATCH_TIMEOUT_S"])
+    for run_id in list(silent):
+        counts["lost"] += _mark_lost(run_id, now, limits["RUN_HEARTBEAT_TIMEOUT_S"])
+    return counts
+
+
+@transaction.atomic
+def _requeue_unclaimed(run_id: int, now: datetime, timeout_s: int) -> int:
+    run = Run.objects.select_for_update().get(pk=run_id)
+    if run.status != Run.Status.DISPATCHED:
+        return 0
+    host = run.host.name if run.host else "?"
+    run.transition_to(Run.Status.QUEUED, now)
+    run.queue_reason = f"host {host} did not claim the run within {timeout_s} s; requeued"
+    run.host = None
+    run.device_indices = []
+    run.save()
+    _release(run)
+    return 1
+
+
+@transaction.atomic
+def _mark_lost(run_id: int, now: datetime, timeout_s: int) -> int:
+    run = Run.objects.select_for_update().get(pk=run_id)
+    if run.status != Run.Status.RUNNING:
+        return 0
+    host = run.host.name if run.host else "?"
+    silence = f"no events or heartbeats from host {host} for {timeout_s} s"
+    if run.cancel_requested:
+        run.exit_cause = Run.ExitCause.CANCELLED
+        run.exit_reason += f"; {silence}"
+        run.transition_to(Run.Status.CANCELLED, now)
+    else:
+        run.exit_cause = Run.ExitCause.WORKER_LOST
+        run.exit_reason = silence
+        run.transition_to(Run.Status.LOST, now)
+    run.save()
+    _release(run)
+    return 1
+
+
+def _release(run: Run) -> None:
+    """Give the run's devices back and let the scheduler use them."""
+    if DeviceLease.objects.filter(run=run).delete()[0]:
+        transaction.on_commit(request_placement)

@@ -1,0 +1,11 @@
+from django.urls import path
+
+from npulab.runs import views
+
+app_name = "runs"
+urlpatterns = [
+    path("", views.run_list, name="run_list"),
+    path("new/", views.run_submit, name="run_submit"),
+    path("<int:pk>/", views.run_detail, name="run_detail"),
+    path("<int:pk>/cancel/", views.run_cancel, name="run_cancel"),
+]

