@@ -1,0 +1,97 @@
+"""Fixtures shared by every test: the fixed cast of users and hosts, API clients, messages."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from celery.signals import before_task_publish
+from django.conf import settings
+from rest_framework.test import APIClient
+
+from npulab.accounts.services import do_issue_api_token
+from npulab.hosts.models import Host
+from npulab.hosts.services import do_issue_host_token, do_register_host
+from tests.factories import HostFactory, UserFactory
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    services = settings.SERVICES
+    return [f"npulab database: {services.database_label}", f"npulab redis: {services.redis_label}"]
+
+
+@pytest.fixture
+def owner(db: None) -> Any:
+    return UserFactory(username="owner")
+
+
+@pytest.fixture
+def other_user(db: None) -> Any:
+    return UserFactory(username="other")
+
+
+@pytest.fixture
+def staff(db: None) -> Any:
+    return UserFactory(username="staff", is_staff=True)
+
+
+def token_client(user: Any) -> APIClient:
+    client = APIClient()
+    _, token = do_issue_api_token(user)
+    client.credentials(HTTP_AUTHORIZATION=f"Token {token}")
+    return client
+
+
+@pytest.fixture
+def api(owner: Any) -> APIClient:
+    """The owner's token client."""
+    return token_client(owner)
+
+
+@pytest.fixture
+def other_api(other_user: Any) -> APIClient:
+    return token_client(other_user)
+
+
+@pytest.fixture
+def anon_api() -> APIClient:
+    return APIClient()
+
+
+def register(host: Host, device_type: str = "cpu", devices: int = 1, **facts: Any) -> Host:
+    return do_register_host(
+        host,
+        {
+            "device_type": device_type,
+            "devices": [{"index": i, "name": f"{device_type}-{i}"} for i in range(devices)],
+            **facts,
+        },
+    )
+
+
+@pytest.fixture
+def cpu_host(db: None) -> Host:
+    """An online host with one CPU device."""
+    return register(HostFactory(name="cpu-01"))
+
+
+@pytest.fixture
+def host_api(cpu_host: Host) -> APIClient:
+    """The cpu-01 worker's client, with its host token."""
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {do_issue_host_token(cpu_host)}")
+    return client
+
+
+@pytest.fixture
+def sent_tasks() -> Iterator[list[dict[str, Any]]]:
+    """Celery messages published while the test runs: task name, args and queue."""
+    sent: list[dict[str, Any]] = []
+
+    def record(sender: str, headers: dict, body: Any, routing_key: str, **kwargs: Any) -> None:
+        sent.append({"task": sender, "args": list(body[0]), "queue": routing_key})
+
+    before_task_publish.connect(record, weak=False)
+    yield sent
+    before_task_publish.disconnect(record)

@@ -1,0 +1,82 @@
+"""The browser flow in real headless Chromium (Debian's package, driven by Playwright)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+import pytest
+
+from tests.e2e.conftest import PASSWORD, USER, Platform, chromium_path, require
+
+pytestmark = [pytest.mark.e2e, pytest.mark.browser]
+
+# Without these, Chromium keeps trying to reach Google's hosts, which a closed
+# network refuses, and the refusals slow every page.
+CHROMIUM_ARGS = [
+    "--headless=new",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[object]:
+    executable = chromium_path()
+    require(executable is not None, "no chromium on PATH (Debian: apt-get install chromium)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
+
+
+def test_log_in_submit_a_smoke_run_and_watch_it_succeed(platform: Platform, browser) -> None:
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.goto(f"{platform.url}/")
+    assert "/login/" in page.url
+    page.fill("#id_username", USER)
+    page.fill("#id_password", PASSWORD)
+    page.click("button[type=submit]")
+    page.wait_for_url(f"{platform.url}/")
+    assert page.locator("#host-table").inner_text().count("e2e-cpu") == 1
+
+    page.click("text=Submit run")
+    page.wait_for_url(re.compile(r".*/runs/new/$"))
+    page.select_option("#id_host", "e2e-cpu")
+    page.fill("#id_matmul_size", "256")
+    page.fill("#id_train_steps", "30")
+    page.fill("#id_name", "from the browser")
+    page.click("#submit-form button[type=submit]")
+    page.wait_for_url(re.compile(r".*/runs/\d+/$"))
+
+    # The page updates itself over htmx until the run ends; no reload here.
+    page.wait_for_selector('#run-live[data-status="succeeded"]', timeout=120_000)
+    steps = page.locator("#steps tbody tr")
+    assert steps.count() == 3
+    assert page.locator('#steps [data-status="pass"]').count() == 3
+    assert "npulab runner" in page.locator("#log").inner_text()
+    assert "all steps passed" in page.locator("#exit-reason").inner_text()
+    page.screenshot(path=str(platform.var_dir / "run-page.png"), full_page=True)
+
+
+def test_a_bad_value_in_the_form_is_shown_on_the_page(platform: Platform, browser) -> None:
+    context = browser.new_context()
+    page = context.new_page()
+    page.goto(f"{platform.url}/login/")
+    page.fill("#id_username", USER)
+    page.fill("#id_password", PASSWORD)
+    page.click("button[type=submit]")
+    page.goto(f"{platform.url}/runs/new/")
+    page.fill("#id_devices", "0")
+    page.click("#submit-form button[type=submit]")
+    page.wait_for_selector(".invalid-feedback")
+    assert "greater than or equal to 1" in page.locator(".invalid-feedback").first.inner_text()
+    assert "/runs/new/" in page.url
+    context.close()

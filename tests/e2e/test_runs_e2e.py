@@ -1,0 +1,103 @@
+"""Runs through the whole platform: web, control worker, Redis, host worker, runner."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+import pytest
+
+from tests.e2e.conftest import HOST, Platform
+
+pytestmark = pytest.mark.e2e
+FAST = {"matmul_size": 256, "train_steps": 20}
+
+
+def on_disk(platform: Platform, run_id: int) -> list[dict]:
+    path = platform.run_dir(run_id) / "events.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_a_smoke_run_submitted_over_the_api_succeeds_with_its_metrics(platform: Platform) -> None:
+    submitted = platform.submit(name="e2e smoke", **FAST)
+    assert submitted["status"] == "queued"
+    run = platform.wait(submitted["id"])
+    assert run["status"] == "succeeded", platform.tail()
+    assert (run["host"], run["exit_cause"], run["exit_code"]) == (HOST, "completed", 0)
+    assert [(s["name"], s["status"]) for s in run["steps"]] == [
+        ("device", "pass"),
+        ("matmul", "pass"),
+        ("train", "pass"),
+    ]
+    series = platform.api("GET", f"runs/{run['id']}/metrics/", params={"key": "train/loss"})
+    points = series.json()["points"]
+    assert [step for step, _ in points] == list(range(20))
+    assert points[-1][1] < points[0][1]
+    logs = platform.api("GET", f"runs/{run['id']}/events/", params={"type": "log"}).json()
+    assert logs["results"][0]["data"]["line"].startswith("npulab runner")
+    # The lease was released: the host is free again.
+    assert platform.api("GET", f"hosts/{HOST}/").json()["busy_devices"] == 0
+
+
+def test_no_event_is_lost_while_the_web_server_is_down(platform: Platform) -> None:
+    steps = 1500
+    run_id = platform.submit(matmul_size=256, train_steps=steps)["id"]
+    platform.wait(run_id, {"running"})
+    deadline = time.monotonic() + 60
+    while not platform.api("GET", f"runs/{run_id}/metrics/").json()["metrics"]:
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
+
+    platform.stop_web()
+    time.sleep(4)  # the runner goes on writing; the worker spools and retries
+    platform.start_web()
+
+    run = platform.wait(run_id)
+    assert run["status"] == "succeeded", platform.tail()
+    points = platform.api("GET", f"runs/{run_id}/metrics/", params={"key": "train/loss"})
+    assert [step for step, _ in points.json()["points"]] == list(range(steps))
+
+    written = on_disk(platform, run_id)
+    stored_logs = platform.api(
+        "GET", f"runs/{run_id}/events/", params={"type": "log", "limit": 10000}
+    ).json()
+    assert stored_logs["count"] == sum(1 for e in written if e["type"] == "log")
+    written_metrics = sum(1 for e in written if e["type"] == "metric")
+    summary = platform.api("GET", f"runs/{run_id}/metrics/").json()["metrics"]
+    assert sum(m["points"] for m in summary) == written_metrics
+
+
+def test_cancel_kills_the_run_and_frees_the_device(platform: Platform) -> None:
+    run_id = platform.submit(matmul_size=256, train_steps=100_000)["id"]
+    platform.wait(run_id, {"running"})
+    deadline = time.monotonic() + 60
+    while not (platform.run_dir(run_id) / "child.pid").exists():
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    child = int((platform.run_dir(run_id) / "child.pid").read_text())
+
+    response = platform.api("POST", f"runs/{run_id}/cancel/")
+    assert response.status_code == 200
+    run = platform.wait(run_id, timeout=60)
+    assert (run["status"], run["exit_cause"]) == ("cancelled", "cancelled")
+    assert run["exit_reason"] == "cancelled by e2e"
+    with pytest.raises(ProcessLookupError):
+        os.kill(child, 0)
+    assert platform.api("GET", f"hosts/{HOST}/").json()["busy_devices"] == 0
+
+
+def test_a_run_over_its_timeout_fails_with_the_reason(platform: Platform) -> None:
+    run = platform.wait(platform.submit(train_steps=100_000, timeout_s=3)["id"])
+    assert (run["status"], run["exit_cause"]) == ("failed", "timeout")
+    assert run["exit_reason"] == "timed out after 3 s"
+    assert not run["infrastructure_failure"]
+
+
+def test_a_run_no_host_can_take_waits_with_the_reason(platform: Platform) -> None:
+    run_id = platform.submit(device_type="npu", devices=8)["id"]
+    deadline = time.monotonic() + 30
+    while platform.run(run_id)["queue_reason"] != "no online npu host":
+        assert time.monotonic() < deadline, platform.run(run_id)
+        time.sleep(0.2)
+    assert platform.api("POST", f"runs/{run_id}/cancel/").json()["status"] == "cancelled"

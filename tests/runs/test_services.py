@@ -1,0 +1,289 @@
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.core.exceptions import PermissionDenied
+from django.utils import timezone
+
+from npulab.hosts.models import Host
+from npulab.runs.models import DeviceLease, Metric, Run, RunEvent
+from npulab.runs.scheduler import place_queued_runs
+from npulab.runs.services import (
+    Conflict,
+    SubmissionInvalid,
+    do_cancel_run,
+    do_claim_run,
+    do_finish_run,
+    do_ingest_events,
+    do_submit_run,
+    sweep_runs,
+)
+from tests.conftest import register
+from tests.factories import HostFactory
+
+pytestmark = pytest.mark.django_db
+
+
+def running_run(owner: object, host: Host, **spec: object) -> Run:
+    run = do_submit_run(owner, {"kind": "smoke", "device_type": "cpu", **spec})
+    place_queued_runs()
+    return do_claim_run(host, run.pk, 1)
+
+
+def log(line: str, stream: str = "stdout") -> dict:
+    return {"type": "log", "time": 1.0, "stream": stream, "line": line}
+
+
+# -- submission ---------------------------------------------------------
+
+
+def test_submission_errors_name_spec_and_queueing_fields_together(owner) -> None:
+    with pytest.raises(SubmissionInvalid) as caught:
+        do_submit_run(
+            owner,
+            {
+                "kind": "smoke",
+                "device_type": "cpu",
+                "devices": -1,
+                "priority": "high",
+                "host": "nope",
+            },
+        )
+    assert caught.value.errors == {
+        "devices": "must be at least 1",
+        "priority": "must be an integer from -1000 to 1000",
+        "host": "no host named 'nope'",
+    }
+    assert Run.objects.count() == 0
+
+
+def test_submission_keeps_name_tags_and_priority(owner, cpu_host) -> None:
+    run = do_submit_run(
+        owner,
+        {
+            "kind": "smoke",
+            "device_type": "cpu",
+            "name": " nightly ",
+            "tags": ["ci", "ci", "cann-8.1"],
+            "priority": 5,
+            "host": "cpu-01",
+        },
+    )
+    assert (run.name, run.tags, run.priority, run.requested_host) == (
+        "nightly",
+        ["ci", "cann-8.1"],
+        5,
+        "cpu-01",
+    )
+    assert run.spec["train_steps"] == 50
+    assert run.submitted_by == owner
+
+
+@pytest.mark.parametrize("bad", [["x" * 65], "ci", [""], [1]])
+def test_tags_must_be_short_strings(owner, bad: object) -> None:
+    with pytest.raises(SubmissionInvalid) as caught:
+        do_submit_run(owner, {"kind": "smoke", "device_type": "cpu", "tags": bad})
+    assert "tags" in caught.value.errors
+
+
+# -- claim and events -------------------------------------------------------
+
+
+def test_claim_starts_the_run_once(owner, cpu_host) -> None:
+    run = do_submit_run(owner, {"kind": "smoke", "device_type": "cpu"})
+    place_queued_runs()
+    claimed = do_claim_run(cpu_host, run.pk, 1)
+    assert claimed.status == Run.Status.RUNNING
+    with pytest.raises(Conflict, match="is running, not dispatched"):
+        do_claim_run(cpu_host, run.pk, 1)
+
+
+def test_a_host_cannot_claim_another_hosts_run(owner, cpu_host) -> None:
+    other = register(HostFactory(name="cpu-02"), "cpu", 1)
+    run = do_submit_run(owner, {"kind": "smoke", "device_type": "cpu", "host": "cpu-01"})
+    place_queued_runs()
+    with pytest.raises(PermissionDenied):
+        do_claim_run(other, run.pk, 1)
+
+
+def test_a_stale_attempt_is_refused(owner, cpu_host) -> None:
+    run = do_submit_run(owner, {"kind": "smoke", "device_type": "cpu"})
+    place_queued_runs()
+    with pytest.raises(Conflict, match=r"attempt 2 of run \d+ is stale"):
+        do_claim_run(cpu_host, run.pk, 2)
+
+
+def test_events_are_stored_once_in_order(owner, cpu_host) -> None:
+    run = running_run(owner, cpu_host)
+    batch = [
+        log("a"),
+        {"type": "metric", "time": 2.0, "key": "train/loss", "step": 0, "value": 2.5},
+        {"type": "heartbeat", "time": 2.5},
+        {"type": "step", "time": 3.0, "name": "device", "status": "pass", "seconds": 0.1},
+    ]
+    assert do_ingest_events(cpu_host, run.pk, 1, 0, 100, batch) == {"ack": 100, "cancel": False}
+    # The same batch again (its reply was lost): acknowledged, not stored twice.
+    assert do_ingest_events(cpu_host, run.pk, 1, 0, 100, batch) == {"ack": 100, "cancel": False}
+    assert list(RunEvent.objects.filter(run=run).values_list("type", flat=True)) == ["log", "step"]
+    assert list(Metric.objects.filter(run=run).values_list("key", "step", "value")) == [
+        ("train/loss", 0, 2.5)
+    ]
+    run.refresh_from_db()
+    assert run.events_offset == 100
+
+
+def test_a_batch_that_skips_ahead_is_refused_with_the_offset_to_resend(owner, cpu_host) -> None:
+    run = running_run(owner, cpu_host)
+    do_ingest_events(cpu_host, run.pk, 1, 0, 50, [log("a")])
+    with pytest.raises(Conflict) as caught:
+        do_ingest_events(cpu_host, run.pk, 1, 80, 120, [log("c")])
+    assert caught.value.extra == {"expected_start": 50}
+    assert RunEvent.objects.filter(run=run).count() == 1
+
+
+def test_malformed_events_are_kept_as_text_not_dropped(owner, cpu_host) -> None:
+    run = running_run(owner, cpu_host)
+    do_ingest_events(
+        cpu_host,
+        run.pk,
+        1,
+        0,
+        10,
+        [
+            "just a string",
+            {"type": "metric", "key": "loss", "step": "one", "value": 1},
+            {"type": "metric", "key": "loss", "step": 1, "value": None, "nonfinite": "nan"},
+        ],
+    )
+    lines = [event.data["line"] for event in RunEvent.objects.filter(run=run)]
+    assert lines[0].startswith("malformed event (no valid type) stored as text:")
+    assert lines[1].startswith("malformed event (a metric needs key, integer step and value)")
+    assert list(Metric.objects.filter(run=run).values_list("step", "value")) == [(1, None)]
+
+
+def test_secrets_from_the_spec_never_reach_the_stored_log(owner, cpu_host) -> None:
+    run = running_run(owner, cpu_host, env={"HF_TOKEN": "hf_abcdefgh", "MODE": "fast-mode"})
+    do_ingest_events(
+        cpu_host,
+        run.pk,
+        1,
+        0,
+        10,
+        [log("token is hf_abcdefgh, mode fast-mode"), log("key npl_" + "x" * 30)],
+    )
+    lines = [event.data["line"] for event in RunEvent.objects.filter(run=run)]
+    assert lines == ["token is <redacted>, mode fast-mode", "key <redacted>"]
+    assert run.display_spec["env"] == {"HF_TOKEN": "<redacted>", "MODE": "fast-mode"}
+
+
+# -- finishing ---------------------------------------------------------------
+
+
+def finish_with_result(owner, host, result: dict | None, exit_code: int) -> Run:
+    run = running_run(owner, host)
+    events = [dict(result, type="result", time=5.0)] if result else []
+    do_ingest_events(host, run.pk, 1, 0, 10, events)
+    return do_finish_run(host, run.pk, 1, {"exit_code": exit_code, "exited_at": 1.7e9})
+
+
+def test_success_needs_a_succeeded_result_and_exit_code_0(owner, cpu_host) -> None:
+    run = finish_with_result(owner, cpu_host, {"status": "succeeded", "reason": "ok"}, 0)
+    assert (run.status, run.exit_cause, run.exit_reason) == ("succeeded", "completed", "ok")
+    assert DeviceLease.objects.count() == 0
+    assert run.exited_at is not None
+
+
+def test_a_failed_result_keeps_the_runners_cause(owner, cpu_host) -> None:
+    result = {"status": "failed", "reason": "timed out after 5 s", "cause": "timeout"}
+    run = finish_with_result(owner, cpu_host, result, 1)
+    assert (run.status, run.exit_cause, run.exit_reason) == (
+        "failed",
+        "timeout",
+        "timed out after 5 s",
+    )
+
+
+def test_no_result_means_the_process_died(owner, cpu_host) -> None:
+    run = finish_with_result(owner, cpu_host, None, -9)
+    assert (run.status, run.exit_cause) == ("failed", "process_exit")
+    assert run.exit_reason == "the runner exited with code -9 and no result"
+
+
+def test_success_with_a_nonzero_exit_is_a_failure(owner, cpu_host) -> None:
+    run = finish_with_result(owner, cpu_host, {"status": "succeeded"}, 3)
+    assert run.status == "failed"
+    assert run.exit_reason == "the runner reported success but exited with code 3"
+
+
+def test_a_repeated_finish_report_changes_nothing(owner, cpu_host) -> None:
+    run = finish_with_result(owner, cpu_host, {"status": "succeeded"}, 0)
+    again = do_finish_run(cpu_host, run.pk, 1, {"exit_code": 1})
+    assert again.status == "succeeded"
+
+
+# -- cancel ---------------------------------------------------------------------
+
+
+def test_cancel_of_a_queued_run_is_immediate(owner) -> None:
+    run = do_submit_run(owner, {"kind": "smoke", "device_type": "cpu"})
+    run = do_cancel_run(run.pk, owner)
+    assert (run.status, run.exit_cause, run.exit_reason) == (
+        "cancelled",
+        "cancelled",
+        "cancelled by owner",
+    )
+
+
+def test_cancel_of_a_dispatched_run_frees_its_devices(owner, cpu_host) -> None:
+    run = do_submit_run(owner, {"kind": "smoke", "device_type": "cpu"})
+    place_queued_runs()
+    do_cancel_run(run.pk, owner)
+    assert DeviceLease.objects.count() == 0
+    with pytest.raises(Conflict, match="is cancelled, not dispatched"):
+        do_claim_run(cpu_host, run.pk, 1)
+
+
+def test_cancel_of_a_running_run_waits_for_the_host(owner, cpu_host) -> None:
+    run = running_run(owner, cpu_host)
+    run = do_cancel_run(run.pk, owner)
+    assert (run.status, run.cancel_requested) == ("running", True)
+    assert do_ingest_events(cpu_host, run.pk, 1, 0, 0, [])["cancel"] is True
+    run = do_finish_run(cpu_host, run.pk, 1, {"exit_code": -15, "stop_reason": "cancel requested"})
+    assert (run.status, run.exit_reason) == ("cancelled", "cancelled by owner")
+
+
+def test_a_finished_run_cannot_be_cancelled(owner, cpu_host) -> None:
+    run = finish_with_result(owner, cpu_host, {"status": "succeeded"}, 0)
+    with pytest.raises(Conflict, match="already succeeded"):
+        do_cancel_run(run.pk, owner)
+
+
+# -- the sweeper ------------------------------------------------------------------
+
+
+def test_an_unclaimed_run_goes_back_to_the_queue(owner, cpu_host, settings) -> None:
+    run = do_submit_run(owner, {"kind": "smoke", "device_type": "cpu"})
+    place_queued_runs()
+    later = timezone.now() + timedelta(seconds=settings.NPULAB["DISPATCH_TIMEOUT_S"] + 1)
+    assert sweep_runs(later) == {"requeued": 1, "lost": 0}
+    run.refresh_from_db()
+    assert (run.status, run.host, run.device_indices) == ("queued", None, [])
+    assert run.queue_reason.startswith("host cpu-01 did not claim the run within")
+    assert DeviceLease.objects.count() == 0
+
+
+def test_a_silent_running_run_is_lost(owner, cpu_host, settings) -> None:
+    run = running_run(owner, cpu_host)
+    later = timezone.now() + timedelta(seconds=settings.NPULAB["RUN_HEARTBEAT_TIMEOUT_S"] + 1)
+    assert sweep_runs(later) == {"requeued": 0, "lost": 1}
+    run.refresh_from_db()
+    assert (run.status, run.exit_cause) == ("lost", "worker_lost")
+    assert run.infrastructure_failure
+    assert DeviceLease.objects.count() == 0
+
+
+def test_events_keep_a_run_alive(owner, cpu_host, settings) -> None:
+    run = running_run(owner, cpu_host)
+    do_ingest_events(cpu_host, run.pk, 1, 0, 0, [])
+    assert sweep_runs(timezone.now()) == {"requeued": 0, "lost": 0}

@@ -1,0 +1,21 @@
+"""Settings for the test run: the real ones, pointed at the services this machine has.
+
+pytest-django loads this before any conftest, so the choice of services
+(tests/services.py) is made here. The end-to-end stack's processes inherit
+the same environment and load the real ``npulab.settings``.
+"""
+
+import os
+
+from tests.services import detect
+
+SERVICES = detect()
+if SERVICES.database_url:
+    os.environ["DATABASE_URL"] = SERVICES.database_url
+os.environ.setdefault("NPULAB_SECRET_KEY", "tests-only-not-a-secret")
+# The pytest process itself publishes to kombu's in-memory transport, so a
+# test can read exactly the messages it caused; the end-to-end stack gets a
+# real Redis.
+os.environ["NPULAB_BROKER_URL"] = "memory://"
+
+from npulab.settings import *  # noqa: E402, F403
