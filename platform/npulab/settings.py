@@ -161,6 +161,8 @@ NPULAB = {
     "HOST_HEARTBEAT_TIMEOUT_S": env.int("NPULAB_HOST_HEARTBEAT_TIMEOUT_S", 60, minimum=5),
     # A running run without events or heartbeats for this long is lost.
     "RUN_HEARTBEAT_TIMEOUT_S": env.int("NPULAB_RUN_HEARTBEAT_TIMEOUT_S", 120, minimum=10),
+    # A run claimed this recently may be missing from its worker's heartbeat.
+    "RUN_CLAIM_GRACE_S": env.int("NPULAB_RUN_CLAIM_GRACE_S", 30, minimum=1),
     # A dispatched run its host has not claimed in this time goes back to the queue.
     "DISPATCH_TIMEOUT_S": env.int("NPULAB_DISPATCH_TIMEOUT_S", 120, minimum=5),
     # How often the control worker retries placement and looks for lost runs.

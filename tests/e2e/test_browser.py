@@ -7,7 +7,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.e2e.conftest import PASSWORD, USER, Platform, chromium_path, require
+from tests.e2e.conftest import chromium_path, require
+from tests.e2e.platform import PASSWORD, USER, Platform
 
 pytestmark = [pytest.mark.e2e, pytest.mark.browser]
 

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from tests.e2e.conftest import HOST, Platform
+from tests.e2e.platform import HOST, Platform
 
 pytestmark = pytest.mark.e2e
 FAST = {"matmul_size": 256, "train_steps": 20}
@@ -101,3 +101,29 @@ def test_a_run_no_host_can_take_waits_with_the_reason(platform: Platform) -> Non
         assert time.monotonic() < deadline, platform.run(run_id)
         time.sleep(0.2)
     assert platform.api("POST", f"runs/{run_id}/cancel/").json()["status"] == "cancelled"
+
+
+def test_a_restarted_worker_kills_what_it_left_behind_and_the_run_is_lost(
+    platform: Platform,
+) -> None:
+    run_id = platform.submit(matmul_size=256, train_steps=100_000)["id"]
+    platform.wait(run_id, {"running"})
+    deadline = time.monotonic() + 60
+    while not (platform.run_dir(run_id) / "child.pid").exists():
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    child = int((platform.run_dir(run_id) / "child.pid").read_text())
+
+    platform.kill_worker()
+    os.kill(child, 0)  # the run outlives the worker process ...
+    platform.start_worker()
+    run = platform.wait(run_id, timeout=60)
+    # ... until the new worker process kills it, and the platform hears why.
+    assert (run["status"], run["exit_cause"]) == ("lost", "worker_lost")
+    assert run["exit_reason"] == f"the host worker on {HOST} is no longer running it (it restarted)"
+    assert run["infrastructure_failure"]
+    with pytest.raises(ProcessLookupError):
+        os.kill(child, 0)
+    assert platform.api("GET", f"hosts/{HOST}/").json()["busy_devices"] == 0
+    # And the host takes new work.
+    assert platform.wait(platform.submit(**FAST)["id"])["status"] == "succeeded"

@@ -14,7 +14,7 @@ import pytest
 import requests
 
 from npulab.core import stack
-from tests.e2e.conftest import free_port
+from tests.e2e.platform import free_port
 from tests.paths import REPO_DIR
 
 pytestmark = pytest.mark.e2e

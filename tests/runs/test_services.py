@@ -16,6 +16,7 @@ from npulab.runs.services import (
     do_claim_run,
     do_finish_run,
     do_ingest_events,
+    do_reconcile_host_runs,
     do_submit_run,
     sweep_runs,
 )
@@ -287,3 +288,16 @@ def test_events_keep_a_run_alive(owner, cpu_host, settings) -> None:
     run = running_run(owner, cpu_host)
     do_ingest_events(cpu_host, run.pk, 1, 0, 0, [])
     assert sweep_runs(timezone.now()) == {"requeued": 0, "lost": 0}
+
+
+def test_runs_the_worker_no_longer_lists_are_lost_after_the_grace(
+    owner, cpu_host, settings
+) -> None:
+    run = running_run(owner, cpu_host)
+    assert do_reconcile_host_runs(cpu_host, [], timezone.now()) == 0  # just claimed
+    later = timezone.now() + timedelta(seconds=settings.NPULAB["RUN_CLAIM_GRACE_S"] + 1)
+    assert do_reconcile_host_runs(cpu_host, [run.pk], later) == 0
+    assert do_reconcile_host_runs(cpu_host, [], later) == 1
+    run.refresh_from_db()
+    assert (run.status, run.exit_cause) == ("lost", "worker_lost")
+    assert run.exit_reason == "the host worker on cpu-01 is no longer running it (it restarted)"

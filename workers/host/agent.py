@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import glob
 import json
 import logging
 import os
@@ -25,6 +26,7 @@ log = logging.getLogger(__name__)
 
 _PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SUPERVISOR_LOG = "supervisor.log"
+SUPERVISOR_PID = "supervisor.pid"
 # Beyond the spec's timeout, which the supervisor enforces itself, the time
 # it gets to stop its child and write the result before it is killed.
 HARD_KILL_GRACE_S = 60.0
@@ -180,6 +182,9 @@ class RunExecution:
             except OSError as exc:
                 self._finish({"exit_code": None, "error": f"cannot start {python}: {exc}"})
                 return
+        pid_file = os.path.join(self.run_dir, SUPERVISOR_PID)
+        with open(pid_file, "w") as handle:
+            handle.write(str(self.process.pid))
         forwarder = Forwarder(self.agent.client, self.run_id, self.attempt, self.run_dir)
         exit_code = self._supervise(forwarder)
         report: dict[str, Any] = {"exit_code": exit_code, "exited_at": time.time()}
@@ -195,6 +200,7 @@ class RunExecution:
         if exit_code == 2:
             report["error"] = self._supervisor_output()
         self._finish(report)
+        os.unlink(pid_file)
 
     def stop(self, reason: str) -> None:
         """Ask the supervisor to stop; it is killed if it has not after the grace period."""
@@ -225,18 +231,14 @@ class RunExecution:
             if self._stopping_since is not None and now - self._stopping_since > CANCEL_GRACE_S:
                 self._kill_everything()
             if not sent:
-                time.sleep(self.agent.config.flush_s)
+                # Wakes as soon as the process exits, so its end is reported at once.
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    self.process.wait(timeout=self.agent.config.flush_s)
         return self.process.returncode
 
     def _kill_everything(self) -> None:
         assert self.process is not None
-        _killpg(self.process.pid, signal.SIGKILL)
-        # The supervisor's child has a process group of its own.
-        try:
-            with open(os.path.join(self.run_dir, "child.pid")) as handle:
-                _killpg(int(handle.read().strip()), signal.SIGKILL)
-        except (OSError, ValueError):
-            pass
+        kill_run_processes(self.run_dir, self.process.pid)
 
     def _env(self) -> dict[str, str]:
         env = dict(os.environ)
@@ -277,6 +279,40 @@ class RunExecution:
             except PlatformRejected as exc:
                 log.warning("run %s: end refused: %s", self.run_id, exc)
                 return
+
+
+def reap_orphans(work_dir: str) -> list[str]:
+    """Kill runs that an earlier host worker process left behind; returns their directories.
+
+    Supervisors run in sessions of their own, so they outlive a worker that
+    was killed. Left alone they would keep devices the platform will lease
+    again; the platform marks their runs lost.
+    """
+    reaped = []
+    for pid_file in glob.glob(os.path.join(work_dir, "runs", "*", "attempt-*", SUPERVISOR_PID)):
+        run_dir = os.path.dirname(pid_file)
+        try:
+            with open(pid_file) as handle:
+                pid = int(handle.read().strip())
+            with open(f"/proc/{pid}/cmdline", "rb") as handle:
+                alive = b"workers.run" in handle.read()
+        except (OSError, ValueError):
+            alive = False
+        if alive:
+            kill_run_processes(run_dir, pid)
+            reaped.append(run_dir)
+        os.unlink(pid_file)
+    return reaped
+
+
+def kill_run_processes(run_dir: str, supervisor_pid: int) -> None:
+    """SIGKILL a run's supervisor and its child, each in its own process group."""
+    _killpg(supervisor_pid, signal.SIGKILL)
+    try:
+        with open(os.path.join(run_dir, "child.pid")) as handle:
+            _killpg(int(handle.read().strip()), signal.SIGKILL)
+    except (OSError, ValueError):
+        pass
 
 
 def _killpg(pgid: int, signum: int) -> None:

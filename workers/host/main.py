@@ -6,7 +6,7 @@ import logging
 import sys
 import threading
 
-from workers.host.agent import HostAgent
+from workers.host.agent import HostAgent, reap_orphans
 from workers.host.celery_app import app, bind_agent
 from workers.host.client import PlatformClient, PlatformRejected
 from workers.host.config import HostConfig
@@ -20,6 +20,8 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(
         level=config.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    for run_dir in reap_orphans(config.work_dir):
+        log.warning("killed a run left behind by an earlier worker process: %s", run_dir)
     agent = HostAgent(config, PlatformClient(config.url, config.token))
     try:
         agent.register()

@@ -10,7 +10,6 @@ hosts free for large runs.
 
 from __future__ import annotations
 
-import functools
 import logging
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -19,8 +18,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from npulab.hosts.models import Host
-from npulab.runs.dispatch import send_execute
 from npulab.runs.models import DeviceLease, Run
+from npulab.runs.services import do_dispatch_run
 
 log = logging.getLogger(__name__)
 
@@ -36,8 +35,8 @@ class Capacity:
     alive: bool
     free: list[int] = field(default_factory=list)
 
-    def unfit(self, run: Run) -> str:
-        """Why the run cannot go here, or "" if it can."""
+    def excluded(self, run: Run) -> str:
+        """Why this host is out of the question for the run whatever its load, or ""."""
         host = self.host
         if not host.enabled:
             return "is disabled"
@@ -48,9 +47,16 @@ class Capacity:
         missing = [label for label in run.labels if label not in host.labels]
         if missing:
             return "lacks label(s) " + ", ".join(missing)
-        total = host.device_count
+        return ""
+
+    def unfit(self, run: Run) -> str:
+        """Why the run cannot go here now, or "" if it can."""
+        excluded = self.excluded(run)
+        if excluded:
+            return excluded
+        total = self.host.device_count
         if total < run.devices:
-            return f"has {total} {host.device_type} device(s), the run needs {run.devices}"
+            return f"has {total} {self.host.device_type} device(s), the run needs {run.devices}"
         if len(self.free) < run.devices:
             return f"has {len(self.free)} of {total} devices free, the run needs {run.devices}"
         return ""
@@ -72,14 +78,7 @@ def plan(run: Run, capacities: list[Capacity]) -> tuple[Capacity | None, str]:
     wanted = f"{run.device_type} host" + (
         " with label(s) " + ", ".join(run.labels) if run.labels else ""
     )
-    matching = [
-        cap
-        for cap in capacities
-        if cap.host.device_type == run.device_type
-        and cap.host.enabled
-        and cap.alive
-        and all(label in cap.host.labels for label in run.labels)
-    ]
+    matching = [cap for cap in capacities if not cap.excluded(run)]
     if not matching:
         return None, f"no online {wanted}"
     plural = "s" if run.devices != 1 else ""
@@ -122,26 +121,7 @@ def place_queued_runs() -> list[int]:
                     run.save(update_fields=["queue_reason", "updated"])
                 continue
             indices, chosen.free = chosen.free[: run.devices], chosen.free[run.devices :]
-            DeviceLease.objects.bulk_create(
-                DeviceLease(host=chosen.host, device_index=index, run=run) for index in indices
-            )
-            run.host = chosen.host
-            run.device_indices = indices
-            run.queue_reason = ""
-            run.transition_to(Run.Status.DISPATCHED, now)
-            run.save(
-                update_fields=[
-                    "host",
-                    "device_indices",
-                    "queue_reason",
-                    "status",
-                    "dispatched_at",
-                    "updated",
-                ]
-            )
-            transaction.on_commit(
-                functools.partial(send_execute, run.id, run.attempt, chosen.host.queue)
-            )
+            do_dispatch_run(run, chosen.host, indices, now)
             placed.append(run.id)
     if placed:
         log.info("placed runs %s", placed)

@@ -6,6 +6,7 @@ status itself.
 
 from __future__ import annotations
 
+import functools
 import re
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -17,7 +18,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from npulab.hosts.models import HOST_NAME_PATTERN, Host
-from npulab.runs.dispatch import request_placement
+from npulab.runs.dispatch import request_placement, send_execute
 from npulab.runs.events import store_events
 from npulab.runs.models import DeviceLease, Run
 from workers.spec import SpecError, split_submission, validate
@@ -110,6 +111,34 @@ def _clean_submission(submission: dict[str, Any], errors: dict[str, str]) -> dic
     else:
         clean["priority"] = priority
     return clean
+
+
+# -- placement ----------------------------------------------------------------
+
+
+def do_dispatch_run(run: Run, host: Host, indices: list[int], now: datetime) -> None:
+    """Lease ``indices`` of ``host`` to a queued run and send it there on commit.
+
+    The caller (the scheduler) holds the run's row lock inside its transaction.
+    """
+    DeviceLease.objects.bulk_create(
+        DeviceLease(host=host, device_index=index, run=run) for index in indices
+    )
+    run.host = host
+    run.device_indices = indices
+    run.queue_reason = ""
+    run.transition_to(Run.Status.DISPATCHED, now)
+    run.save(
+        update_fields=[
+            "host",
+            "device_indices",
+            "queue_reason",
+            "status",
+            "dispatched_at",
+            "updated",
+        ]
+    )
+    transaction.on_commit(functools.partial(send_execute, run.pk, run.attempt, host.queue))
 
 
 # -- the host worker's side ------------------------------------------------
@@ -249,20 +278,22 @@ def sweep_runs(now: datetime | None = None) -> dict[str, int]:
         status=Run.Status.DISPATCHED,
         dispatched_at__lt=now - timedelta(seconds=limits["DISPATCH_TIMEOUT_S"]),
     ).values_list("pk", flat=True)
+    silent_s = limits["RUN_HEARTBEAT_TIMEOUT_S"]
     silent = Run.objects.filter(
-        status=Run.Status.RUNNING,
-        last_heartbeat__lt=now - timedelta(seconds=limits["RUN_HEARTBEAT_TIMEOUT_S"]),
-    ).values_list("pk", flat=True)
+        status=Run.Status.RUNNING, last_heartbeat__lt=now - timedelta(seconds=silent_s)
+    ).values_list("pk", "host__name")
     counts = {"requeued": 0, "lost": 0}
     for run_id in list(unclaimed):
-        counts["requeued"] += _requeue_unclaimed(run_id, now, limits["DISPATCH_TIMEOUT_S"])
-    for run_id in list(silent):
-        counts["lost"] += _mark_lost(run_id, now, limits["RUN_HEARTBEAT_TIMEOUT_S"])
+        counts["requeued"] += do_requeue_run(run_id, now, limits["DISPATCH_TIMEOUT_S"])
+    for run_id, host in list(silent):
+        reason = f"no events or heartbeats from host {host} for {silent_s} s"
+        counts["lost"] += do_mark_run_lost(run_id, now, reason)
     return counts
 
 
 @transaction.atomic
-def _requeue_unclaimed(run_id: int, now: datetime, timeout_s: int) -> int:
+def do_requeue_run(run_id: int, now: datetime, timeout_s: int) -> int:
+    """A dispatched run its host never claimed goes back to the queue (1 if it did)."""
     run = Run.objects.select_for_update().get(pk=run_id)
     if run.status != Run.Status.DISPATCHED:
         return 0
@@ -276,20 +307,37 @@ def _requeue_unclaimed(run_id: int, now: datetime, timeout_s: int) -> int:
     return 1
 
 
+def do_reconcile_host_runs(host: Host, running: list[int], now: datetime | None = None) -> int:
+    """Runs the platform has running on ``host`` that its worker no longer runs are lost.
+
+    That happens when the host worker restarted: it kills what its earlier
+    process left behind. A run claimed in the last moments may not be in the
+    list yet, hence the grace period.
+    """
+    now = now or timezone.now()
+    cutoff = now - timedelta(seconds=settings.NPULAB["RUN_CLAIM_GRACE_S"])
+    forgotten = (
+        Run.objects.filter(host=host, status=Run.Status.RUNNING, started_at__lt=cutoff)
+        .exclude(pk__in=running)
+        .values_list("pk", flat=True)
+    )
+    reason = f"the host worker on {host.name} is no longer running it (it restarted)"
+    return sum(do_mark_run_lost(run_id, now, reason) for run_id in list(forgotten))
+
+
 @transaction.atomic
-def _mark_lost(run_id: int, now: datetime, timeout_s: int) -> int:
+def do_mark_run_lost(run_id: int, now: datetime, reason: str) -> int:
+    """A running run whose host stopped running it is lost, or cancelled if that was asked."""
     run = Run.objects.select_for_update().get(pk=run_id)
     if run.status != Run.Status.RUNNING:
         return 0
-    host = run.host.name if run.host else "?"
-    silence = f"no events or heartbeats from host {host} for {timeout_s} s"
     if run.cancel_requested:
         run.exit_cause = Run.ExitCause.CANCELLED
-        run.exit_reason += f"; {silence}"
+        run.exit_reason += f"; {reason}"
         run.transition_to(Run.Status.CANCELLED, now)
     else:
         run.exit_cause = Run.ExitCause.WORKER_LOST
-        run.exit_reason = silence
+        run.exit_reason = reason
         run.transition_to(Run.Status.LOST, now)
     run.save()
     _release(run)

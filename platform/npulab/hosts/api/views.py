@@ -17,6 +17,7 @@ from npulab.hosts.api.serializers import (
 from npulab.hosts.models import Host
 from npulab.hosts.services import do_record_heartbeat, do_register_host
 from npulab.runs.models import Run
+from npulab.runs.services import do_reconcile_host_runs
 
 
 class HostViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
@@ -46,6 +47,7 @@ class HeartbeatView(AgentAPIView):
         serializer.is_valid(raise_exception=True)
         host = request.auth
         do_record_heartbeat(host)
+        do_reconcile_host_runs(host, serializer.validated_data["running"])
         cancel = Run.objects.filter(
             host=host, status=Run.Status.RUNNING, cancel_requested=True
         ).values_list("pk", flat=True)

@@ -5,6 +5,7 @@ from typing import Any
 from rest_framework import serializers
 
 from npulab.runs.models import Run, RunEvent
+from npulab.runs.selectors import steps
 
 
 class RunSerializer(serializers.ModelSerializer):
@@ -40,6 +41,7 @@ class RunSerializer(serializers.ModelSerializer):
             "created",
             "dispatched_at",
             "started_at",
+            "exited_at",
             "finished_at",
             "duration_s",
             "queue_reason",
@@ -76,10 +78,7 @@ class RunDetailSerializer(RunSerializer):
         read_only_fields = fields
 
     def get_steps(self, run: Run) -> list[dict[str, Any]]:
-        return [
-            dict(event.data, attempt=event.attempt, time=event.time)
-            for event in run.events.filter(type="step")
-        ]
+        return [dict(event.data, attempt=event.attempt, time=event.time) for event in steps(run)]
 
 
 class RunEventSerializer(serializers.ModelSerializer):

@@ -1,0 +1,176 @@
+"""A real npulab platform on this machine, for end-to-end tests and benchmarks.
+
+Gunicorn, the Celery control worker with beat and a CPU host worker, on a
+database and broker of their own, driven over HTTP like a user would.
+"""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import requests
+
+from npulab.core import stack
+from tests.paths import REPO_DIR
+
+TERMINAL = {"succeeded", "failed", "cancelled", "lost"}
+HOST = "e2e-cpu"
+USER, PASSWORD = "e2e", "e2e-password-not-secret"
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def create_postgres_database(server_url: str, name: str) -> tuple[str, Callable[[], None]]:
+    """A fresh database ``name`` on the server of ``server_url``, and how to drop it."""
+    import psycopg
+
+    admin = server_url.rsplit("/", 1)[0] + "/postgres"
+    with psycopg.connect(admin, autocommit=True) as connection:
+        connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        connection.execute(f'CREATE DATABASE "{name}"')
+
+    def drop() -> None:
+        with psycopg.connect(admin, autocommit=True) as connection:
+            connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+    return server_url.rsplit("/", 1)[0] + f"/{name}", drop
+
+
+class Platform:
+    """One running stack and a token client for its API."""
+
+    def __init__(self, var_dir: Path, database_url: str, broker_url: str) -> None:
+        self.var_dir = var_dir
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.broker_url = broker_url
+        self.env = stack.child_env(
+            {
+                "DJANGO_SETTINGS_MODULE": "npulab.settings",
+                "DATABASE_URL": database_url,
+                "NPULAB_BROKER_URL": broker_url,
+                "NPULAB_VAR_DIR": str(var_dir),
+                "NPULAB_SECRET_KEY": "e2e-only-not-a-secret",
+                "NPULAB_SCHEDULER_TICK_S": "1",
+                "NPULAB_HEARTBEAT_S": "1",
+                "NPULAB_WORKER_HEARTBEAT_S": "1",
+                "NPULAB_RUN_CLAIM_GRACE_S": "3",
+                "DJANGO_SUPERUSER_USERNAME": USER,
+                "DJANGO_SUPERUSER_PASSWORD": PASSWORD,
+                "DJANGO_SUPERUSER_EMAIL": "e2e@example.invalid",
+            }
+        )
+        self.logs = var_dir / "logs"
+        self.logs.mkdir(parents=True, exist_ok=True)
+        self._log_lock = threading.Lock()
+        self.processes: dict[str, stack.ManagedProcess] = {}
+        self.session = requests.Session()
+
+    def launch(self) -> Platform:
+        """Migrate, make a user and the host's token, start everything, wait for the host."""
+        self.manage("migrate", "--noinput")
+        self.manage("createsuperuser", "--noinput")
+        self.session.headers["Authorization"] = f"Token {self.manage('api_token', USER)}"
+        (self.var_dir / "host.token").write_text(self.manage("host_token", HOST))
+        self.start_web()
+        self.start("control", stack.control_argv(self.var_dir / "celerybeat-schedule"))
+        self.start_worker()
+        deadline = time.monotonic() + 60
+        while self.api("GET", f"hosts/{HOST}/").json().get("status") != "online":
+            if time.monotonic() > deadline:
+                raise RuntimeError("the host worker did not register\n" + self.tail())
+            time.sleep(0.2)
+        return self
+
+    def shutdown(self) -> None:
+        for process in reversed(list(self.processes.values())):
+            process.stop()
+
+    def echo(self, name: str, line: str) -> None:
+        with self._log_lock, open(self.logs / f"{name}.log", "a") as handle:
+            handle.write(line + "\n")
+
+    def manage(self, *args: str) -> str:
+        done = subprocess.run(
+            [sys.executable, str(REPO_DIR / "manage.py"), *args],
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        if done.returncode != 0:
+            raise RuntimeError(f"manage.py {' '.join(args)} failed:\n{done.stderr}")
+        return done.stdout.strip()
+
+    def start(self, name: str, argv: list[str]) -> stack.ManagedProcess:
+        process = stack.ManagedProcess(name, argv, self.env, self.echo)
+        process.start()
+        self.processes[name] = process
+        return process
+
+    def start_web(self) -> None:
+        web = self.start("web", stack.web_argv("127.0.0.1", self.port, workers=1))
+        stack.wait_for_http(f"{self.url}/healthz", timeout=60, process=web)
+
+    def stop_web(self) -> None:
+        self.processes["web"].stop()
+
+    def start_worker(self) -> None:
+        argv = stack.host_worker_argv(
+            self.url, self.var_dir / "host.token", self.broker_url, self.var_dir / "worker"
+        )
+        self.start("worker", argv)
+
+    def kill_worker(self) -> None:
+        """kill -9 the host worker; the runs it started live on in their own sessions."""
+        process = self.processes["worker"].process
+        assert process is not None
+        process.kill()
+        process.wait()
+
+    # -- the API, as a user ---------------------------------------------------
+
+    def api(self, method: str, path: str, **kwargs: Any) -> requests.Response:
+        return self.session.request(method, f"{self.url}/api/v1/{path}", timeout=30, **kwargs)
+
+    def submit(self, **spec: Any) -> dict[str, Any]:
+        response = self.api("POST", "runs/", json={"kind": "smoke", "device_type": "cpu", **spec})
+        if response.status_code != 201:
+            raise AssertionError(response.text)
+        return response.json()
+
+    def run(self, run_id: int) -> dict[str, Any]:
+        response = self.api("GET", f"runs/{run_id}/")
+        if response.status_code != 200:
+            raise AssertionError(response.text)
+        return response.json()
+
+    def wait(self, run_id: int, statuses: set[str] = TERMINAL, timeout: float = 180) -> dict:
+        deadline = time.monotonic() + timeout
+        while True:
+            run = self.run(run_id)
+            if run["status"] in statuses:
+                return run
+            if time.monotonic() > deadline:
+                raise AssertionError(f"run {run_id} still {run['status']}: {run}\n{self.tail()}")
+            time.sleep(0.05)
+
+    def run_dir(self, run_id: int, attempt: int = 1) -> Path:
+        return self.var_dir / "worker" / "runs" / str(run_id) / f"attempt-{attempt}"
+
+    def tail(self, lines: int = 30) -> str:
+        parts = []
+        for log in sorted(self.logs.glob("*.log")):
+            parts.append(f"--- {log.name}\n" + "\n".join(log.read_text().splitlines()[-lines:]))
+        return "\n".join(parts)
