@@ -45,7 +45,7 @@ test: $(VENV)/.test-deps
 lint: $(VENV)/.test-deps var/secret_key
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
-	$(PY) -m vermin --no-tips --violations --target=3.8- workers/
+	$(VENV)/bin/vermin --no-tips --violations --target=3.8- workers/
 	$(PY) manage.py check --fail-level WARNING
 	$(PY) manage.py makemigrations --check --dry-run
 	$(PY) manage.py spectacular --validate --fail-on-warn | diff -u docs/openapi.yaml - \

@@ -1,0 +1,25 @@
+"""deploy/env.example lists every variable npulab reads."""
+
+from __future__ import annotations
+
+import re
+
+from tests.paths import REPO_DIR
+
+# Set by npulab for a run's processes, not read as configuration.
+SET_FOR_RUNS = {"NPULAB_RUN_DIR", "NPULAB_RUN_ID", "NPULAB_ATTEMPT"}
+
+
+def test_every_variable_read_is_documented() -> None:
+    names: set[str] = set()
+    for path in [
+        *REPO_DIR.joinpath("platform").rglob("*.py"),
+        *REPO_DIR.joinpath("workers").rglob("*.py"),
+    ]:
+        names |= set(
+            re.findall(r'"((?:NPULAB_[A-Z0-9_]+)|DATABASE_URL|PORT|BIND)"', path.read_text())
+        )
+    documented = set(
+        re.findall(r"^#? ?([A-Z][A-Z0-9_]+)=", (REPO_DIR / "deploy/env.example").read_text(), re.M)
+    )
+    assert names - SET_FOR_RUNS - documented == set()
