@@ -20,9 +20,6 @@ from typing import Any, Iterator
 EVENTS_FILE = "events.jsonl"
 # A runaway line (a tensor printed whole) must not become one huge event.
 MAX_LINE_CHARS = 16384
-CORE_TYPES = ("log", "metric", "step", "heartbeat", "checkpoint", "artifact", "result")
-STEP_STATUSES = ("pass", "fail", "skip")
-RESULT_STATUSES = ("succeeded", "failed")
 
 
 class EventWriter:

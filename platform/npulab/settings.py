@@ -90,7 +90,7 @@ LANGUAGE_CODE = "en-us"
 TIME_ZONE = env.str("NPULAB_TIME_ZONE", "UTC")
 USE_I18N = False
 USE_TZ = True
-DATETIME_FORMAT = "Y-m-d H:i:s T"
+FORMAT_MODULE_PATH = ["npulab.formats"]
 
 STATIC_URL = "static/"
 # Unset, static files are served straight from the apps' folders (no
@@ -131,6 +131,8 @@ SPECTACULAR_SETTINGS = {
     ),
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
+    # Tags from the path after it: runs, hosts, agent.
+    "SCHEMA_PATH_PREFIX": "/api/v1",
     # The schema and its docs pages hold no data; the calls they make still
     # need a token.
     "SERVE_PERMISSIONS": ["rest_framework.permissions.AllowAny"],

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from django.test import Client
 
@@ -147,6 +149,8 @@ def test_the_run_page_polls_until_the_run_ends(browser: Client, owner, cpu_host)
     assert "hx-trigger" not in done
     assert 'data-status="succeeded"' in done
     assert "all steps passed" in done
+    # Times as in logs, not "Nov. 30, 2026, 2:33 p.m.".
+    assert re.search(r"<dt>Finished</dt><dd>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC</dd>", done)
 
 
 def test_a_queued_run_shows_why_it_waits(browser: Client, owner) -> None:

@@ -61,12 +61,16 @@ class Backend:
 
     def describe(self) -> dict[str, Any]:
         """What a run records about the device stack it used."""
-        return {
+        available = self.is_available()
+        info: dict[str, Any] = {
             "backend": self.name,
             "torch": getattr(self.torch, "__version__", None),
-            "available": self.is_available(),
-            "device_count": self.device_count(),
+            "available": available,
+            "device_count": self.device_count() if available else 0,
             "dist_backend": self.dist_backend,
             "visible_devices_env": self.visible_devices_env,
-            "amp_dtypes": list(self.amp_dtypes()),
         }
+        if available:
+            # Asking an absent device what it supports can raise.
+            info["amp_dtypes"] = list(self.amp_dtypes())
+        return info

@@ -123,6 +123,12 @@ class HostAgent:
         except PlatformRejected as exc:
             log.info("run %s attempt %s not claimed: %s", run_id, attempt, exc)
             return
+        except PlatformUnavailable as exc:
+            # The platform requeues the run once its dispatch times out.
+            log.warning(
+                "run %s attempt %s not claimed, platform unavailable: %s", run_id, attempt, exc
+            )
+            return
         execution = RunExecution(self, run_id, attempt, claim)
         with self._lock:
             self._running[run_id] = execution

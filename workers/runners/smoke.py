@@ -50,11 +50,10 @@ def check_device(ctx: RunContext) -> dict[str, Any]:
         backend.load()
     except BackendError as exc:
         raise StepFailed(str(exc)) from exc
-    detail: dict[str, Any] = {"backend": backend.name, "torch": backend.torch.__version__}
-    if not backend.is_available():
+    detail = backend.describe()
+    if not detail["available"]:
         raise StepFailed(f"torch reports no available {backend.name} device", detail)
-    count = backend.device_count()
-    detail["device_count"] = count
+    count = detail["device_count"]
     if count < 1:
         raise StepFailed(f"torch sees 0 {backend.name} devices", detail)
     detail["device_name"] = backend.device_name(0)
