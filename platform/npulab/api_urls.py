@@ -6,15 +6,33 @@ from rest_framework.routers import DefaultRouter
 from npulab.hosts.api.views import HeartbeatView, HostViewSet, RegisterView
 from npulab.runs.api.agent import ClaimView, EventsView, FinishView
 from npulab.runs.api.views import RunViewSet
+from npulab.snapshots.api.agent import SnapshotUploadView
+from npulab.snapshots.api.views import (
+    HostHistoryView,
+    HostSnapshotRequestView,
+    SnapshotViewSet,
+    UpgradeReviewView,
+)
 
 app_name = "api"
 
 router = DefaultRouter()
 router.register("runs", RunViewSet, basename="run")
 router.register("hosts", HostViewSet, basename="host")
+router.register("snapshots", SnapshotViewSet, basename="snapshot")
 
 urlpatterns = [
     *router.urls,
+    path("hosts/<str:name>/history/", HostHistoryView.as_view(), name="host-history"),
+    path(
+        "hosts/<str:name>/snapshot-request/",
+        HostSnapshotRequestView.as_view(),
+        name="host-snapshot-request",
+    ),
+    path(
+        "hosts/<str:name>/upgrade-review/", UpgradeReviewView.as_view(), name="host-upgrade-review"
+    ),
+    path("agent/snapshots/", SnapshotUploadView.as_view(), name="agent-snapshots"),
     path("agent/register/", RegisterView.as_view(), name="agent-register"),
     path("agent/heartbeat/", HeartbeatView.as_view(), name="agent-heartbeat"),
     path("agent/runs/<int:run_id>/claim/", ClaimView.as_view(), name="agent-claim"),

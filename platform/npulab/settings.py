@@ -38,6 +38,7 @@ INSTALLED_APPS = [
     "npulab.accounts",
     "npulab.hosts",
     "npulab.runs",
+    "npulab.snapshots",
 ]
 
 MIDDLEWARE = [
@@ -170,6 +171,8 @@ NPULAB = {
     # How often the control worker retries placement and looks for lost runs.
     "SCHEDULER_TICK_S": env.int("NPULAB_SCHEDULER_TICK_S", 5, minimum=1),
     "MAX_EVENTS_PER_BATCH": env.int("NPULAB_MAX_EVENTS_PER_BATCH", 10000, minimum=100),
+    # A snapshot upload larger than this is refused (HTTP 413).
+    "MAX_SNAPSHOT_BYTES": env.int("NPULAB_MAX_SNAPSHOT_BYTES", 4 * 1024 * 1024, minimum=64 * 1024),
 }
 
 # The control plane's periodic work, in one table. Placement is also

@@ -7,6 +7,7 @@ urlpatterns = [
     path("", include("npulab.core.urls")),
     path("runs/", include("npulab.runs.urls")),
     path("hosts/", include("npulab.hosts.urls")),
+    path("snapshots/", include("npulab.snapshots.urls")),
     path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),

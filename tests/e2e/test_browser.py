@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import copy
 import re
 from collections.abc import Iterator
 
 import pytest
+import requests
 
 from tests.e2e.conftest import chromium_path, require
-from tests.e2e.platform import PASSWORD, USER, Platform
+from tests.e2e.platform import HOST, PASSWORD, USER, Platform
 
 pytestmark = [pytest.mark.e2e, pytest.mark.browser]
 
@@ -81,3 +83,37 @@ def test_a_bad_value_in_the_form_is_shown_on_the_page(platform: Platform, browse
     assert "greater than or equal to 1" in page.locator(".invalid-feedback").first.inner_text()
     assert "/runs/new/" in page.url
     context.close()
+
+
+def test_open_a_diff_of_two_snapshots(platform: Platform, browser) -> None:
+    # The worker sent the host's snapshot when it started; upload a changed copy
+    # as the host would after an upgrade.
+    history = platform.api("GET", f"hosts/{HOST}/history/").json()["results"]
+    current = platform.api("GET", f"snapshots/{history[0]['snapshot']}/").json()
+    document = copy.deepcopy(current["data"])
+    document["schema"] = 1
+    document["python"]["packages"]["torch-npu"] = "2.5.1"
+    document["python"]["key"]["torch-npu"] = "2.5.1"
+    token = (platform.var_dir / "host.token").read_text().strip()
+    upload = requests.post(
+        f"{platform.url}/api/v1/agent/snapshots/",
+        json={"snapshot": document},
+        headers={"Authorization": f"Token {token}"},
+        timeout=30,
+    )
+    assert upload.status_code == 201, upload.text
+    assert upload.json()["change"] == "torch_npu none → 2.5.1, +1 packages"
+
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.goto(f"{platform.url}/login/")
+    page.fill("#id_username", USER)
+    page.fill("#id_password", PASSWORD)
+    page.click("button[type=submit]")
+    page.goto(f"{platform.url}/hosts/{HOST}/")
+    page.click("#history a:text('diff')")
+    page.wait_for_selector("#diff")
+    assert "torch_npu" in page.locator("#diff-versions").inner_text()
+    added = page.locator("#diff-packages tr.added").inner_text()
+    assert "torch-npu" in added
+    assert "2.5.1" in added
+    page.screenshot(path=str(platform.var_dir / "diff-page.png"), full_page=True)

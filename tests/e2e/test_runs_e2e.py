@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import time
 
 import pytest
@@ -35,7 +36,14 @@ def test_a_smoke_run_submitted_over_the_api_succeeds_with_its_metrics(platform: 
     assert [step for step, _ in points] == list(range(20))
     assert points[-1][1] < points[0][1]
     logs = platform.api("GET", f"runs/{run['id']}/events/", params={"type": "log"}).json()
-    assert logs["results"][0]["data"]["line"].startswith("npulab runner")
+    lines = [event["data"]["line"] for event in logs["results"]]
+    # The worker snapshots the run's interpreter first and says so in the run's log.
+    assert lines[0].startswith("environment snapshot ")
+    assert lines[1].startswith("npulab runner")
+    snapshot = platform.api("GET", f"snapshots/{run['snapshot']}/").json()
+    assert snapshot["host"] == HOST
+    assert snapshot["data"]["python"]["executable"] == sys.executable
+    assert snapshot["summary"]["torch"].startswith("2.")
     # The lease was released: the host is free again.
     assert platform.api("GET", f"hosts/{HOST}/").json()["busy_devices"] == 0
 

@@ -17,10 +17,12 @@ from typing import Any
 
 from workers import __version__
 from workers.backends import BACKENDS
+from workers.events import EVENTS_FILE, EventWriter
 from workers.host.client import PlatformClient, PlatformRejected, PlatformUnavailable
 from workers.host.config import HostConfig
 from workers.host.devices import detect
 from workers.host.forwarder import Forwarder, RunGone
+from workers.host.snapshots import SnapshotFailed, collect_and_send
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +45,7 @@ class HostAgent:
         self.queue = ""
         self.devices: list[dict[str, Any]] = []
         self.shutting_down = threading.Event()
+        self._snapshot_lock = threading.Lock()
         self._running: dict[int, RunExecution] = {}
         self._lock = threading.Lock()
 
@@ -95,6 +98,23 @@ class HostAgent:
                 continue
             for run_id in reply.get("cancel", []):
                 self.cancel(run_id)
+            if reply.get("snapshot"):
+                self.send_snapshot_soon()
+
+    def send_snapshot_soon(self) -> None:
+        """Collect and send a snapshot of the default run interpreter, in the background."""
+        if not self._snapshot_lock.acquire(blocking=False):
+            return  # one is on its way already
+
+        def send() -> None:
+            try:
+                collect_and_send(self.client, self.config.python)
+            except SnapshotFailed as exc:
+                log.warning("%s", exc)
+            finally:
+                self._snapshot_lock.release()
+
+        threading.Thread(target=send, name="snapshot", daemon=True).start()
 
     def running_ids(self) -> list[int]:
         with self._lock:
@@ -173,6 +193,7 @@ class RunExecution:
         with open(spec_path, "w", encoding="utf-8") as handle:
             json.dump(self.spec, handle, indent=2)
         python = self.spec.get("python") or self.agent.config.python
+        self._record_environment(python)
         log.info("run %s attempt %s: starting in %s", self.run_id, self.attempt, self.run_dir)
         with open(os.path.join(self.run_dir, SUPERVISOR_LOG), "ab") as output:
             try:
@@ -207,6 +228,18 @@ class RunExecution:
             report["error"] = self._supervisor_output()
         self._finish(report)
         os.unlink(pid_file)
+
+    def _record_environment(self, python: str) -> None:
+        """Snapshot the run's interpreter first; the run says which one it had, or why none."""
+        events = EventWriter(os.path.join(self.run_dir, EVENTS_FILE))
+        try:
+            reply = collect_and_send(self.agent.client, python, self.run_id)
+            change = reply.get("change") if reply.get("new_version") else "unchanged"
+            events.log("runner", f"environment snapshot {reply['hash'][:12]} ({change})")
+        except SnapshotFailed as exc:
+            events.log("runner", f"no environment snapshot: {exc}")
+        finally:
+            events.close()
 
     def stop(self, reason: str) -> None:
         """Ask the supervisor to stop; it is killed if it has not after the grace period."""

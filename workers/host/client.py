@@ -57,6 +57,11 @@ class PlatformClient:
     def finish(self, run_id: int, attempt: int, report: dict[str, Any]) -> dict[str, Any]:
         return self._post(f"/api/v1/agent/runs/{run_id}/finish/", dict(report, attempt=attempt))
 
+    def upload_snapshot(
+        self, snapshot: dict[str, Any], run_id: int | None = None
+    ) -> dict[str, Any]:
+        return self._post("/api/v1/agent/snapshots/", {"snapshot": snapshot, "run": run_id})
+
     def _session(self) -> requests.Session:
         session: requests.Session | None = getattr(self._local, "session", None)
         if session is None:

@@ -32,6 +32,7 @@ def main(argv: list[str] | None = None) -> int:
         log.error("%s", exc)
         return 1
     bind_agent(agent)
+    agent.send_snapshot_soon()
     stop = threading.Event()
     threading.Thread(
         target=agent.heartbeat_forever, args=(stop,), name="heartbeat", daemon=True

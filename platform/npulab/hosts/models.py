@@ -44,6 +44,9 @@ class Host(models.Model):
     )
     status = models.CharField(max_length=8, choices=Status.choices, default=Status.OFFLINE)
     last_heartbeat = models.DateTimeField(null=True, blank=True)
+    snapshot_requested = models.BooleanField(
+        default=False, help_text="The worker sends a snapshot with its next heartbeat."
+    )
     registered = models.DateTimeField(null=True, blank=True)
     hostname = models.CharField(max_length=255, blank=True)
     worker_version = models.CharField(max_length=32, blank=True)

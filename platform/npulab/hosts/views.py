@@ -7,6 +7,7 @@ from django.shortcuts import get_object_or_404, render
 
 from npulab.hosts.models import Host
 from npulab.runs.models import Run
+from npulab.snapshots.views import host_history_context
 
 RECENT_RUNS = 25
 
@@ -24,5 +25,5 @@ def host_detail(request: HttpRequest, name: str) -> HttpResponse:
     leases = {lease.device_index: lease.run for lease in host.leases.select_related("run")}
     devices = [dict(device, run=leases.get(device["index"])) for device in host.devices]
     runs = Run.objects.filter(host=host).select_related("submitted_by")[:RECENT_RUNS]
-    context = {"host": host, "devices": devices, "runs": runs}
+    context = {"host": host, "devices": devices, "runs": runs, **host_history_context(host)}
     return render(request, "hosts/host_detail.html", context)

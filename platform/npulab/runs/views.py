@@ -65,7 +65,7 @@ def _initial(request: HttpRequest) -> dict[str, str]:
 
 @login_required
 def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
-    run = get_object_or_404(Run.objects.select_related("host", "submitted_by"), pk=pk)
+    run = get_object_or_404(Run.objects.select_related("host", "submitted_by", "snapshot"), pk=pk)
     context = {
         "run": run,
         "steps": steps(run),

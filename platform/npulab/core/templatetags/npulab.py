@@ -72,3 +72,27 @@ def compact(value: Any) -> Any:
 def as_json(value: Any) -> str:
     """Pretty JSON, as a user would save it to a file."""
     return json.dumps(value, indent=2, sort_keys=False)
+
+
+_VERDICT_CLASSES = {
+    "ok": "text-bg-success",
+    "go": "text-bg-success",
+    "incompatible": "text-bg-danger",
+    "no-go": "text-bg-danger",
+    "unknown": "text-bg-warning",
+    "caution": "text-bg-warning",
+}
+
+
+@register.simple_tag
+def verdict_badge(verdict: str) -> str:
+    css = _VERDICT_CLASSES.get(verdict, "text-bg-light border")
+    return format_html('<span class="badge {}" data-verdict="{}">{}</span>', css, verdict, verdict)
+
+
+@register.filter
+def percent(value: float | None) -> str:
+    """+12%, −3%: a relative change."""
+    if value is None:
+        return "—"
+    return f"{value:+.0%}".replace("-", "−")

@@ -86,3 +86,4 @@ class HeartbeatReplySerializer(serializers.Serializer):
     cancel = serializers.ListField(
         child=serializers.IntegerField(), help_text="Runs of this host to stop."
     )
+    snapshot = serializers.BooleanField(help_text="Send an environment snapshot now.")

@@ -51,4 +51,4 @@ class HeartbeatView(AgentAPIView):
         cancel = Run.objects.filter(
             host=host, status=Run.Status.RUNNING, cancel_requested=True
         ).values_list("pk", flat=True)
-        return Response({"cancel": list(cancel)})
+        return Response({"cancel": list(cancel), "snapshot": host.snapshot_requested})

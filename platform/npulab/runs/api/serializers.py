@@ -36,6 +36,7 @@ class RunSerializer(serializers.ModelSerializer):
             "labels",
             "host",
             "device_indices",
+            "snapshot",
             "attempt",
             "submitted_by",
             "created",

@@ -1,0 +1,116 @@
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_POST
+
+from npulab.hosts.models import Host
+from npulab.runs.models import Run
+from npulab.snapshots.compatibility import snapshot_compatibility
+from npulab.snapshots.diff import diff
+from npulab.snapshots.forms import DiffForm, KnownGoodForm, PlannedTargetForm
+from npulab.snapshots.models import HostVersion, Snapshot
+from npulab.snapshots.review import review
+from npulab.snapshots.selectors import current_snapshot, history
+from npulab.snapshots.services import do_mark_known_good, do_request_snapshot, do_unmark_known_good
+
+RECENT_RUNS = 15
+
+
+@login_required
+def snapshot_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    snapshot = get_object_or_404(Snapshot.objects.select_related("host", "known_good_by"), pk=pk)
+    context = {
+        "snapshot": snapshot,
+        "data": snapshot.data,
+        "compatibility": snapshot_compatibility(snapshot.data),
+        "runs": Run.objects.filter(snapshot=snapshot).select_related("host")[:RECENT_RUNS],
+        "known_good_form": KnownGoodForm(initial={"note": snapshot.known_good_note}),
+    }
+    return render(request, "snapshots/snapshot_detail.html", context)
+
+
+@login_required
+def snapshot_diff(request: HttpRequest) -> HttpResponse:
+    form = DiffForm(request.GET or None)
+    form.fields["a"].queryset = form.fields["b"].queryset = Snapshot.objects.select_related("host")
+    context: dict = {"form": form}
+    if form.is_valid():
+        a, b = form.cleaned_data["a"], form.cleaned_data["b"]
+        context.update({"a": a, "b": b, "changes": diff(a.data, b.data)})
+    return render(request, "snapshots/snapshot_diff.html", context)
+
+
+@login_required
+@require_POST
+def snapshot_known_good(request: HttpRequest, pk: int) -> HttpResponse:
+    snapshot = get_object_or_404(Snapshot, pk=pk)
+    if request.POST.get("action") == "unmark":
+        do_unmark_known_good(snapshot)
+        messages.info(request, f"Snapshot {snapshot.short_hash} is no longer marked known good.")
+        return redirect(snapshot)
+    form = KnownGoodForm(request.POST)
+    if form.is_valid():
+        do_mark_known_good(snapshot, request.user, form.cleaned_data["note"])
+        messages.success(request, f"Snapshot {snapshot.short_hash} marked known good.")
+    else:
+        messages.error(request, "; ".join(form.errors.get("note", ["invalid note"])))
+    return redirect(snapshot)
+
+
+@login_required
+@require_POST
+def host_snapshot_request(request: HttpRequest, name: str) -> HttpResponse:
+    host = get_object_or_404(Host, name=name)
+    do_request_snapshot(host)
+    messages.info(request, f"{host.name} sends a fresh snapshot after its next heartbeat.")
+    return redirect(host)
+
+
+@login_required
+def upgrade_review(request: HttpRequest, name: str) -> HttpResponse:
+    host = get_object_or_404(Host, name=name)
+    current = current_snapshot(host)
+    candidates = Snapshot.objects.select_related("host").exclude(pk=getattr(current, "pk", None))
+    planned_form = PlannedTargetForm(request.GET if "plan" in request.GET else None)
+    context: dict = {
+        "host": host,
+        "current": current,
+        "candidates": candidates[:200],
+        "planned_form": planned_form,
+        "target_id": request.GET.get("target", ""),
+    }
+    if current is not None:
+        if request.GET.get("target", "").isdigit():
+            target = get_object_or_404(Snapshot, pk=int(request.GET["target"]))
+            context["review"] = review(current, target=target)
+        elif planned_form.is_bound and planned_form.is_valid():
+            planned = {k: v for k, v in planned_form.cleaned_data.items() if v}
+            context["review"] = review(current, planned=planned)
+    return render(request, "snapshots/upgrade_review.html", context)
+
+
+def host_history_context(host: Host) -> dict:
+    """What the host page shows about its environment."""
+    versions = list(history(host)[:50])
+    current = max(versions, key=lambda v: (v.last_seen, v.pk), default=None)
+    return {
+        "versions": versions,
+        "current_version": current,
+        "compatibility": snapshot_compatibility(current.snapshot.data) if current else None,
+        "chips": chips_with_readings(current) if current else [],
+    }
+
+
+def chips_with_readings(version: HostVersion) -> list[dict]:
+    """The snapshot's chips with the last upload's readings (temperature, memory in use ...)."""
+    readings = {
+        (reading.get("npu"), reading.get("chip")): reading
+        for reading in version.telemetry.get("chips") or []
+    }
+    return [
+        {**chip, **readings.get((chip.get("npu"), chip.get("chip")), {})}
+        for chip in (version.snapshot.data.get("npu") or {}).get("chips") or []
+    ]
