@@ -19,7 +19,7 @@ help:
 	@echo "make lint     ruff, Python 3.8 check of workers/, Django checks, migrations, schema"
 	@echo "make fmt      format the code"
 	@echo "make schema   regenerate docs/openapi.yaml"
-	@echo "make bench    run the benchmarks in bench/"
+	@echo "make bench    run the benchmarks in bench/ (results: docs/benchmarks.md)"
 	@echo "make vendor   fetch the vendored front-end libraries again from npm"
 
 $(VENV)/.run-deps: pyproject.toml
@@ -60,6 +60,7 @@ schema: $(VENV)/.run-deps var/secret_key
 
 bench: $(VENV)/.test-deps var/secret_key
 	$(PY) bench/dispatch.py
+	$(PY) bench/snapshots.py
 
 vendor:
 	bash platform/npulab/core/static/vendor/fetch.sh

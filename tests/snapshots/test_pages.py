@@ -94,3 +94,17 @@ def test_collect_snapshot_now(browser, cpu_host) -> None:
     cpu_host.refresh_from_db()
     assert cpu_host.snapshot_requested
     assert "Snapshot requested" in browser.get("/hosts/cpu-01/").content.decode()
+
+
+def test_the_history_page_lists_every_version_in_fixed_queries(
+    browser, cpu_host, document, django_assert_max_num_queries
+) -> None:
+    for minor in range(30):
+        do_record_snapshot(cpu_host, document(packages={"pyyaml": f"6.{minor}"}))
+    with django_assert_max_num_queries(8):
+        page = browser.get("/hosts/cpu-01/history/").content.decode()
+    assert page.count('data-version="') == 30
+    assert page.count("~1 packages") == 29
+    host_page = browser.get("/hosts/cpu-01/").content.decode()
+    assert host_page.count('data-version="') == 20
+    assert "all 30 versions" in host_page

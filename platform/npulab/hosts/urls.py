@@ -13,4 +13,5 @@ urlpatterns = [
         name="host_snapshot_request",
     ),
     path("<str:name>/upgrade-review/", snapshot_views.upgrade_review, name="host_upgrade_review"),
+    path("<str:name>/history/", snapshot_views.host_history, name="host_history"),
 ]

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
@@ -13,10 +14,17 @@ from npulab.snapshots.diff import diff
 from npulab.snapshots.forms import DiffForm, KnownGoodForm, PlannedTargetForm
 from npulab.snapshots.models import HostVersion, Snapshot
 from npulab.snapshots.review import review
-from npulab.snapshots.selectors import current_snapshot, history
+from npulab.snapshots.selectors import (
+    current_snapshot,
+    current_version,
+    history,
+    history_rows,
+)
 from npulab.snapshots.services import do_mark_known_good, do_request_snapshot, do_unmark_known_good
 
 RECENT_RUNS = 15
+RECENT_VERSIONS = 20
+HISTORY_PAGE = 1000
 
 
 @login_required
@@ -92,12 +100,21 @@ def upgrade_review(request: HttpRequest, name: str) -> HttpResponse:
     return render(request, "snapshots/upgrade_review.html", context)
 
 
+@login_required
+def host_history(request: HttpRequest, name: str) -> HttpResponse:
+    host = get_object_or_404(Host, name=name)
+    page = Paginator(history(host), HISTORY_PAGE).get_page(request.GET.get("page"))
+    context = {"host": host, "page": page, "rows": history_rows(page.object_list)}
+    return render(request, "snapshots/host_history.html", context)
+
+
 def host_history_context(host: Host) -> dict:
-    """What the host page shows about its environment."""
-    versions = list(history(host)[:50])
-    current = max(versions, key=lambda v: (v.last_seen, v.pk), default=None)
+    """What the host page shows about its environment: the current snapshot, recent steps."""
+    current = current_version(host)
+    versions = history(host)
     return {
-        "versions": versions,
+        "rows": history_rows(versions[:RECENT_VERSIONS]),
+        "version_count": versions.count(),
         "current_version": current,
         "compatibility": snapshot_compatibility(current.snapshot.data) if current else None,
         "chips": chips_with_readings(current) if current else [],
