@@ -18,7 +18,6 @@ not torch's. Usage, from the repository root:
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform as host_platform
 import statistics
@@ -31,6 +30,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO), str(REPO / "platform")]
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "npulab.settings")
 
+from bench.common import percentile, write_report  # noqa: E402
 from npulab.core import stack  # noqa: E402
 from tests.e2e.platform import Platform, create_postgres_database  # noqa: E402
 from tests.services import detect  # noqa: E402
@@ -38,11 +38,6 @@ from tests.services import detect  # noqa: E402
 
 def parse_time(value: str) -> float:
     return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
-
-
-def percentile(values: list[float], fraction: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(fraction * (len(ordered) - 1)))]
 
 
 def main() -> int:
@@ -108,11 +103,7 @@ def main() -> int:
             for name, values in samples.items()
         },
     }
-    print(json.dumps(report, indent=2))
-    results = REPO / "bench" / "results"
-    results.mkdir(exist_ok=True)
-    label = "embedded" if args.embedded else "services"
-    (results / f"dispatch-{label}.json").write_text(json.dumps(report, indent=2) + "\n")
+    write_report(f"dispatch-{'embedded' if args.embedded else 'services'}", report)
     return 0
 
 

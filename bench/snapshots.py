@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import copy
-import json
 import os
 import platform as host_platform
 import statistics
@@ -32,6 +31,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO), str(REPO / "platform")]
 
+from bench.common import percentile, write_report  # noqa: E402
 from tests.ascend_tree import build_ascend_tree  # noqa: E402
 from tests.paths import ASCEND_FIXTURES  # noqa: E402
 from tests.services import detect  # noqa: E402
@@ -45,10 +45,9 @@ def timed(function, repeat: int) -> dict[str, float]:
         started = time.perf_counter()
         function()
         samples.append(time.perf_counter() - started)
-    ordered = sorted(samples)
     return {
         "p50_ms": round(statistics.median(samples) * 1000, 2),
-        "p95_ms": round(ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))] * 1000, 2),
+        "p95_ms": round(percentile(samples, 0.95) * 1000, 2),
         "runs": repeat,
     }
 
@@ -169,11 +168,7 @@ def main() -> int:
         connections.close_all()
         if drop is not None:
             drop()
-    print(json.dumps(report, indent=2))
-    results = REPO / "bench" / "results"
-    results.mkdir(exist_ok=True)
-    label = "embedded" if args.embedded else "services"
-    (results / f"snapshots-{label}.json").write_text(json.dumps(report, indent=2) + "\n")
+    write_report(f"snapshots-{'embedded' if args.embedded else 'services'}", report)
     return 0
 
 

@@ -166,6 +166,18 @@ class Platform:
                 raise AssertionError(f"run {run_id} still {run['status']}: {run}\n{self.tail()}")
             time.sleep(0.05)
 
+    def start_long_run(self) -> tuple[int, int]:
+        """A run that trains until stopped, once its child process is up: (run id, child pid)."""
+        run_id = self.submit(matmul_size=256, train_steps=100_000)["id"]
+        self.wait(run_id, {"running"})
+        child_pid = self.run_dir(run_id) / "child.pid"
+        deadline = time.monotonic() + 60
+        while not child_pid.exists():
+            if time.monotonic() > deadline:
+                raise AssertionError(f"run {run_id} started no child\n{self.tail()}")
+            time.sleep(0.1)
+        return run_id, int(child_pid.read_text())
+
     def run_dir(self, run_id: int, attempt: int = 1) -> Path:
         return self.var_dir / "worker" / "runs" / str(run_id) / f"attempt-{attempt}"
 

@@ -77,13 +77,7 @@ def test_no_event_is_lost_while_the_web_server_is_down(platform: Platform) -> No
 
 
 def test_cancel_kills_the_run_and_frees_the_device(platform: Platform) -> None:
-    run_id = platform.submit(matmul_size=256, train_steps=100_000)["id"]
-    platform.wait(run_id, {"running"})
-    deadline = time.monotonic() + 60
-    while not (platform.run_dir(run_id) / "child.pid").exists():
-        assert time.monotonic() < deadline
-        time.sleep(0.1)
-    child = int((platform.run_dir(run_id) / "child.pid").read_text())
+    run_id, child = platform.start_long_run()
 
     response = platform.api("POST", f"runs/{run_id}/cancel/")
     assert response.status_code == 200
@@ -114,13 +108,7 @@ def test_a_run_no_host_can_take_waits_with_the_reason(platform: Platform) -> Non
 def test_a_restarted_worker_kills_what_it_left_behind_and_the_run_is_lost(
     platform: Platform,
 ) -> None:
-    run_id = platform.submit(matmul_size=256, train_steps=100_000)["id"]
-    platform.wait(run_id, {"running"})
-    deadline = time.monotonic() + 60
-    while not (platform.run_dir(run_id) / "child.pid").exists():
-        assert time.monotonic() < deadline
-        time.sleep(0.1)
-    child = int((platform.run_dir(run_id) / "child.pid").read_text())
+    run_id, child = platform.start_long_run()
 
     platform.kill_worker()
     os.kill(child, 0)  # the run outlives the worker process ...

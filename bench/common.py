@@ -1,0 +1,23 @@
+"""What the benchmark scripts share: percentiles and where their reports go."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def percentile(values: list[float], fraction: float) -> float:
+    """The nearest-rank percentile: a value that was measured, not interpolated."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(fraction * (len(ordered) - 1)))]
+
+
+def write_report(name: str, report: dict[str, Any]) -> None:
+    """Print the report and keep it in bench/results/<name>.json (not committed)."""
+    text = json.dumps(report, indent=2)
+    print(text)
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / f"{name}.json").write_text(text + "\n")
