@@ -32,6 +32,7 @@ from typing import IO, Any
 from workers import __version__
 from workers.backends import get_backend
 from workers.events import EVENTS_FILE, EventWriter
+from workers.processes import kill_group, kill_registered
 from workers.runners.base import Outcome, RunContext
 from workers.spec import KINDS, SpecError, split_submission, validate
 
@@ -193,11 +194,13 @@ class Supervisor:
     def _kill_child(self) -> None:
         """SIGTERM the child's process group, SIGKILL whatever is left after the grace period."""
         assert self.child is not None
-        _killpg(self.child.pid, signal.SIGTERM)
+        kill_group(self.child.pid, signal.SIGTERM)
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.child.wait(timeout=KILL_GRACE_S)
-        # Also reaches descendants that outlived the child itself.
-        _killpg(self.child.pid, signal.SIGKILL)
+        # Also reaches descendants that outlived the child itself, and the
+        # process groups the child started (a training launcher and its ranks).
+        kill_group(self.child.pid, signal.SIGKILL)
+        kill_registered(self.run_dir)
         self.child.wait()
 
     def _outcome(self, timed_out: bool, result_path: str) -> Outcome:
@@ -252,12 +255,12 @@ def _read_result(path: str) -> Outcome | None:
         return None
     if not isinstance(data, dict) or data.get("status") not in ("succeeded", "failed"):
         return None
-    return Outcome(data["status"], str(data.get("reason", "")), data.get("summary") or {})
-
-
-def _killpg(pgid: int, signum: int) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(pgid, signum)
+    return Outcome(
+        data["status"],
+        str(data.get("reason", "")),
+        data.get("summary") or {},
+        str(data.get("cause") or ""),
+    )
 
 
 def _signal_name(signum: int) -> str:

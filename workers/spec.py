@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any
+from typing import Any, Callable
 
 DEVICE_TYPES = ("cpu", "cuda", "npu")
 # Keys of a submission that say where and how a run is queued, not what it
@@ -46,6 +46,7 @@ class Field:
         minimum: float | None = None,
         maximum: float | None = None,
         choices: tuple[str, ...] | None = None,
+        check: Callable[[Any], str | None] | None = None,
         help: str = "",
     ) -> None:
         self.name = name
@@ -54,6 +55,8 @@ class Field:
         self.minimum = minimum
         self.maximum = maximum
         self.choices = choices
+        # Says what is wrong with a well-typed value, or None when it is fine.
+        self.check = check
         self.help = help
 
     @property
@@ -70,6 +73,9 @@ class Field:
             raise ValueError(f"must be at least {_num(self.minimum)}")
         if self.maximum is not None and value > self.maximum:
             raise ValueError(f"must be at most {_num(self.maximum)}")
+        problem = self.check(value) if self.check else None
+        if problem:
+            raise ValueError(problem)
         return value
 
     @staticmethod
@@ -188,6 +194,78 @@ def common_fields(default_timeout_s: int) -> list[Field]:
     ]
 
 
+BUILTIN_JOBS = ("cnn", "lm")
+PRECISIONS = ("fp32", "fp16", "bf16")
+_MODULE_ENTRY = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
+
+
+def check_entry(entry: str) -> str | None:
+    """A script path, ``package.module:function`` or ``builtin:<job>``."""
+    if entry.startswith("builtin:"):
+        job = entry[len("builtin:") :]
+        return None if job in BUILTIN_JOBS else "builtin jobs: " + ", ".join(BUILTIN_JOBS)
+    if entry.endswith(".py") or _MODULE_ENTRY.match(entry):
+        return None
+    return "must be a script path ending in .py, package.module:function or builtin:<job>"
+
+
+def training_fields() -> list[Field]:
+    return [
+        *common_fields(default_timeout_s=7 * 24 * 3600),
+        Field(
+            "entry",
+            "string",
+            check=check_entry,
+            help="path/to/script.py, package.module:function, or builtin:cnn / builtin:lm.",
+        ),
+        Field("args", "strings", default=[], help="Arguments for the entry point."),
+        Field("workdir", "string", default="", help="Where it runs; empty: the run directory."),
+        Field("precision", "string", default="fp32", choices=PRECISIONS),
+        Field(
+            "max_steps",
+            "integer",
+            default=0,
+            minimum=0,
+            maximum=10**9,
+            help="Steps to train; 0: the entry point decides (300 for builtin jobs).",
+        ),
+        Field(
+            "checkpoint_every_steps",
+            "integer",
+            default=100,
+            minimum=0,
+            maximum=10**9,
+            help="Checkpoint every N steps; 0: not by steps.",
+        ),
+        Field(
+            "checkpoint_every_minutes",
+            "number",
+            default=30.0,
+            minimum=0,
+            maximum=7 * 24 * 60,
+            help="Checkpoint at least this often; 0: not by time.",
+        ),
+        Field("keep_checkpoints", "integer", default=3, minimum=1, maximum=1000),
+        Field(
+            "max_restarts",
+            "integer",
+            default=3,
+            minimum=0,
+            maximum=100,
+            help="New attempts after a crash or a lost host, each resuming from a checkpoint.",
+        ),
+        Field(
+            "heartbeat_timeout_s",
+            "integer",
+            default=600,
+            minimum=0,
+            maximum=7 * 24 * 3600,
+            help="Kill a run whose training loop stopped beating (needs workers.track); 0: never.",
+        ),
+        Field("seed", "integer", default=0, minimum=0, maximum=2**31 - 1),
+    ]
+
+
 KINDS: dict[str, Kind] = {
     kind.name: kind
     for kind in (
@@ -215,6 +293,12 @@ KINDS: dict[str, Kind] = {
                 ),
                 Field("seed", "integer", default=0, minimum=0, maximum=2**31 - 1),
             ],
+        ),
+        Kind(
+            "training",
+            "Training: train a model on the devices, checkpoint it, resume it after a crash.",
+            "workers.runners.training",
+            training_fields(),
         ),
     )
 }

@@ -23,6 +23,7 @@ from workers.host.config import HostConfig
 from workers.host.devices import detect
 from workers.host.forwarder import Forwarder, RunGone
 from workers.host.snapshots import SnapshotFailed, collect_and_send
+from workers.processes import kill_group, kill_registered
 
 log = logging.getLogger(__name__)
 
@@ -248,7 +249,7 @@ class RunExecution:
         log.info("run %s: stopping (%s)", self.run_id, reason)
         self.stop_reason = reason
         self._stopping_since = time.monotonic()
-        _killpg(self.process.pid, signal.SIGTERM)
+        kill_group(self.process.pid, signal.SIGTERM)
 
     def _supervise(self, forwarder: Forwarder) -> int:
         assert self.process is not None
@@ -345,15 +346,11 @@ def reap_orphans(work_dir: str) -> list[str]:
 
 
 def kill_run_processes(run_dir: str, supervisor_pid: int) -> None:
-    """SIGKILL a run's supervisor and its child, each in its own process group."""
-    _killpg(supervisor_pid, signal.SIGKILL)
+    """SIGKILL a run's supervisor, its child and every process group they registered."""
+    kill_group(supervisor_pid)
     try:
         with open(os.path.join(run_dir, "child.pid")) as handle:
-            _killpg(int(handle.read().strip()), signal.SIGKILL)
+            kill_group(int(handle.read().strip()))
     except (OSError, ValueError):
         pass
-
-
-def _killpg(pgid: int, signum: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, signum)
+    kill_registered(run_dir)

@@ -43,7 +43,12 @@ class Outcome:
         self.cause = cause
 
     def as_dict(self) -> dict[str, Any]:
-        return {"status": self.status, "reason": self.reason, "summary": self.summary}
+        return {
+            "status": self.status,
+            "reason": self.reason,
+            "summary": self.summary,
+            "cause": self.cause,
+        }
 
 
 class StepFailed(Exception):

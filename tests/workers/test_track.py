@@ -1,0 +1,129 @@
+"""workers.track: checkpoints that survive crashes, retention, RNG, the Run API."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+from pathlib import Path
+
+import pytest
+import torch
+
+from workers.events import iter_events
+from workers.track import Run
+from workers.track import checkpoint as checkpoints
+
+
+def make_run(tmp_path: Path, **kwargs) -> Run:
+    return Run(str(tmp_path / "run"), str(tmp_path / "run" / "checkpoints"), **kwargs)
+
+
+def test_a_checkpoint_is_complete_or_absent(tmp_path: Path) -> None:
+    directory = str(tmp_path)
+    info = checkpoints.save(directory, 7, {"w": torch.ones(3)}, torch, keep=3)
+    assert os.listdir(directory) == ["step-000000000007"]
+    manifest = json.loads((Path(info.path) / "manifest.json").read_text())
+    assert manifest["files"]["state.pt"] == {"bytes": info.bytes, "sha256": info.sha256}
+    assert checkpoints.verify(directory, 7).sha256 == info.sha256
+    # A write cut short by a crash leaves only a temporary directory, which is cleaned up.
+    (tmp_path / ".step-000000000008.tmp-999999").mkdir()
+    checkpoints.prune(directory, keep=3)
+    assert checkpoints.complete(directory) == [7]
+    assert not (tmp_path / ".step-000000000008.tmp-999999").exists()
+
+
+def test_damage_is_detected(tmp_path: Path) -> None:
+    directory = str(tmp_path)
+    info = checkpoints.save(directory, 1, {"w": torch.ones(3)}, torch, keep=3)
+    with open(info.state_path, "r+b") as handle:
+        handle.seek(10)
+        handle.write(b"\x00\xff")
+    with pytest.raises(ValueError, match="fails its SHA-256 check"):
+        checkpoints.verify(directory, 1)
+    with open(info.state_path, "ab") as handle:
+        handle.write(b"more")
+    with pytest.raises(ValueError, match="bytes, the manifest says"):
+        checkpoints.verify(directory, 1)
+    os.unlink(Path(info.path) / "manifest.json")
+    with pytest.raises(ValueError, match="no readable manifest"):
+        checkpoints.verify(directory, 1)
+
+
+def test_the_newest_valid_checkpoint_wins_and_damaged_ones_are_reported(tmp_path: Path) -> None:
+    directory = str(tmp_path)
+    for step in (10, 20, 30):
+        checkpoints.save(directory, step, {"step": step}, torch, keep=5)
+    with open(Path(directory) / "step-000000000030" / "state.pt", "ab") as handle:
+        handle.write(b"x")
+    skipped = []
+    info = checkpoints.latest_valid(directory, lambda step, why: skipped.append((step, why)))
+    assert info.step == 20
+    assert skipped[0][0] == 30
+
+
+def test_retention_keeps_the_newest_and_the_pinned(tmp_path: Path) -> None:
+    directory = str(tmp_path)
+    checkpoints.save(directory, 1, {}, torch, keep=2)
+    checkpoints.set_pinned(directory, {1})
+    for step in (2, 3, 4, 5):
+        checkpoints.save(directory, step, {}, torch, keep=2)
+    assert checkpoints.complete(directory) == [1, 4, 5]
+
+
+def test_log_writes_metrics_and_heartbeats(tmp_path: Path) -> None:
+    run = make_run(tmp_path)
+    run.log(0, loss=2.5, lr=0.1)
+    run.log(1, loss=float("nan"))
+    run.events.flush()
+    events = list(iter_events(str(tmp_path / "run" / "events.jsonl")))
+    assert [(e["key"], e["step"], e["value"]) for e in events] == [
+        ("loss", 0, 2.5),
+        ("lr", 0, 0.1),
+        ("loss", 1, None),
+    ]
+    assert (tmp_path / "run" / "heartbeat.0").exists()
+
+
+def test_other_ranks_beat_but_log_and_checkpoint_nothing(tmp_path: Path) -> None:
+    run = make_run(tmp_path, rank=1, world_size=2)
+    run.log(0, loss=1.0)
+    assert run.save_checkpoint(0, model=torch.nn.Linear(2, 2)) is None
+    run.events.flush()
+    assert list(iter_events(str(tmp_path / "run" / "events.jsonl"))) == []
+    assert (tmp_path / "run" / "heartbeat.1").exists()
+
+
+def test_save_and_resume_restore_model_optimizer_and_rng(tmp_path: Path) -> None:
+    torch.manual_seed(0)
+    model = torch.nn.Linear(4, 2)
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.1)
+    model(torch.randn(3, 4)).sum().backward()
+    optimizer.step()
+    run = make_run(tmp_path, keep_checkpoints=2)
+    random.seed(5)
+    run.save_checkpoint(41, model=model, optimizer=optimizer, data_position=42, extra={"x": 1})
+    expected_python, expected_torch = random.random(), torch.rand(1)
+
+    fresh = torch.nn.Linear(4, 2)
+    fresh_optimizer = torch.optim.Adam(fresh.parameters(), lr=0.1)
+    resumed = make_run(tmp_path).resume()
+    assert (resumed.step, resumed.data_position, resumed.extra) == (41, 42, {"x": 1})
+    resumed.restore(model=fresh, optimizer=fresh_optimizer)
+    assert torch.equal(fresh.weight, model.weight)
+    assert fresh_optimizer.state_dict()["state"][0]["step"] == 1
+    # The random streams go on exactly where they were at the checkpoint.
+    assert (random.random(), torch.rand(1)) == (expected_python, expected_torch)
+    events = list(iter_events(str(tmp_path / "run" / "events.jsonl")))
+    assert [e["type"] for e in events] == ["checkpoint", "resume", "log"]
+    assert events[0]["step"] == 41
+
+
+def test_resume_without_checkpoints_is_none(tmp_path: Path) -> None:
+    assert make_run(tmp_path).resume() is None
+
+
+def test_checkpoint_cadence(tmp_path: Path) -> None:
+    run = make_run(tmp_path, every_steps=50)
+    assert [step for step in range(200) if run.checkpoint_due(step)] == [49, 99, 149, 199]
+    assert not make_run(tmp_path).checkpoint_due(49)

@@ -1,0 +1,210 @@
+"""Training runs executed by hand: ``python -m workers.run`` with a training spec."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.paths import REPO_DIR
+from tests.workers.test_run_cli import by_type, run
+from workers.events import iter_events
+
+
+def training(**fields) -> dict:
+    return {"kind": "training", "device_type": "cpu", **fields}
+
+
+def losses(events: list[dict]) -> list[float]:
+    return [e["value"] for e in by_type(events, "metric") if e["key"] == "loss"]
+
+
+def test_the_builtin_cnn_learns(tmp_path: Path) -> None:
+    code, stderr, events = run(training(entry="builtin:cnn", max_steps=150), tmp_path / "r")
+    assert code == 0, stderr
+    loss = losses(events)
+    assert len(loss) == 150
+    assert sum(loss[-10:]) / 10 < 0.5 * sum(loss[:10]) / 10
+    result = events[-1]
+    assert (result["status"], result["reason"]) == ("succeeded", "training finished")
+    assert result["summary"]["loss_last"] == loss[-1]
+    # The final step is always checkpointed.
+    assert by_type(events, "checkpoint")[-1]["step"] == 149
+
+
+def test_the_builtin_language_model_learns(tmp_path: Path) -> None:
+    code, _, events = run(training(entry="builtin:lm", max_steps=200), tmp_path / "r")
+    assert code == 0
+    loss = losses(events)
+    # From ln 32 = 3.47 toward the synthetic language's entropy, about 0.9.
+    assert loss[0] > 3.0
+    assert sum(loss[-10:]) / 10 < 1.5
+
+
+def test_two_processes_on_gloo(tmp_path: Path) -> None:
+    code, stderr, events = run(
+        training(entry="builtin:cnn", devices=2, max_steps=40), tmp_path / "r"
+    )
+    assert code == 0, stderr
+    lines = [e["line"] for e in by_type(events, "log")]
+    assert any(line.startswith("npulab: rank 0 of 2, local rank 0") for line in lines)
+    assert any(line.startswith("npulab: rank 1 of 2, local rank 1") for line in lines)
+    # Rank 0 alone logs metrics: one point per step.
+    assert len(losses(events)) == 40
+
+
+def start(spec: dict, run_dir: Path) -> subprocess.Popen:
+    spec_path = run_dir.parent / "spec.json"
+    spec_path.write_text(json.dumps(spec))
+    return subprocess.Popen(
+        [sys.executable, "-m", "workers.run", str(spec_path), "--run-dir", str(run_dir)],
+        env=dict(os.environ, PYTHONPATH=str(REPO_DIR)),
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+
+def kill_when(run_dir: Path, process: subprocess.Popen, losses_seen: int) -> None:
+    """kill -9 the whole run once it logged this many losses, as a host crash would."""
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        path = run_dir / "events.jsonl"
+        if path.exists() and len(losses(list(iter_events(str(path))))) >= losses_seen:
+            break
+        time.sleep(0.2)
+    os.killpg(process.pid, signal.SIGKILL)
+    for pgid in (run_dir / "process-groups").read_text().split():
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(int(pgid), signal.SIGKILL)
+    process.wait()
+
+
+def test_a_killed_run_resumes_from_its_last_checkpoint(tmp_path: Path) -> None:
+    spec = training(entry="builtin:cnn", max_steps=120, checkpoint_every_steps=40)
+    reference_code, _, reference = run(spec, tmp_path / "reference")
+    assert reference_code == 0
+
+    run_dir = tmp_path / "r"
+    kill_when(run_dir, start(spec, run_dir), losses_seen=90)
+    code, _, events = run(spec, run_dir)  # the same command again, the same run directory
+    assert code == 0
+    resume = by_type(events, "resume")
+    assert [r["step"] for r in resume] == [79]
+    after = [
+        e for e in by_type(events, "metric") if e["key"] == "loss" and e["time"] > resume[0]["time"]
+    ]
+    assert [e["step"] for e in after] == list(range(80, 120))
+    # Restored weights, optimizer, scheduler and RNG: the same losses as without the crash.
+    reference_loss = {
+        e["step"]: e["value"] for e in by_type(reference, "metric") if e["key"] == "loss"
+    }
+    for event in after:
+        assert event["value"] == pytest.approx(reference_loss[event["step"]], rel=1e-4)
+
+
+def test_a_damaged_newest_checkpoint_falls_back_to_the_previous(tmp_path: Path) -> None:
+    spec = training(entry="builtin:cnn", max_steps=60, checkpoint_every_steps=20)
+    run_dir = tmp_path / "r"
+    assert run(spec, run_dir)[0] == 0
+    newest = run_dir / "checkpoints" / "step-000000000059" / "state.pt"
+    with open(newest, "r+b") as handle:
+        handle.seek(100)
+        handle.write(b"\x00" * 16)
+    code, _, events = run(dict(spec, max_steps=80), run_dir)
+    assert code == 0
+    damaged = by_type(events, "checkpoint_damaged")
+    assert [(d["step"], d["reason"]) for d in damaged] == [(59, "state.pt fails its SHA-256 check")]
+    assert by_type(events, "resume")[-1]["step"] == 39
+    warning = [
+        e["line"] for e in by_type(events, "log") if e["line"].startswith("warning: checkpoint")
+    ]
+    assert warning == [
+        "warning: checkpoint of step 59 is damaged (state.pt fails its SHA-256 check); "
+        "trying an older one"
+    ]
+
+
+def test_an_unmodified_script_runs_as_it_is(tmp_path: Path) -> None:
+    workdir = tmp_path / "code"
+    workdir.mkdir()
+    (workdir / "train.py").write_text(
+        "import os, sys\n"
+        "print('epoch 1 accuracy 0.5', flush=True)\n"
+        "print('bad batch', file=sys.stderr, flush=True)\n"
+        "print('cwd', os.getcwd(), 'args', sys.argv[1:], flush=True)\n"
+        "sys.exit(3)\n"
+    )
+    spec = training(entry="train.py", args=["--lr", "0.1"], workdir=str(workdir))
+    code, _, events = run(spec, tmp_path / "r")
+    assert code == 1
+    logs = {(e["stream"], e["line"]) for e in by_type(events, "log")}
+    assert ("stdout", "epoch 1 accuracy 0.5") in logs
+    assert ("stderr", "bad batch") in logs
+    assert ("stdout", f"cwd {workdir} args ['--lr', '0.1']") in logs
+    result = events[-1]
+    assert (result["reason"], result["cause"]) == (
+        "the training process exited with code 3",
+        "process_exit",
+    )
+
+
+def test_a_module_function_entry(tmp_path: Path) -> None:
+    package = tmp_path / "code"
+    package.mkdir()
+    (package / "mytrain.py").write_text(
+        "from workers import track\n"
+        "def main():\n"
+        "    run = track.init()\n"
+        "    for step in range(3):\n"
+        "        run.log(step, loss=1.0 / (step + 1))\n"
+    )
+    spec = training(entry="mytrain:main", workdir=str(package))
+    code, _, events = run(spec, tmp_path / "r")
+    assert code == 0
+    assert losses(events) == [1.0, 0.5, 1 / 3]
+
+
+def test_a_hung_training_loop_is_stopped_by_the_watchdog(tmp_path: Path) -> None:
+    code_dir = tmp_path / "code"
+    code_dir.mkdir()
+    (code_dir / "hang.py").write_text(
+        "import time\n"
+        "from workers import track\n"
+        "run = track.init()\n"
+        "run.log(0, loss=1.0)\n"
+        "time.sleep(600)  # a collective that never returns\n"
+    )
+    spec = training(entry="hang.py", workdir=str(code_dir), heartbeat_timeout_s=3)
+    started = time.monotonic()
+    code, _, events = run(spec, tmp_path / "r")
+    assert code == 1
+    assert time.monotonic() - started < 120
+    result = events[-1]
+    assert (result["cause"], result["reason"]) == (
+        "heartbeat_timeout",
+        "no heartbeat from the training loop for 3 s",
+    )
+    pgid = int((tmp_path / "r" / "process-groups").read_text().split()[0])
+    with pytest.raises(ProcessLookupError):
+        os.killpg(pgid, 0)
+
+
+def test_a_missing_workdir_fails_clearly(tmp_path: Path) -> None:
+    code, _, events = run(training(entry="x.py", workdir="nowhere"), tmp_path / "r")
+    assert code == 1
+    assert events[-1]["reason"] == f"workdir {tmp_path / 'r' / 'nowhere'} does not exist"
+
+
+def test_training_specs_are_validated(tmp_path: Path) -> None:
+    code, stderr, _ = run(training(entry="rm -rf /", precision="fp8"), tmp_path / "r")
+    assert code == 2
+    assert "entry: must be a script path ending in .py" in stderr
+    assert "precision: must be one of: fp32, fp16, bf16" in stderr

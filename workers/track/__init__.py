@@ -1,0 +1,262 @@
+"""npulab's tracking library, for the training scripts themselves.
+
+    from workers import track
+
+    run = track.init()
+    start = 0
+    checkpoint = run.resume()
+    if checkpoint:
+        checkpoint.restore(model=model, optimizer=optimizer, scheduler=scheduler)
+        start = checkpoint.step + 1
+    for step in range(start, steps):
+        ...
+        run.log(step, loss=loss.item(), lr=scheduler.get_last_lr()[0])
+        if run.checkpoint_due(step):
+            run.save_checkpoint(step, model=model, optimizer=optimizer, scheduler=scheduler)
+
+Logging never waits on the network: it appends to the run's events.jsonl and
+the host worker forwards it. Outside npulab (no NPULAB_RUN_DIR) it writes to
+./npulab-run. In a multi-process job every rank calls it; metrics and
+checkpoints come from rank 0, heartbeats from every rank. Standard library
+plus torch; Python 3.8.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import threading
+import time
+from typing import Any
+
+from workers.events import EVENTS_FILE, EventWriter
+from workers.track import checkpoint as checkpoints
+from workers.track import rng
+
+HEARTBEAT_PREFIX = "heartbeat."
+SUMMARY_FILE = "summary.json"
+# Heartbeat files are touched at most this often: the watchdog counts minutes.
+HEARTBEAT_EVERY_S = 1.0
+EVENTS_BUFFER_S = 0.2
+
+_run: Run | None = None
+_init_lock = threading.Lock()
+
+
+def init() -> Run:
+    """This process's run, from the environment the runner set (created on first call)."""
+    global _run
+    with _init_lock:
+        if _run is None:
+            _run = Run.from_environment(os.environ)
+        return _run
+
+
+class Checkpoint:
+    """A verified checkpoint, loaded to the CPU."""
+
+    def __init__(self, info: checkpoints.CheckpointInfo, state: dict[str, Any]) -> None:
+        self.info = info
+        self.state = state
+
+    @property
+    def step(self) -> int:
+        return int(self.state["step"])
+
+    @property
+    def data_position(self) -> Any:
+        return self.state.get("data_position")
+
+    @property
+    def extra(self) -> dict[str, Any]:
+        return self.state.get("extra") or {}
+
+    def restore(
+        self,
+        model: Any = None,
+        optimizer: Any = None,
+        scheduler: Any = None,
+        scaler: Any = None,
+        restore_rng: bool = True,
+    ) -> None:
+        """Load the saved states into these objects (already on their device) and the RNGs."""
+        for name, target in (
+            ("model", _unwrap(model)),
+            ("optimizer", optimizer),
+            ("scheduler", scheduler),
+            ("scaler", scaler),
+        ):
+            if target is not None:
+                if self.state.get(name) is None:
+                    raise KeyError(f"the checkpoint of step {self.step} holds no {name} state")
+                target.load_state_dict(self.state[name])
+        if restore_rng and self.state.get("rng"):
+            import torch
+
+            rng.restore(self.state["rng"], torch)
+
+
+class Run:
+    """One process's handle on its run: metrics, heartbeats, checkpoints."""
+
+    def __init__(
+        self,
+        run_dir: str,
+        checkpoint_dir: str,
+        rank: int = 0,
+        world_size: int = 1,
+        run_id: str = "",
+        attempt: int = 1,
+        keep_checkpoints: int = 3,
+        every_steps: int = 0,
+        every_minutes: float = 0.0,
+    ) -> None:
+        os.makedirs(run_dir, exist_ok=True)
+        self.run_dir = run_dir
+        self.checkpoint_dir = checkpoint_dir
+        self.rank = rank
+        self.world_size = world_size
+        self.run_id = run_id
+        self.attempt = attempt
+        self.keep_checkpoints = keep_checkpoints
+        self.every_steps = every_steps
+        self.every_minutes = every_minutes
+        self.events = EventWriter(os.path.join(run_dir, EVENTS_FILE), buffer_s=EVENTS_BUFFER_S)
+        self._heartbeat_file = os.path.join(run_dir, f"{HEARTBEAT_PREFIX}{rank}")
+        self._last_beat = 0.0
+        self._last_checkpoint = time.monotonic()
+        threading.Thread(target=self._flush_forever, name="track-flush", daemon=True).start()
+        atexit.register(self.events.flush)
+
+    @classmethod
+    def from_environment(cls, env: Any) -> Run:
+        run_dir = os.path.abspath(env.get("NPULAB_RUN_DIR") or "npulab-run")
+        return cls(
+            run_dir=run_dir,
+            checkpoint_dir=env.get("NPULAB_CHECKPOINT_DIR") or os.path.join(run_dir, "checkpoints"),
+            rank=int(env.get("RANK", "0")),
+            world_size=int(env.get("WORLD_SIZE", "1")),
+            run_id=env.get("NPULAB_RUN_ID", ""),
+            attempt=int(env.get("NPULAB_ATTEMPT", "1")),
+            keep_checkpoints=int(env.get("NPULAB_KEEP_CHECKPOINTS", "3")),
+            every_steps=int(env.get("NPULAB_CHECKPOINT_EVERY_STEPS", "0")),
+            every_minutes=float(env.get("NPULAB_CHECKPOINT_EVERY_MINUTES", "0")),
+        )
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    def log(self, step: int, **metrics: float) -> None:
+        """Record metrics of ``step`` (rank 0 only) and show that training is alive."""
+        self.heartbeat()
+        if self.is_main:
+            for key, value in metrics.items():
+                self.events.metric(key, step, value)
+
+    def heartbeat(self) -> None:
+        """Show the watchdog that the training loop moves; ``log`` does it too."""
+        now = time.monotonic()
+        if now - self._last_beat >= HEARTBEAT_EVERY_S:
+            self._last_beat = now
+            with open(self._heartbeat_file, "a"):
+                os.utime(self._heartbeat_file)
+
+    def say(self, line: str) -> None:
+        """A line in the run's log, from rank 0."""
+        if self.is_main:
+            self.events.log("runner", line)
+
+    def set_summary(self, **values: Any) -> None:
+        """Numbers that sum the run up (final loss, throughput): the run's result shows them."""
+        if self.is_main:
+            path = os.path.join(self.run_dir, SUMMARY_FILE)
+            with open(path + ".tmp", "w", encoding="utf-8") as handle:
+                json.dump(values, handle)
+            os.replace(path + ".tmp", path)
+
+    def checkpoint_due(self, step: int) -> bool:
+        """True when the run's cadence (every N steps, every M minutes) asks for a checkpoint."""
+        if self.every_steps and (step + 1) % self.every_steps == 0:
+            return True
+        minutes = (time.monotonic() - self._last_checkpoint) / 60
+        return bool(self.every_minutes) and minutes >= self.every_minutes
+
+    def save_checkpoint(
+        self,
+        step: int,
+        model: Any = None,
+        optimizer: Any = None,
+        scheduler: Any = None,
+        scaler: Any = None,
+        extra: dict[str, Any] | None = None,
+        data_position: Any = None,
+    ) -> checkpoints.CheckpointInfo | None:
+        """Write a checkpoint of ``step`` (rank 0; other ranks return None at once)."""
+        self._last_checkpoint = time.monotonic()
+        if not self.is_main:
+            return None
+        import torch
+
+        state = {
+            "format": checkpoints.FORMAT,
+            "step": step,
+            "run_id": self.run_id,
+            "attempt": self.attempt,
+            "model": _state(_unwrap(model)),
+            "optimizer": _state(optimizer),
+            "scheduler": _state(scheduler),
+            "scaler": _state(scaler),
+            "rng": rng.capture(torch),
+            "data_position": data_position,
+            "extra": extra or {},
+        }
+        info = checkpoints.save(self.checkpoint_dir, step, state, torch, self.keep_checkpoints)
+        self.events.emit("checkpoint", **info.as_event())
+        return info
+
+    def resume(self) -> Checkpoint | None:
+        """The newest checkpoint that verifies, loaded to the CPU, or None.
+
+        A damaged newer checkpoint is skipped with a warning in the log and a
+        ``checkpoint_damaged`` event; the resume itself is a ``resume`` event,
+        which tells the platform from which step the metrics go on.
+        """
+
+        def warn(step: int, why: str) -> None:
+            self.say(f"warning: checkpoint of step {step} is damaged ({why}); trying an older one")
+            if self.is_main:
+                self.events.emit("checkpoint_damaged", step=step, reason=why)
+
+        info = checkpoints.latest_valid(self.checkpoint_dir, warn)
+        if info is None:
+            return None
+        import torch
+
+        found = Checkpoint(info, checkpoints.load(info, torch))
+        if self.is_main:
+            self.events.emit("resume", step=found.step, path=info.path)
+            self.say(f"resuming from the checkpoint of step {found.step}")
+        self.events.flush()
+        return found
+
+    def _flush_forever(self) -> None:
+        # Events logged just before a long pause (an evaluation) still leave soon.
+        while True:
+            time.sleep(EVENTS_BUFFER_S)
+            self.events.flush()
+
+
+def _unwrap(model: Any) -> Any:
+    """The module inside (Distributed)DataParallel, so checkpoints load with or without it."""
+    if type(model).__name__ in ("DistributedDataParallel", "DataParallel"):
+        return model.module
+    return model
+
+
+def _state(part: Any) -> Any:
+    return part.state_dict() if part is not None else None
+
+
+__all__ = ["Checkpoint", "Run", "init"]
