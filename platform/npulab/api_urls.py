@@ -4,8 +4,8 @@ from django.urls import path
 from rest_framework.routers import DefaultRouter
 
 from npulab.hosts.api.views import HeartbeatView, HostViewSet, RegisterView
-from npulab.runs.api.agent import ClaimView, EventsView, FinishView
-from npulab.runs.api.views import RunViewSet
+from npulab.runs.api.agent import CheckpointFileView, ClaimView, EventsView, FinishView
+from npulab.runs.api.views import CheckpointFileDownloadView, CheckpointPinView, RunViewSet
 from npulab.snapshots.api.agent import SnapshotUploadView
 from npulab.snapshots.api.views import (
     HostHistoryView,
@@ -23,6 +23,16 @@ router.register("snapshots", SnapshotViewSet, basename="snapshot")
 
 urlpatterns = [
     *router.urls,
+    path(
+        "runs/<int:run_id>/checkpoints/<int:step>/download/",
+        CheckpointFileDownloadView.as_view(),
+        name="checkpoint-download",
+    ),
+    path(
+        "runs/<int:run_id>/checkpoints/<int:step>/pin/",
+        CheckpointPinView.as_view(),
+        name="checkpoint-pin",
+    ),
     path("hosts/<str:name>/history/", HostHistoryView.as_view(), name="host-history"),
     path(
         "hosts/<str:name>/snapshot-request/",
@@ -38,4 +48,9 @@ urlpatterns = [
     path("agent/runs/<int:run_id>/claim/", ClaimView.as_view(), name="agent-claim"),
     path("agent/runs/<int:run_id>/events/", EventsView.as_view(), name="agent-events"),
     path("agent/runs/<int:run_id>/finish/", FinishView.as_view(), name="agent-finish"),
+    path(
+        "agent/runs/<int:run_id>/checkpoints/<int:step>/",
+        CheckpointFileView.as_view(),
+        name="agent-checkpoint",
+    ),
 ]

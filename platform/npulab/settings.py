@@ -171,6 +171,8 @@ NPULAB = {
     # How often the control worker retries placement and looks for lost runs.
     "SCHEDULER_TICK_S": env.int("NPULAB_SCHEDULER_TICK_S", 5, minimum=1),
     "MAX_EVENTS_PER_BATCH": env.int("NPULAB_MAX_EVENTS_PER_BATCH", 10000, minimum=100),
+    # Where uploaded checkpoints (and later other artifacts) are kept.
+    "ARTIFACT_DIR": str(env.path("NPULAB_ARTIFACT_DIR", VAR_DIR / "artifacts")),
     # A snapshot upload larger than this is refused (HTTP 413).
     "MAX_SNAPSHOT_BYTES": env.int("NPULAB_MAX_SNAPSHOT_BYTES", 4 * 1024 * 1024, minimum=64 * 1024),
 }

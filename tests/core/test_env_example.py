@@ -7,7 +7,18 @@ import re
 from tests.paths import REPO_DIR
 
 # Set by npulab for a run's processes, not read as configuration.
-SET_FOR_RUNS = {"NPULAB_RUN_DIR", "NPULAB_RUN_ID", "NPULAB_ATTEMPT"}
+SET_FOR_RUNS = {
+    "NPULAB_RUN_DIR",
+    "NPULAB_RUN_ID",
+    "NPULAB_ATTEMPT",
+    "NPULAB_CHECKPOINT_DIR",
+    "NPULAB_PRECISION",
+    "NPULAB_MAX_STEPS",
+    "NPULAB_SEED",
+    "NPULAB_KEEP_CHECKPOINTS",
+    "NPULAB_CHECKPOINT_EVERY_STEPS",
+    "NPULAB_CHECKPOINT_EVERY_MINUTES",
+}
 
 
 def test_every_variable_read_is_documented() -> None:

@@ -19,6 +19,7 @@ import requests
 
 from npulab.core import stack
 from tests.paths import REPO_DIR
+from workers.processes import kill_group, registered_groups
 
 TERMINAL = {"succeeded", "failed", "cancelled", "lost"}
 HOST = "e2e-cpu"
@@ -66,6 +67,9 @@ class Platform:
                 "NPULAB_HEARTBEAT_S": "1",
                 "NPULAB_WORKER_HEARTBEAT_S": "1",
                 "NPULAB_RUN_CLAIM_GRACE_S": "3",
+                # A lost host and its runs are noticed in seconds, not minutes.
+                "NPULAB_HOST_HEARTBEAT_TIMEOUT_S": "8",
+                "NPULAB_RUN_HEARTBEAT_TIMEOUT_S": "12",
                 "DJANGO_SUPERUSER_USERNAME": USER,
                 "DJANGO_SUPERUSER_PASSWORD": PASSWORD,
                 "DJANGO_SUPERUSER_EMAIL": "e2e@example.invalid",
@@ -82,7 +86,6 @@ class Platform:
         self.manage("migrate", "--noinput")
         self.manage("createsuperuser", "--noinput")
         self.session.headers["Authorization"] = f"Token {self.manage('api_token', USER)}"
-        (self.var_dir / "host.token").write_text(self.manage("host_token", HOST))
         self.start_web()
         self.start("control", stack.control_argv(self.var_dir / "celerybeat-schedule"))
         self.start_worker()
@@ -126,18 +129,29 @@ class Platform:
     def stop_web(self) -> None:
         self.processes["web"].stop()
 
-    def start_worker(self) -> None:
-        argv = stack.host_worker_argv(
-            self.url, self.var_dir / "host.token", self.broker_url, self.var_dir / "worker"
-        )
-        self.start("worker", argv)
+    def start_worker(self, host: str = HOST) -> None:
+        """The host worker of ``host`` (a second one gets its own token and work directory)."""
+        token = self.var_dir / f"{host}.token"
+        if not token.exists():
+            token.write_text(self.manage("host_token", host))
+        work = self.run_dir(0, host=host).parents[2]
+        self.start(f"worker-{host}", stack.host_worker_argv(self.url, token, self.broker_url, work))
 
-    def kill_worker(self) -> None:
+    def kill_worker(self, host: str = HOST) -> None:
         """kill -9 the host worker; the runs it started live on in their own sessions."""
-        process = self.processes["worker"].process
+        process = self.processes[f"worker-{host}"].process
         assert process is not None
         process.kill()
         process.wait()
+
+    def kill_run_processes(self, run_id: int, attempt: int = 1) -> None:
+        """What a dead host does to its runs: every process of the attempt is gone."""
+        run_dir = self.run_dir(run_id, attempt)
+        pids = [run_dir / "supervisor.pid", run_dir / "child.pid"]
+        groups = [int(p.read_text()) for p in pids if p.exists()]
+        groups += registered_groups(str(run_dir))
+        for pgid in groups:
+            kill_group(pgid)
 
     # -- the API, as a user ---------------------------------------------------
 
@@ -178,8 +192,9 @@ class Platform:
             time.sleep(0.1)
         return run_id, int(child_pid.read_text())
 
-    def run_dir(self, run_id: int, attempt: int = 1) -> Path:
-        return self.var_dir / "worker" / "runs" / str(run_id) / f"attempt-{attempt}"
+    def run_dir(self, run_id: int, attempt: int = 1, host: str = HOST) -> Path:
+        work = self.var_dir / ("worker" if host == HOST else f"worker-{host}")
+        return work / "runs" / str(run_id) / f"attempt-{attempt}"
 
     def tail(self, lines: int = 30) -> str:
         parts = []

@@ -94,7 +94,7 @@ def test_open_a_diff_of_two_snapshots(platform: Platform, browser) -> None:
     document["schema"] = 1
     document["python"]["packages"]["torch-npu"] = "2.5.1"
     document["python"]["key"]["torch-npu"] = "2.5.1"
-    token = (platform.var_dir / "host.token").read_text().strip()
+    token = (platform.var_dir / f"{HOST}.token").read_text().strip()
     upload = requests.post(
         f"{platform.url}/api/v1/agent/snapshots/",
         json={"snapshot": document},
@@ -117,3 +117,36 @@ def test_open_a_diff_of_two_snapshots(platform: Platform, browser) -> None:
     assert "torch-npu" in added
     assert "2.5.1" in added
     page.screenshot(path=str(platform.var_dir / "diff-page.png"), full_page=True)
+
+
+def test_a_training_run_page_draws_its_curves(platform: Platform, browser) -> None:
+    runs = [
+        platform.wait(
+            platform.submit(kind="training", entry="builtin:cnn", max_steps=60, seed=seed)["id"]
+        )
+        for seed in (1, 2)
+    ]
+    assert [run["status"] for run in runs] == ["succeeded", "succeeded"]
+    page = browser.new_page(viewport={"width": 1400, "height": 1200})
+    page.goto(f"{platform.url}/login/")
+    page.fill("#id_username", USER)
+    page.fill("#id_password", PASSWORD)
+    page.click("button[type=submit]")
+
+    page.goto(f"{platform.url}/runs/{runs[0]['id']}/")
+    page.wait_for_selector('#metric-charts[data-ready="1"]', timeout=30_000)
+    keys = page.eval_on_selector_all(".metric-chart", "els => els.map(e => e.dataset.key)")
+    assert {"loss", "lr", "samples_per_s"} <= set(keys)
+    assert page.locator(".metric-chart canvas").count() >= 3
+    loss_total = page.get_attribute('.metric-chart[data-key="loss"]', "data-total")
+    assert loss_total == "60"
+    assert page.locator("#checkpoints [data-step]").count() >= 1
+    page.screenshot(path=str(platform.var_dir / "training-run.png"), full_page=True)
+
+    ids = ",".join(str(run["id"]) for run in runs)
+    page.goto(f"{platform.url}/runs/compare/?ids={ids}&key=loss")
+    page.wait_for_selector('#compare-chart[data-ready="1"]', timeout=30_000)
+    legend = page.locator("#compare-chart .u-legend").inner_text()
+    assert f"#{runs[0]['id']}" in legend
+    assert f"#{runs[1]['id']}" in legend
+    page.screenshot(path=str(platform.var_dir / "compare.png"), full_page=True)

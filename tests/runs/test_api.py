@@ -140,7 +140,31 @@ def test_events_and_metrics_are_readable_by_type_and_key(api, owner, cpu_host) -
         "metrics": [{"key": "loss", "points": 4, "last_step": 3}]
     }
     series = api.get(f"{RUNS}{run.pk}/metrics/", {"key": "loss"}).json()
-    assert series == {"key": "loss", "points": [[0, 1.0], [1, 0.5], [2, 1 / 3], [3, 0.25]]}
+    assert series == {
+        "key": "loss",
+        "total": 4,
+        "downsampled": False,
+        "points": [[0, 1.0], [1, 0.5], [2, 1 / 3], [3, 0.25]],
+    }
+    assert api.get(f"{RUNS}{run.pk}/metrics/", {"key": "loss", "points": "0"}).status_code == 400
+
+
+def test_long_series_are_downsampled_in_the_database(api, owner, cpu_host) -> None:
+    run = do_submit_run(owner, SMOKE)
+    place_queued_runs()
+    do_claim_run(cpu_host, run.pk, 1)
+    points = [
+        {"type": "metric", "time": 1.0, "key": "loss", "step": s, "value": float(s % 10)}
+        for s in range(1000)
+    ]
+    points[555]["value"] = 99.0  # a spike must survive downsampling
+    do_ingest_events(cpu_host, run.pk, 1, 0, 10, points)
+    body = api.get(f"{RUNS}{run.pk}/metrics/", {"key": "loss", "points": 10}).json()
+    assert (body["total"], body["downsampled"], len(body["points"])) == (1000, True, 10)
+    first_step, mean, low, high = body["points"][0]
+    assert (first_step, mean, low, high) == (0, 4.5, 0.0, 9.0)
+    assert body["points"][5][3] == 99.0
+    assert [p[0] for p in body["points"]] == list(range(0, 1000, 100))
 
 
 def test_schema_and_docs_are_served_without_login(anon_api) -> None:

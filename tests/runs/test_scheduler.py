@@ -65,7 +65,7 @@ def test_a_run_that_does_not_fit_stays_queued_with_the_reason(owner) -> None:
     ("setup", "reason"),
     [
         ({}, "no online npu host"),
-        ({"host_kwargs": {"enabled": False}}, "no online npu host"),
+        ({"host_kwargs": {"enabled": False}}, "no online npu host (npu-01 is disabled)"),
         ({"labels": ["a3"]}, "no online npu host with label(s) a3"),
     ],
 )

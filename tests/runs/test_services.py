@@ -123,9 +123,17 @@ def test_events_are_stored_once_in_order(owner, cpu_host) -> None:
         {"type": "heartbeat", "time": 2.5},
         {"type": "step", "time": 3.0, "name": "device", "status": "pass", "seconds": 0.1},
     ]
-    assert do_ingest_events(cpu_host, run.pk, 1, 0, 100, batch) == {"ack": 100, "cancel": False}
+    assert do_ingest_events(cpu_host, run.pk, 1, 0, 100, batch) == {
+        "ack": 100,
+        "cancel": False,
+        "pinned": [],
+    }
     # The same batch again (its reply was lost): acknowledged, not stored twice.
-    assert do_ingest_events(cpu_host, run.pk, 1, 0, 100, batch) == {"ack": 100, "cancel": False}
+    assert do_ingest_events(cpu_host, run.pk, 1, 0, 100, batch) == {
+        "ack": 100,
+        "cancel": False,
+        "pinned": [],
+    }
     assert list(RunEvent.objects.filter(run=run).values_list("type", flat=True)) == ["log", "step"]
     assert list(Metric.objects.filter(run=run).values_list("key", "step", "value")) == [
         ("train/loss", 0, 2.5)

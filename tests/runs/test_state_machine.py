@@ -18,6 +18,11 @@ ALLOWED = {
     (S.RUNNING, S.FAILED),
     (S.RUNNING, S.CANCELLED),
     (S.RUNNING, S.LOST),
+    # A new attempt: automatic after a failure, or a user's restart of an ended run.
+    (S.RUNNING, S.QUEUED),
+    (S.FAILED, S.QUEUED),
+    (S.CANCELLED, S.QUEUED),
+    (S.LOST, S.QUEUED),
 }
 
 
@@ -50,6 +55,18 @@ def test_requeue_forgets_the_dispatch_time() -> None:
     run.transition_to(S.DISPATCHED)
     run.transition_to(S.QUEUED)
     assert run.dispatched_at is None
+
+
+def test_a_new_attempt_keeps_the_first_start_and_clears_the_end() -> None:
+    run = Run(status=S.DISPATCHED)
+    run.transition_to(S.RUNNING)
+    first_start = run.started_at
+    run.transition_to(S.FAILED)
+    run.transition_to(S.QUEUED)
+    assert run.finished_at is None
+    run.transition_to(S.DISPATCHED)
+    run.transition_to(S.RUNNING)
+    assert run.started_at == first_start
 
 
 def test_lost_and_worker_causes_count_as_infrastructure_failures() -> None:

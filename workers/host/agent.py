@@ -18,6 +18,7 @@ from typing import Any
 from workers import __version__
 from workers.backends import BACKENDS
 from workers.events import EVENTS_FILE, EventWriter
+from workers.host.checkpoints import CheckpointUploader, apply_pins, fetch_for_resume
 from workers.host.client import PlatformClient, PlatformRejected, PlatformUnavailable
 from workers.host.config import HostConfig
 from workers.host.devices import detect
@@ -181,8 +182,13 @@ class RunExecution:
         self.attempt = attempt
         self.spec: dict[str, Any] = claim["spec"]
         self.devices: list[int] = claim.get("devices", [])
+        self.resume: dict[str, Any] | None = claim.get("resume")
         self.run_dir = os.path.join(
             agent.config.work_dir, "runs", str(run_id), f"attempt-{attempt}"
+        )
+        # Shared by the run's attempts on this host: a restart resumes from it.
+        self.checkpoint_dir = os.path.join(
+            agent.config.work_dir, "runs", str(run_id), "checkpoints"
         )
         self.process: subprocess.Popen | None = None
         self.stop_reason = ""
@@ -194,7 +200,7 @@ class RunExecution:
         with open(spec_path, "w", encoding="utf-8") as handle:
             json.dump(self.spec, handle, indent=2)
         python = self.spec.get("python") or self.agent.config.python
-        self._record_environment(python)
+        self._prepare(python)
         log.info("run %s attempt %s: starting in %s", self.run_id, self.attempt, self.run_dir)
         with open(os.path.join(self.run_dir, SUPERVISOR_LOG), "ab") as output:
             try:
@@ -214,7 +220,8 @@ class RunExecution:
         with open(pid_file, "w") as handle:
             handle.write(str(self.process.pid))
         forwarder = Forwarder(self.agent.client, self.run_id, self.attempt, self.run_dir)
-        exit_code = self._supervise(forwarder)
+        uploader = CheckpointUploader(self.agent.client, self.run_id, self.checkpoint_dir)
+        exit_code = self._supervise(forwarder, uploader)
         report: dict[str, Any] = {"exit_code": exit_code, "exited_at": time.time()}
         try:
             forwarder.drain(give_up=self.agent.shutting_down)
@@ -223,6 +230,11 @@ class RunExecution:
         except PlatformUnavailable:
             log.warning("run %s: shutting down with events still spooled", self.run_id)
             return
+        # A new attempt, perhaps on another host, resumes from what is stored.
+        self._hand_over(forwarder, uploader)
+        if not uploader.drain(give_up=self.agent.shutting_down):
+            log.warning("run %s: shutting down with checkpoints not uploaded", self.run_id)
+            return
         if self.stop_reason:
             report["stop_reason"] = self.stop_reason
         if exit_code == 2:
@@ -230,8 +242,8 @@ class RunExecution:
         self._finish(report)
         os.unlink(pid_file)
 
-    def _record_environment(self, python: str) -> None:
-        """Snapshot the run's interpreter first; the run says which one it had, or why none."""
+    def _prepare(self, python: str) -> None:
+        """Snapshot the run's interpreter and fetch its checkpoint; the run's log says how."""
         events = EventWriter(os.path.join(self.run_dir, EVENTS_FILE))
         try:
             reply = collect_and_send(self.agent.client, python, self.run_id)
@@ -239,8 +251,19 @@ class RunExecution:
             events.log("runner", f"environment snapshot {reply['hash'][:12]} ({change})")
         except SnapshotFailed as exc:
             events.log("runner", f"no environment snapshot: {exc}")
-        finally:
-            events.close()
+        if self.resume is not None:
+            note = fetch_for_resume(
+                self.agent.client, self.run_id, self.checkpoint_dir, self.resume
+            )
+            events.log("runner", f"attempt {self.attempt}: {note}")
+        events.close()
+
+    def _hand_over(self, forwarder: Forwarder, uploader: CheckpointUploader) -> None:
+        """Queue the checkpoints the forwarder saw for upload; keep what the platform pinned."""
+        for step in forwarder.take_checkpoints():
+            uploader.add(step)
+        if forwarder.pinned is not None:
+            apply_pins(self.checkpoint_dir, forwarder.pinned)
 
     def stop(self, reason: str) -> None:
         """Ask the supervisor to stop; it is killed if it has not after the grace period."""
@@ -251,7 +274,7 @@ class RunExecution:
         self._stopping_since = time.monotonic()
         kill_group(self.process.pid, signal.SIGTERM)
 
-    def _supervise(self, forwarder: Forwarder) -> int:
+    def _supervise(self, forwarder: Forwarder, uploader: CheckpointUploader) -> int:
         assert self.process is not None
         hard_deadline = time.monotonic() + self.spec["timeout_s"] + HARD_KILL_GRACE_S
         while self.process.poll() is None:
@@ -263,6 +286,7 @@ class RunExecution:
             except RunGone as exc:
                 self.stop(f"platform refused the run: {exc}")
                 sent = False
+            self._hand_over(forwarder, uploader)
             if forwarder.cancel_requested:
                 self.stop("cancel requested")
             now = time.monotonic()
@@ -290,6 +314,7 @@ class RunExecution:
         )
         env["NPULAB_RUN_ID"] = str(self.run_id)
         env["NPULAB_ATTEMPT"] = str(self.attempt)
+        env["NPULAB_CHECKPOINT_DIR"] = self.checkpoint_dir
         variable = BACKENDS[self.spec["device_type"]].visible_devices_env
         if variable:
             env[variable] = ",".join(str(index) for index in self.devices)

@@ -62,6 +62,28 @@ class PlatformClient:
     ) -> dict[str, Any]:
         return self._post("/api/v1/agent/snapshots/", {"snapshot": snapshot, "run": run_id})
 
+    def upload_checkpoint(self, run_id: int, step: int, path: str) -> dict[str, Any]:
+        """Stream a checkpoint file to the platform (which checks its size and SHA-256)."""
+        url = f"{self.url}/api/v1/agent/runs/{run_id}/checkpoints/{step}/"
+        with open(path, "rb") as handle:
+            return self._request(
+                "PUT", url, data=handle, headers={"Content-Type": "application/octet-stream"}
+            )
+
+    def download_checkpoint(self, run_id: int, step: int, destination: str) -> None:
+        """Stream a stored checkpoint file to ``destination``."""
+        url = f"{self.url}/api/v1/agent/runs/{run_id}/checkpoints/{step}/"
+        try:
+            response = self._session().get(url, stream=True, timeout=self.timeout)
+        except requests.RequestException as exc:
+            self._local.session = None
+            raise PlatformUnavailable(f"{url}: {type(exc).__name__}: {exc}") from exc
+        with response:
+            self._check(response, url)
+            with open(destination, "wb") as handle:
+                for chunk in response.iter_content(chunk_size=1 << 20):
+                    handle.write(chunk)
+
     def _session(self) -> requests.Session:
         session: requests.Session | None = getattr(self._local, "session", None)
         if session is None:
@@ -71,18 +93,29 @@ class PlatformClient:
         return session
 
     def _post(self, path: str, payload: dict[str, Any]) -> dict[str, Any]:
+        return self._request("POST", self.url + path, json=payload)
+
+    def _request(self, method: str, url: str, **kwargs: Any) -> dict[str, Any]:
         try:
-            response = self._session().post(self.url + path, json=payload, timeout=self.timeout)
+            response = self._session().request(method, url, timeout=self.timeout, **kwargs)
         except requests.RequestException as exc:
             # Drop the session: its pooled connection may be half-dead.
             self._local.session = None
-            raise PlatformUnavailable(f"{self.url}: {type(exc).__name__}: {exc}") from exc
-        if response.status_code >= 500 or response.status_code == 429:
-            raise PlatformUnavailable(f"{self.url}{path}: HTTP {response.status_code}")
+            raise PlatformUnavailable(f"{url}: {type(exc).__name__}: {exc}") from exc
+        self._check(response, url)
         try:
             body = response.json()
         except ValueError:
-            body = {"detail": response.text[:500]}
+            body = {}
+        return body if isinstance(body, dict) else {}
+
+    @staticmethod
+    def _check(response: requests.Response, url: str) -> None:
+        if response.status_code >= 500 or response.status_code == 429:
+            raise PlatformUnavailable(f"{url}: HTTP {response.status_code}")
         if response.status_code >= 400:
+            try:
+                body = response.json()
+            except ValueError:
+                body = {"detail": response.text[:500]}
             raise PlatformRejected(response.status_code, body if isinstance(body, dict) else {})
-        return body

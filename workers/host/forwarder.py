@@ -47,6 +47,9 @@ class Forwarder:
         self.max_events = max_events
         self.offset = self._load_offset()
         self.cancel_requested = False
+        # What the platform said with its last reply: checkpoint steps to keep.
+        self.pinned: list[int] | None = None
+        self._checkpoints: list[int] = []
         self._last_contact = 0.0
 
     def pump(self) -> bool:
@@ -71,8 +74,20 @@ class Forwarder:
             raise RunGone(str(exc)) from exc
         self._last_contact = time.monotonic()
         self.cancel_requested = bool(reply.get("cancel"))
+        if isinstance(reply.get("pinned"), list):
+            self.pinned = reply["pinned"]
+        self._checkpoints += [
+            event["step"]
+            for event in events
+            if event.get("type") == "checkpoint" and isinstance(event.get("step"), int)
+        ]
         self._save_offset(int(reply.get("ack", end)))
         return bool(events)
+
+    def take_checkpoints(self) -> list[int]:
+        """Steps of the checkpoint events the platform acknowledged since the last call."""
+        steps, self._checkpoints = self._checkpoints, []
+        return steps
 
     def pending(self) -> bool:
         """True while the file holds bytes the platform has not acknowledged."""

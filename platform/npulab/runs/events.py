@@ -8,7 +8,8 @@ import re
 from datetime import UTC, datetime
 from typing import Any
 
-from npulab.runs.models import Metric, Run, RunEvent
+from npulab.runs.checkpoints import mark_damaged, record_checkpoint
+from npulab.runs.models import Metric, Run, RunAttempt, RunEvent
 from workers.redact import REDACTED, is_secret_name
 
 MAX_TYPE_CHARS = 32
@@ -24,7 +25,10 @@ def store_events(run: Run, events: list[Any], now: datetime) -> dict[str, Any] |
     """Bulk-insert one batch; returns the batch's result event (without type/time), if any.
 
     Nothing is dropped silently: an event that does not fit the contract is
-    stored as a ``runner`` log line saying what was wrong with it.
+    stored as a ``runner`` log line saying what was wrong with it. Three
+    types also act: ``checkpoint`` and ``checkpoint_damaged`` keep the run's
+    checkpoint list, and ``resume`` (an attempt went on from a checkpoint)
+    drops the metric points after that step, which the new attempt logs anew.
     """
     secrets = _secret_values(run)
     rows: list[RunEvent] = []
@@ -50,10 +54,24 @@ def store_events(run: Run, events: list[Any], now: datetime) -> dict[str, Any] |
             data["line"] = _scrub(str(data.get("line", "")), secrets)
         elif kind == "result":
             result = data
+        elif kind == "checkpoint":
+            record_checkpoint(run, data)
+        elif kind == "checkpoint_damaged":
+            mark_damaged(run, data.get("step"), str(data.get("reason", "")))
+        elif kind == "resume" and isinstance(data.get("step"), int):
+            # Points of this batch before the resume were logged by the lost run too.
+            Metric.objects.bulk_create(points, batch_size=5000)
+            points = []
+            _resumed(run, data["step"])
         rows.append(RunEvent(run=run, attempt=run.attempt, type=kind, time=time, data=data))
     RunEvent.objects.bulk_create(rows, batch_size=1000)
     Metric.objects.bulk_create(points, batch_size=5000)
     return result
+
+
+def _resumed(run: Run, step: int) -> None:
+    Metric.objects.filter(run=run, step__gt=step).delete()
+    RunAttempt.objects.filter(run=run, number=run.attempt).update(resumed_from_step=step)
 
 
 def _metric(run: Run, raw: dict[str, Any], time: datetime) -> Metric | None:

@@ -9,6 +9,7 @@ from django.utils import timezone
 
 from npulab.hosts.models import DeviceType, Host
 from workers.redact import redact_env
+from workers.spec import KINDS
 
 
 class InvalidTransition(Exception):
@@ -41,16 +42,42 @@ class Run(models.Model):
         TERMINATED = "terminated", "Terminated on the host"
         SPEC_INVALID = "spec_invalid", "Spec refused by the host"
         START_FAILED = "start_failed", "Could not start"
+        HEARTBEAT_TIMEOUT = "heartbeat_timeout", "Heartbeat stopped"
 
     ACTIVE = (Status.QUEUED, Status.DISPATCHED, Status.RUNNING)
     # Which status may follow which: every change goes through transition_to.
+    # RUNNING -> QUEUED is an automatic restart as a new attempt; an ended
+    # run goes back to QUEUED only when a user restarts it.
     TRANSITIONS = {
         Status.QUEUED: {Status.DISPATCHED, Status.CANCELLED},
         Status.DISPATCHED: {Status.RUNNING, Status.QUEUED, Status.CANCELLED, Status.LOST},
-        Status.RUNNING: {Status.SUCCEEDED, Status.FAILED, Status.CANCELLED, Status.LOST},
+        Status.RUNNING: {
+            Status.SUCCEEDED,
+            Status.FAILED,
+            Status.CANCELLED,
+            Status.LOST,
+            Status.QUEUED,
+        },
+        Status.FAILED: {Status.QUEUED},
+        Status.CANCELLED: {Status.QUEUED},
+        Status.LOST: {Status.QUEUED},
     }
     # Failures of the infrastructure rather than of the job: CI may rerun these.
-    INFRASTRUCTURE_CAUSES = (ExitCause.WORKER_LOST, ExitCause.TERMINATED, ExitCause.START_FAILED)
+    # A stopped heartbeat is a hung collective far more often than a bug.
+    INFRASTRUCTURE_CAUSES = (
+        ExitCause.WORKER_LOST,
+        ExitCause.TERMINATED,
+        ExitCause.START_FAILED,
+        ExitCause.HEARTBEAT_TIMEOUT,
+    )
+    # Endings after which a run with restarts left goes on as a new attempt.
+    RESTARTABLE_CAUSES = (
+        ExitCause.PROCESS_EXIT,
+        ExitCause.WORKER_LOST,
+        ExitCause.TERMINATED,
+        ExitCause.START_FAILED,
+        ExitCause.HEARTBEAT_TIMEOUT,
+    )
 
     kind = models.CharField(max_length=32)
     name = models.CharField(max_length=200, blank=True)
@@ -97,13 +124,19 @@ class Run(models.Model):
     queue_reason = models.CharField(max_length=500, blank=True)
     cancel_requested = models.BooleanField(default=False)
     exit_cause = models.CharField(
-        max_length=16, choices=ExitCause.choices, default=ExitCause.NONE, blank=True
+        max_length=20, choices=ExitCause.choices, default=ExitCause.NONE, blank=True
     )
     exit_reason = models.TextField(blank=True)
     exit_code = models.IntegerField(null=True, blank=True)
     result = models.JSONField(default=dict, blank=True, help_text="The runner's result event.")
     events_offset = models.BigIntegerField(
         default=0, help_text="Bytes of this attempt's events.jsonl stored so far."
+    )
+    restarts = models.PositiveIntegerField(
+        default=0, help_text="Attempts started automatically after a failure."
+    )
+    failed_hosts = models.JSONField(
+        default=dict, blank=True, help_text="Host name -> attempts of this run that failed there."
     )
 
     class Meta:
@@ -135,8 +168,14 @@ class Run(models.Model):
 
     @property
     def display_spec(self) -> dict:
-        """The spec as users may see it: secret-looking env values redacted."""
-        spec = dict(self.spec)
+        """The spec as users may see it: in its kind's field order, secret-looking env redacted.
+
+        (PostgreSQL's jsonb keeps no key order of its own.)
+        """
+        kind = KINDS.get(self.kind)
+        order = [field.name for field in kind.fields] if kind else []
+        spec = {key: self.spec[key] for key in order if key in self.spec}
+        spec.update({key: value for key, value in self.spec.items() if key not in spec})
         if spec.get("env"):
             spec["env"] = redact_env(spec["env"])
         return spec
@@ -153,12 +192,77 @@ class Run(models.Model):
         if status == self.Status.DISPATCHED:
             self.dispatched_at = now
         elif status == self.Status.RUNNING:
-            self.started_at = now
+            # A restarted run keeps the start of its first attempt.
+            self.started_at = self.started_at or now
             self.last_heartbeat = now
         elif status == self.Status.QUEUED:
             self.dispatched_at = None
+            self.finished_at = None
         elif status not in self.ACTIVE:
             self.finished_at = now
+
+
+class RunAttempt(models.Model):
+    """One execution of a run on one host; a restarted run has several."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="attempts")
+    number = models.PositiveIntegerField()
+    host = models.ForeignKey(
+        Host, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    device_indices = models.JSONField(default=list, blank=True)
+    started_at = models.DateTimeField()
+    finished_at = models.DateTimeField(null=True, blank=True)
+    status = models.CharField(max_length=12, choices=Run.Status.choices, default=Run.Status.RUNNING)
+    exit_cause = models.CharField(max_length=20, choices=Run.ExitCause.choices, blank=True)
+    exit_reason = models.TextField(blank=True)
+    exit_code = models.IntegerField(null=True, blank=True)
+    resumed_from_step = models.BigIntegerField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["number"]
+        constraints = [
+            models.UniqueConstraint(fields=["run", "number"], name="one_attempt_number_per_run")
+        ]
+
+    def __str__(self) -> str:
+        return f"run {self.run_id} attempt {self.number}"
+
+    @property
+    def duration(self) -> timedelta:
+        return (self.finished_at or timezone.now()) - self.started_at
+
+
+class Checkpoint(models.Model):
+    """A checkpoint a training run wrote: on its host, and stored here once uploaded."""
+
+    class Status(models.TextChoices):
+        ON_HOST = "on_host", "On the host"
+        STORED = "stored", "Stored"
+        DAMAGED = "damaged", "Damaged"
+        DELETED = "deleted", "Deleted"
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="checkpoints")
+    attempt = models.PositiveIntegerField()
+    step = models.BigIntegerField()
+    bytes = models.BigIntegerField()
+    sha256 = models.CharField(max_length=64)
+    host_path = models.CharField(max_length=1000, help_text="Where the host wrote it.")
+    status = models.CharField(max_length=8, choices=Status.choices, default=Status.ON_HOST)
+    status_reason = models.CharField(max_length=500, blank=True)
+    pinned = models.BooleanField(default=False, help_text="Kept whatever the retention says.")
+    created = models.DateTimeField(auto_now_add=True)
+    updated = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-step"]
+        constraints = [
+            # A step saved again by a later attempt replaces the earlier one.
+            models.UniqueConstraint(fields=["run", "step"], name="one_checkpoint_per_step")
+        ]
+
+    def __str__(self) -> str:
+        return f"run {self.run_id} step {self.step}"
 
 
 class RunEvent(models.Model):

@@ -5,7 +5,8 @@ named host or on hosts carrying all of its labels. Runs are considered in
 priority order, then submission order. A run that does not fit does not
 block smaller runs behind it (no reservation yet). Among the hosts that fit,
 the one left with the fewest free devices wins (best fit), which keeps whole
-hosts free for large runs.
+hosts free for large runs; a restarted run prefers hosts where it has not
+failed and never returns to one where it failed twice.
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ from npulab.runs.services import do_dispatch_run
 log = logging.getLogger(__name__)
 
 MAX_RUNS_PER_PASS = 500
+# A run is never placed again on a host where it failed this often.
+FAILURES_BEFORE_AVOIDING = 2
 MAX_HOSTS_IN_REASON = 4
 
 
@@ -47,6 +50,8 @@ class Capacity:
         missing = [label for label in run.labels if label not in host.labels]
         if missing:
             return "lacks label(s) " + ", ".join(missing)
+        if run.failed_hosts.get(host.name, 0) >= FAILURES_BEFORE_AVOIDING:
+            return f"failed this run {run.failed_hosts[host.name]} times"
         return ""
 
     def unfit(self, run: Run) -> str:
@@ -73,14 +78,22 @@ def plan(run: Run, capacities: list[Capacity]) -> tuple[Capacity | None, str]:
 
     fits = [cap for cap in capacities if not cap.unfit(run)]
     if fits:
-        return min(fits, key=lambda cap: (len(cap.free), cap.host.name)), ""
+        # A restarted run goes to a host where it has not failed, when one fits.
+        return min(
+            fits,
+            key=lambda cap: (run.failed_hosts.get(cap.host.name, 0), len(cap.free), cap.host.name),
+        ), ""
 
     wanted = f"{run.device_type} host" + (
         " with label(s) " + ", ".join(run.labels) if run.labels else ""
     )
     matching = [cap for cap in capacities if not cap.excluded(run)]
     if not matching:
-        return None, f"no online {wanted}"
+        typed = [cap for cap in capacities if cap.host.device_type == run.device_type]
+        why = ", ".join(
+            f"{cap.host.name} {cap.excluded(run)}" for cap in typed[:MAX_HOSTS_IN_REASON]
+        )
+        return None, f"no online {wanted}" + (f" ({why})" if why else "")
     plural = "s" if run.devices != 1 else ""
     busy = ", ".join(
         f"{cap.host.name}: {len(cap.free)} of {cap.host.device_count} free"

@@ -2,25 +2,18 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 
 from npulab.runs.models import Run, RunEvent
+from npulab.snapshots.diff import version_changes
 
 LOG_TAIL_LINES = 200
 
 
 def can_cancel(user: AbstractBaseUser | AnonymousUser, run: Run) -> bool:
     return bool(user.is_authenticated and (user.is_staff or run.submitted_by_id == user.pk))
-
-
-def metric_series(run: Run, key: str) -> list[list[float | int | None]]:
-    """All points of one metric in step order, as [step, value] pairs."""
-    return [
-        [step, value]
-        for step, value in run.metrics.filter(key=key)
-        .order_by("step", "id")
-        .values_list("step", "value")
-    ]
 
 
 def log_tail(run: Run, lines: int = LOG_TAIL_LINES) -> list[RunEvent]:
@@ -31,3 +24,18 @@ def log_tail(run: Run, lines: int = LOG_TAIL_LINES) -> list[RunEvent]:
 
 def steps(run: Run) -> list[RunEvent]:
     return list(RunEvent.objects.filter(run=run, type="step").order_by("id"))
+
+
+def environment_differences(runs: list[Run]) -> list[dict[str, Any]]:
+    """Each run's key versions, and which of them differ from the first run's.
+
+    Runs compared on one chart (the same model on two CANN versions, say) are
+    read together with what changed underneath them.
+    """
+    rows = []
+    base = runs[0].snapshot.summary if runs and runs[0].snapshot else None
+    for run in runs:
+        summary = run.snapshot.summary if run.snapshot else None
+        changes = version_changes(base, summary) if base is not None and summary is not None else []
+        rows.append({"run": run, "summary": summary, "changes": changes})
+    return rows

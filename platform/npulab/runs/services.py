@@ -18,9 +18,10 @@ from django.db import transaction
 from django.utils import timezone
 
 from npulab.hosts.models import HOST_NAME_PATTERN, Host
+from npulab.runs.checkpoints import pinned_steps
 from npulab.runs.dispatch import request_placement, send_execute
 from npulab.runs.events import store_events
-from npulab.runs.models import DeviceLease, Run
+from npulab.runs.models import DeviceLease, Run, RunAttempt
 from workers.spec import SpecError, split_submission, validate
 
 MAX_TAGS = 20
@@ -160,9 +161,13 @@ def do_claim_run(host: Host, run_id: int, attempt: int) -> Run:
     run = _locked_run_of(host, run_id, attempt)
     if run.status != Run.Status.DISPATCHED:
         raise Conflict(f"run {run_id} is {run.status}, not dispatched")
-    run.transition_to(Run.Status.RUNNING)
+    now = timezone.now()
+    run.transition_to(Run.Status.RUNNING, now)
     run.events_offset = 0
     run.save(update_fields=["status", "started_at", "last_heartbeat", "events_offset", "updated"])
+    RunAttempt.objects.create(
+        run=run, number=attempt, host=host, device_indices=run.device_indices, started_at=now
+    )
     return run
 
 
@@ -181,7 +186,7 @@ def do_ingest_events(
         raise Conflict(f"run {run_id} is {run.status}; no more events are taken")
     if start != run.events_offset:
         if end <= run.events_offset:
-            return {"ack": run.events_offset, "cancel": run.cancel_requested}
+            return _ack(run, run.events_offset)
         raise Conflict(
             f"batch starts at byte {start}, expected {run.events_offset}",
             expected_start=run.events_offset,
@@ -193,7 +198,12 @@ def do_ingest_events(
     run.events_offset = end
     run.last_heartbeat = now
     run.save(update_fields=["events_offset", "last_heartbeat", "result", "updated"])
-    return {"ack": end, "cancel": run.cancel_requested}
+    return _ack(run, end)
+
+
+def _ack(run: Run, offset: int) -> dict[str, Any]:
+    """The reply to an events batch: where to go on from, and what the host must know."""
+    return {"ack": offset, "cancel": run.cancel_requested, "pinned": pinned_steps(run)}
 
 
 @transaction.atomic
@@ -210,11 +220,7 @@ def do_finish_run(host: Host, run_id: int, attempt: int, report: dict[str, Any])
     if isinstance(exited_at, int | float):
         run.exited_at = datetime.fromtimestamp(exited_at, tz=UTC)
     status, cause, reason = _outcome(run, report)
-    run.exit_cause = cause
-    run.exit_reason = reason
-    run.transition_to(status)
-    run.save()
-    _release(run)
+    _end_attempt(run, status, cause, reason, timezone.now())
     return run
 
 
@@ -332,16 +338,69 @@ def do_mark_run_lost(run_id: int, now: datetime, reason: str) -> int:
     if run.status != Run.Status.RUNNING:
         return 0
     if run.cancel_requested:
-        run.exit_cause = Run.ExitCause.CANCELLED
-        run.exit_reason += f"; {reason}"
-        run.transition_to(Run.Status.CANCELLED, now)
+        reason = f"{run.exit_reason}; {reason}"
+        _end_attempt(run, Run.Status.CANCELLED, Run.ExitCause.CANCELLED, reason, now)
     else:
-        run.exit_cause = Run.ExitCause.WORKER_LOST
+        _end_attempt(run, Run.Status.LOST, Run.ExitCause.WORKER_LOST, reason, now)
+    return 1
+
+
+def _end_attempt(run: Run, status: str, cause: str, reason: str, now: datetime) -> None:
+    """Close the running attempt; go on as a new attempt when restarts remain, else end."""
+    RunAttempt.objects.filter(run=run, number=run.attempt).update(
+        status=status,
+        finished_at=now,
+        exit_cause=cause,
+        exit_reason=reason,
+        exit_code=run.exit_code,
+    )
+    host = run.host.name if run.host else "?"
+    max_restarts = int(run.spec.get("max_restarts", 0))
+    if (
+        status in (Run.Status.FAILED, Run.Status.LOST)
+        and cause in Run.RESTARTABLE_CAUSES
+        and run.restarts < max_restarts
+    ):
+        run.failed_hosts = dict(run.failed_hosts, **{host: run.failed_hosts.get(host, 0) + 1})
+        run.restarts += 1
+        ended = run.attempt
+        _requeue_as_new_attempt(run, now)
+        run.queue_reason = (
+            f"attempt {ended} ended on {host} ({cause}: {reason}); "
+            f"restart {run.restarts} of {max_restarts} resumes from the last stored checkpoint"
+        )
+    else:
+        run.exit_cause = cause
         run.exit_reason = reason
-        run.transition_to(Run.Status.LOST, now)
+        run.transition_to(status, now)
     run.save()
     _release(run)
-    return 1
+
+
+def _requeue_as_new_attempt(run: Run, now: datetime) -> None:
+    run.transition_to(Run.Status.QUEUED, now)
+    run.attempt += 1
+    run.host = None
+    run.device_indices = []
+    run.cancel_requested = False
+    run.exit_cause = Run.ExitCause.NONE
+    run.exit_reason = ""
+    run.exit_code = None
+    run.exited_at = None
+    run.result = {}
+
+
+@transaction.atomic
+def do_restart_run(run_id: int, user: AbstractBaseUser) -> Run:
+    """Start an ended run again as a new attempt; a training run resumes from its checkpoint."""
+    run = Run.objects.select_for_update().get(pk=run_id)
+    if run.status not in (Run.Status.FAILED, Run.Status.CANCELLED, Run.Status.LOST):
+        raise Conflict(f"run {run.pk} is {run.status}; only an ended run that failed restarts")
+    _requeue_as_new_attempt(run, timezone.now())
+    run.queue_reason = f"restarted by {user.get_username()} as attempt {run.attempt}"
+    run.save()
+    transaction.on_commit(request_placement)
+    return run
 
 
 def _release(run: Run) -> None:

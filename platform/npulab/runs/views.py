@@ -1,20 +1,34 @@
 from __future__ import annotations
 
+import json
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
 from npulab.hosts.models import Host
+from npulab.runs.checkpoints import do_pin_checkpoint
 from npulab.runs.forms import RunSubmitForm
-from npulab.runs.models import Run
-from npulab.runs.selectors import can_cancel, log_tail, steps
-from npulab.runs.services import Conflict, SubmissionInvalid, do_cancel_run, do_submit_run
+from npulab.runs.metrics import keys
+from npulab.runs.models import Checkpoint, Run
+from npulab.runs.selectors import can_cancel, environment_differences, log_tail, steps
+from npulab.runs.services import (
+    Conflict,
+    SubmissionInvalid,
+    do_cancel_run,
+    do_restart_run,
+    do_submit_run,
+)
 
 RUNS_PER_PAGE = 50
+MAX_COMPARED = 20
+RECENT_TO_PICK = 50
+RESTARTABLE_STATUSES = (Run.Status.FAILED, Run.Status.CANCELLED, Run.Status.LOST)
 
 
 @login_required
@@ -66,12 +80,18 @@ def _initial(request: HttpRequest) -> dict[str, str]:
 @login_required
 def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
     run = get_object_or_404(Run.objects.select_related("host", "submitted_by", "snapshot"), pk=pk)
+    may = can_cancel(request.user, run)
     context = {
         "run": run,
         "steps": steps(run),
         "log": log_tail(run),
-        "metric_summary": run.metrics.order_by().values_list("key", flat=True).distinct(),
-        "can_cancel": run.is_active and can_cancel(request.user, run),
+        "metric_summary": keys(run),
+        "attempts": list(run.attempts.select_related("host")),
+        "checkpoints": list(run.checkpoints.all()),
+        "infrastructure_causes": Run.INFRASTRUCTURE_CAUSES,
+        "can_cancel": run.is_active and may,
+        "can_restart": run.status in RESTARTABLE_STATUSES and may,
+        "can_manage": may,
     }
     if request.htmx:
         return render(request, "runs/partials/run_live.html", context)
@@ -94,3 +114,63 @@ def run_cancel(request: HttpRequest, pk: int) -> HttpResponse:
     if request.htmx:
         return HttpResponseClientRedirect(run.get_absolute_url())
     return redirect(run)
+
+
+@login_required
+@require_POST
+def run_restart(request: HttpRequest, pk: int) -> HttpResponse:
+    run = get_object_or_404(Run, pk=pk)
+    if not can_cancel(request.user, run):
+        messages.error(request, "Only the run's submitter or staff may restart it.")
+    else:
+        try:
+            run = do_restart_run(run.pk, request.user)
+        except Conflict as exc:
+            messages.warning(request, exc.detail)
+        else:
+            messages.info(request, f"Run #{run.pk} restarts as attempt {run.attempt}.")
+    return redirect(run)
+
+
+@login_required
+@require_POST
+def checkpoint_pin(request: HttpRequest, pk: int, step: int) -> HttpResponse:
+    checkpoint = get_object_or_404(Checkpoint.objects.select_related("run"), run_id=pk, step=step)
+    if not can_cancel(request.user, checkpoint.run):
+        messages.error(request, "Only the run's submitter or staff may pin its checkpoints.")
+    else:
+        do_pin_checkpoint(checkpoint, request.POST.get("pinned") == "1")
+    return redirect(checkpoint.run)
+
+
+@login_required
+def run_compare(request: HttpRequest) -> HttpResponse:
+    """One metric of several runs on one chart, with how their environments differ."""
+    ids = [
+        int(part)
+        for part in request.GET.get("ids", "").replace(" ", "").split(",")
+        if part.isdigit()
+    ]
+    runs = list(Run.objects.filter(pk__in=ids[:MAX_COMPARED]).select_related("host", "snapshot"))
+    runs.sort(key=lambda run: ids.index(run.pk))
+    available = sorted({key for run in runs for key in keys(run)})
+    key = request.GET.get("key") or ("loss" if "loss" in available else (available or [""])[0])
+    context = {
+        "runs": runs,
+        "ids": ",".join(str(run.pk) for run in runs),
+        "key": key,
+        "keys": available,
+        "chart_runs": json.dumps(
+            [
+                {
+                    "label": f"#{run.pk} {run.name or run.kind}",
+                    "url": reverse("api:run-metrics", args=[run.pk]),
+                }
+                for run in runs
+            ]
+        ),
+        "environments": environment_differences(runs),
+        "recent": Run.objects.filter(kind="training").select_related("host")[:RECENT_TO_PICK],
+        "max_compared": MAX_COMPARED,
+    }
+    return render(request, "runs/run_compare.html", context)

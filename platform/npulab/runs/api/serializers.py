@@ -4,7 +4,7 @@ from typing import Any
 
 from rest_framework import serializers
 
-from npulab.runs.models import Run, RunEvent
+from npulab.runs.models import Checkpoint, Run, RunAttempt, RunEvent
 from npulab.runs.selectors import steps
 
 
@@ -38,6 +38,7 @@ class RunSerializer(serializers.ModelSerializer):
             "device_indices",
             "snapshot",
             "attempt",
+            "restarts",
             "submitted_by",
             "created",
             "dispatched_at",
@@ -70,13 +71,21 @@ class RunSerializer(serializers.ModelSerializer):
 
 
 class RunDetailSerializer(RunSerializer):
-    """A run with its step results."""
+    """A run with its step results, attempts and checkpoints."""
 
     steps = serializers.SerializerMethodField()
+    attempts = serializers.SerializerMethodField()
+    checkpoints = serializers.SerializerMethodField()
 
     class Meta(RunSerializer.Meta):
-        fields = [*RunSerializer.Meta.fields, "steps"]
+        fields = [*RunSerializer.Meta.fields, "steps", "attempts", "checkpoints"]
         read_only_fields = fields
+
+    def get_attempts(self, run: Run) -> list[dict[str, Any]]:
+        return RunAttemptSerializer(run.attempts.select_related("host"), many=True).data
+
+    def get_checkpoints(self, run: Run) -> list[dict[str, Any]]:
+        return CheckpointSerializer(run.checkpoints.all(), many=True).data
 
     def get_steps(self, run: Run) -> list[dict[str, Any]]:
         return [dict(event.data, attempt=event.attempt, time=event.time) for event in steps(run)]
@@ -96,11 +105,20 @@ class AttemptSerializer(serializers.Serializer):
     attempt = serializers.IntegerField(min_value=1)
 
 
+class ResumeSerializer(serializers.Serializer):
+    step = serializers.IntegerField()
+    bytes = serializers.IntegerField()
+    sha256 = serializers.CharField()
+
+
 class ClaimReplySerializer(serializers.Serializer):
     run = serializers.IntegerField()
     attempt = serializers.IntegerField()
     spec = serializers.JSONField(help_text="The run's spec, unredacted: the host needs its env.")
     devices = serializers.ListField(child=serializers.IntegerField())
+    resume = ResumeSerializer(
+        allow_null=True, help_text="The stored checkpoint a new attempt resumes from, if any."
+    )
 
 
 class EventBatchSerializer(AttemptSerializer):
@@ -128,6 +146,9 @@ class EventBatchSerializer(AttemptSerializer):
 class EventAckSerializer(serializers.Serializer):
     ack = serializers.IntegerField(help_text="Offset the platform holds; send from here next.")
     cancel = serializers.BooleanField(help_text="Stop the run: a user cancelled it.")
+    pinned = serializers.ListField(
+        child=serializers.IntegerField(), help_text="Checkpoint steps the host must keep."
+    )
 
 
 class FinishSerializer(AttemptSerializer):
@@ -135,3 +156,45 @@ class FinishSerializer(AttemptSerializer):
     exited_at = serializers.FloatField(required=False, allow_null=True)
     error = serializers.CharField(required=False, allow_blank=True, max_length=10000)
     stop_reason = serializers.CharField(required=False, allow_blank=True, max_length=500)
+
+
+class CheckpointSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Checkpoint
+        fields = [
+            "step",
+            "attempt",
+            "bytes",
+            "sha256",
+            "status",
+            "status_reason",
+            "pinned",
+            "host_path",
+            "created",
+        ]
+        read_only_fields = fields
+
+
+class RunAttemptSerializer(serializers.ModelSerializer):
+    host = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    infrastructure_failure = serializers.SerializerMethodField()
+
+    class Meta:
+        model = RunAttempt
+        fields = [
+            "number",
+            "host",
+            "device_indices",
+            "status",
+            "started_at",
+            "finished_at",
+            "exit_cause",
+            "exit_reason",
+            "exit_code",
+            "resumed_from_step",
+            "infrastructure_failure",
+        ]
+        read_only_fields = fields
+
+    def get_infrastructure_failure(self, attempt: RunAttempt) -> bool:
+        return attempt.exit_cause in Run.INFRASTRUCTURE_CAUSES

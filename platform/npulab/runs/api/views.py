@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 from django.db.models import Count, Max
+from django.http import FileResponse
+from django.shortcuts import get_object_or_404
 from django_filters import rest_framework as filters
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, status, viewsets
@@ -9,12 +11,20 @@ from rest_framework.exceptions import PermissionDenied, ValidationError
 from rest_framework.parsers import JSONParser
 from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.views import APIView
 
 from npulab.runs.api.schema import submission_schema
-from npulab.runs.api.serializers import RunDetailSerializer, RunEventSerializer, RunSerializer
-from npulab.runs.models import Run, RunEvent
-from npulab.runs.selectors import can_cancel, metric_series
-from npulab.runs.services import do_cancel_run, do_submit_run
+from npulab.runs.api.serializers import (
+    CheckpointSerializer,
+    RunDetailSerializer,
+    RunEventSerializer,
+    RunSerializer,
+)
+from npulab.runs.checkpoints import do_pin_checkpoint, stored_file
+from npulab.runs.metrics import MAX_POINTS, series
+from npulab.runs.models import Checkpoint, Run, RunEvent
+from npulab.runs.selectors import can_cancel
+from npulab.runs.services import do_cancel_run, do_restart_run, do_submit_run
 
 
 class RunFilterSet(filters.FilterSet):
@@ -64,6 +74,23 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
         run = do_cancel_run(run.pk, request.user)
         return Response(RunDetailSerializer(run, context=self.get_serializer_context()).data)
 
+    @extend_schema(request=None, responses={200: RunDetailSerializer})
+    @action(detail=True, methods=["post"])
+    def restart(self, request: Request, pk: str) -> Response:
+        """Start a failed, cancelled or lost run again as a new attempt (from its checkpoint)."""
+        run = self.get_object()
+        if not can_cancel(request.user, run):
+            raise PermissionDenied("Only the run's submitter or staff may restart it.")
+        run = do_restart_run(run.pk, request.user)
+        return Response(RunDetailSerializer(run, context=self.get_serializer_context()).data)
+
+    @extend_schema(responses={200: CheckpointSerializer(many=True)})
+    @action(detail=True, methods=["get"])
+    def checkpoints(self, request: Request, pk: str) -> Response:
+        """The run's checkpoints, newest first: on the host, stored here, damaged or deleted."""
+        run = self.get_object()
+        return Response(CheckpointSerializer(run.checkpoints.all(), many=True).data)
+
     @extend_schema(
         parameters=[
             OpenApiParameter("type", str, description="Only events of this type, e.g. log."),
@@ -87,20 +114,62 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
         return self.get_paginated_response(RunEventSerializer(page, many=True).data)
 
     @extend_schema(
-        parameters=[OpenApiParameter("key", str, description="One metric's points.")],
+        parameters=[
+            OpenApiParameter("key", str, description="One metric's points."),
+            OpenApiParameter(
+                "points",
+                int,
+                description=f"Downsample to at most this many buckets (1-{MAX_POINTS}).",
+            ),
+        ],
         responses={200: dict},
     )
     @action(detail=True, methods=["get"])
     def metrics(self, request: Request, pk: str) -> Response:
         """Without `key`: each metric's name, point count and last step.
-        With `key`: that metric's points as [step, value] pairs in step order."""
+        With `key`: that metric's [step, value] points in step order; with `points` as well
+        and more points than that, [first step, mean, min, max] per bucket of steps."""
         run = self.get_object()
         key = request.query_params.get("key")
         if key:
-            return Response({"key": key, "points": metric_series(run, key)})
+            points = request.query_params.get("points")
+            if points is not None and (not points.isdigit() or not 1 <= int(points) <= MAX_POINTS):
+                raise ValidationError({"points": [f"must be an integer from 1 to {MAX_POINTS}"]})
+            return Response(series(run, key, int(points) if points else None))
         summary = (
             run.metrics.values("key")
             .annotate(points=Count("id"), last_step=Max("step"))
             .order_by("key")
         )
         return Response({"metrics": list(summary)})
+
+
+class CheckpointFileDownloadView(APIView):
+    @extend_schema(responses={(200, "application/octet-stream"): str})
+    def get(self, request: Request, run_id: int, step: int) -> FileResponse:
+        """A stored checkpoint's state.pt (load it with torch.load(..., weights_only=False))."""
+        checkpoint = get_object_or_404(
+            Checkpoint, run_id=run_id, step=step, status=Checkpoint.Status.STORED
+        )
+        name = f"run-{run_id}-step-{step}.pt"
+        return FileResponse(open(stored_file(checkpoint), "rb"), as_attachment=True, filename=name)
+
+
+class CheckpointPinView(APIView):
+    @extend_schema(request=None, responses={200: CheckpointSerializer})
+    def post(self, request: Request, run_id: int, step: int) -> Response:
+        """Keep this checkpoint whatever the run's keep_checkpoints says."""
+        return self._pin(request, run_id, step, True)
+
+    @extend_schema(request=None, responses={200: CheckpointSerializer})
+    def delete(self, request: Request, run_id: int, step: int) -> Response:
+        """Let the retention delete it again."""
+        return self._pin(request, run_id, step, False)
+
+    def _pin(self, request: Request, run_id: int, step: int, pinned: bool) -> Response:
+        checkpoint = get_object_or_404(
+            Checkpoint.objects.select_related("run"), run_id=run_id, step=step
+        )
+        if not can_cancel(request.user, checkpoint.run):
+            raise PermissionDenied("Only the run's submitter or staff may pin its checkpoints.")
+        return Response(CheckpointSerializer(do_pin_checkpoint(checkpoint, pinned)).data)

@@ -1,0 +1,118 @@
+"""Moving a run's checkpoints between this host and the platform.
+
+Checkpoints are written on the host (workers.track) into a directory shared by
+every attempt of the run here. The uploader sends each new one to the
+platform as soon as its event has been forwarded, so a restarted attempt can
+resume on another host; ``fetch_for_resume`` brings the platform's newest one
+here when this host does not have it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import queue
+import shutil
+import threading
+from typing import Any
+
+from workers.host.client import PlatformClient, PlatformRejected, PlatformUnavailable
+from workers.track import checkpoint as checkpoints
+
+log = logging.getLogger(__name__)
+
+
+class CheckpointUploader:
+    """Uploads checkpoints one after another in a thread; ``drain`` waits for the queue."""
+
+    def __init__(self, client: PlatformClient, run_id: int, directory: str) -> None:
+        self.client = client
+        self.run_id = run_id
+        self.directory = directory
+        self._queue: queue.Queue[int] = queue.Queue()
+        self._idle = threading.Event()
+        self._idle.set()
+        self._give_up = threading.Event()
+        threading.Thread(target=self._work, name=f"upload-{run_id}", daemon=True).start()
+
+    def add(self, step: int) -> None:
+        self._idle.clear()
+        self._queue.put(step)
+
+    def drain(self, give_up: threading.Event) -> bool:
+        """Wait until every queued checkpoint is uploaded; False if ``give_up`` came first."""
+        while not self._idle.wait(0.5):
+            if give_up.is_set():
+                self._give_up.set()
+                return False
+        return True
+
+    def _work(self) -> None:
+        while True:
+            step = self._queue.get()
+            self._upload(step)
+            if self._queue.empty():
+                self._idle.set()
+
+    def _upload(self, step: int) -> None:
+        path = os.path.join(self.directory, checkpoints.step_dir_name(step), checkpoints.STATE_FILE)
+        delay = 1.0
+        while not self._give_up.is_set():
+            if not os.path.exists(path):
+                log.info("run %s: checkpoint %s is gone before its upload", self.run_id, step)
+                return
+            try:
+                self.client.upload_checkpoint(self.run_id, step, path)
+                log.info("run %s: checkpoint %s stored on the platform", self.run_id, step)
+                return
+            except PlatformUnavailable as exc:
+                log.warning("run %s: checkpoint %s upload waits: %s", self.run_id, step, exc)
+                self._give_up.wait(delay)
+                delay = min(delay * 2, 30.0)
+            except PlatformRejected as exc:
+                log.warning("run %s: checkpoint %s refused: %s", self.run_id, step, exc)
+                return
+
+
+def apply_pins(directory: str, steps: list[int]) -> None:
+    """Keep the steps the platform pinned out of the host's own retention."""
+    if set(steps) != checkpoints.pinned(directory):
+        checkpoints.set_pinned(directory, set(steps))
+
+
+def fetch_for_resume(
+    client: PlatformClient, run_id: int, directory: str, resume: dict[str, Any] | None
+) -> str:
+    """Make sure the checkpoint a new attempt resumes from is here; say what happened."""
+    if not resume:
+        return "no stored checkpoint: the run starts from the beginning"
+    step = int(resume["step"])
+    try:
+        checkpoints.verify(directory, step)
+        return f"checkpoint of step {step} is on this host"
+    except ValueError:
+        pass
+    os.makedirs(directory, exist_ok=True)
+    temporary = os.path.join(directory, f".{checkpoints.step_dir_name(step)}.tmp-{os.getpid()}")
+    shutil.rmtree(temporary, ignore_errors=True)
+    os.makedirs(temporary)
+    try:
+        client.download_checkpoint(run_id, step, os.path.join(temporary, checkpoints.STATE_FILE))
+        manifest = {
+            "format": checkpoints.FORMAT,
+            "step": step,
+            "files": {
+                checkpoints.STATE_FILE: {"bytes": resume["bytes"], "sha256": resume["sha256"]}
+            },
+        }
+        with open(os.path.join(temporary, checkpoints.MANIFEST_FILE), "w") as handle:
+            json.dump(manifest, handle)
+        final = os.path.join(directory, checkpoints.step_dir_name(step))
+        shutil.rmtree(final, ignore_errors=True)
+        os.rename(temporary, final)
+        checkpoints.verify(directory, step)
+    except (PlatformUnavailable, PlatformRejected, OSError, ValueError) as exc:
+        shutil.rmtree(temporary, ignore_errors=True)
+        return f"could not fetch the checkpoint of step {step}: {exc}"
+    return f"fetched the checkpoint of step {step} from the platform"
