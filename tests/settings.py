@@ -19,3 +19,7 @@ os.environ.setdefault("NPULAB_SECRET_KEY", "tests-only-not-a-secret")
 os.environ["NPULAB_BROKER_URL"] = "memory://"
 
 from npulab.settings import *  # noqa: E402, F403
+
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":  # noqa: F405
+    # A fresh clone has no var/ yet; SQLite will not create the folder.
+    VAR_DIR.mkdir(parents=True, exist_ok=True)  # noqa: F405

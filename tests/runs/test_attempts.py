@@ -10,7 +10,7 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from npulab.hosts.services import do_issue_host_token
-from npulab.runs.models import Checkpoint, Metric, Run, RunAttempt
+from npulab.runs.models import Checkpoint, Metric, MetricSeries, Run, RunAttempt
 from npulab.runs.scheduler import place_queued_runs
 from npulab.runs.services import (
     do_claim_run,
@@ -133,9 +133,13 @@ def test_resume_drops_the_lost_attempts_later_points(owner, cpu_host) -> None:
     ]
     do_ingest_events(cpu_host, run.pk, 2, 0, 10, batch)
     series = list(
-        Metric.objects.filter(run=run, key="loss").order_by("step").values_list("step", "attempt")
+        Metric.objects.filter(series__run=run, series__key="loss")
+        .order_by("step")
+        .values_list("step", "attempt")
     )
     assert series == [(s, 1) for s in range(6)] + [(s, 2) for s in range(6, 12)]
+    stats = MetricSeries.objects.values_list("key", "points", "last_step")
+    assert list(stats.filter(run=run)) == [("loss", 12, 11)]
     assert RunAttempt.objects.get(run=run, number=2).resumed_from_step == 5
 
 

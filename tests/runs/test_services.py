@@ -135,9 +135,9 @@ def test_events_are_stored_once_in_order(owner, cpu_host) -> None:
         "pinned": [],
     }
     assert list(RunEvent.objects.filter(run=run).values_list("type", flat=True)) == ["log", "step"]
-    assert list(Metric.objects.filter(run=run).values_list("key", "step", "value")) == [
-        ("train/loss", 0, 2.5)
-    ]
+    assert list(
+        Metric.objects.values_list("series__run", "series__key", "step", "value", "time")
+    ) == [(run.pk, "train/loss", 0, 2.5, 2.0)]
     run.refresh_from_db()
     assert run.events_offset == 100
 
@@ -168,7 +168,7 @@ def test_malformed_events_are_kept_as_text_not_dropped(owner, cpu_host) -> None:
     lines = [event.data["line"] for event in RunEvent.objects.filter(run=run)]
     assert lines[0].startswith("malformed event (no valid type) stored as text:")
     assert lines[1].startswith("malformed event (a metric needs key, integer step and value)")
-    assert list(Metric.objects.filter(run=run).values_list("step", "value")) == [(1, None)]
+    assert list(Metric.objects.filter(series__run=run).values_list("step", "value")) == [(1, None)]
 
 
 def test_secrets_from_the_spec_never_reach_the_stored_log(owner, cpu_host) -> None:

@@ -3,18 +3,19 @@
 from __future__ import annotations
 
 import json
-import math
 import re
 from datetime import UTC, datetime
+from math import isfinite
 from typing import Any
 
 from npulab.runs.checkpoints import mark_damaged, record_checkpoint
-from npulab.runs.models import Metric, Run, RunAttempt, RunEvent
+from npulab.runs.ingest import Point, drop_points_after, insert_metrics
+from npulab.runs.models import Run, RunAttempt, RunEvent
 from workers.redact import REDACTED, is_secret_name
 
 MAX_TYPE_CHARS = 32
 MAX_KEY_CHARS = 200
-_STEP_RANGE = (-(2**63), 2**63 - 1)
+_STEP_MIN, _STEP_MAX = -(2**63), 2**63 - 1
 # Tokens of this platform, should a user's program print one.
 _TOKEN = re.compile(r"\bnp[lh]_[A-Za-z0-9_-]{20,}")
 # Events that only prove liveness; storing them would only cost.
@@ -32,22 +33,22 @@ def store_events(run: Run, events: list[Any], now: datetime) -> dict[str, Any] |
     """
     secrets = _secret_values(run)
     rows: list[RunEvent] = []
-    points: list[Metric] = []
+    points: dict[str, list[Point]] = {}
     result = None
+    stamp = now.timestamp()
     for raw in events:
         kind = raw.get("type") if isinstance(raw, dict) else None
+        if kind == "metric":
+            key, point = _metric(raw, stamp)
+            if point is None:
+                rows.append(_malformed(run, raw, "a metric needs key, integer step and value", now))
+            else:
+                points.setdefault(key, []).append(point)
+            continue
         if not isinstance(kind, str) or not 0 < len(kind) <= MAX_TYPE_CHARS:
             rows.append(_malformed(run, raw, "no valid type", now))
             continue
         if kind in _NOT_STORED:
-            continue
-        time = _time(raw.get("time"), now)
-        if kind == "metric":
-            point = _metric(run, raw, time)
-            if point is None:
-                rows.append(_malformed(run, raw, "a metric needs key, integer step and value", now))
-            else:
-                points.append(point)
             continue
         data = {key: value for key, value in raw.items() if key not in ("type", "time")}
         if kind == "log":
@@ -60,35 +61,56 @@ def store_events(run: Run, events: list[Any], now: datetime) -> dict[str, Any] |
             mark_damaged(run, data.get("step"), str(data.get("reason", "")))
         elif kind == "resume" and isinstance(data.get("step"), int):
             # Points of this batch before the resume were logged by the lost run too.
-            Metric.objects.bulk_create(points, batch_size=5000)
-            points = []
+            insert_metrics(run, points)
+            points = {}
             _resumed(run, data["step"])
+        time = _time(raw.get("time"), now)
         rows.append(RunEvent(run=run, attempt=run.attempt, type=kind, time=time, data=data))
     RunEvent.objects.bulk_create(rows, batch_size=1000)
-    Metric.objects.bulk_create(points, batch_size=5000)
+    insert_metrics(run, points)
     return result
 
 
 def _resumed(run: Run, step: int) -> None:
-    Metric.objects.filter(run=run, step__gt=step).delete()
+    drop_points_after(run, step)
     RunAttempt.objects.filter(run=run, number=run.attempt).update(resumed_from_step=step)
 
 
-def _metric(run: Run, raw: dict[str, Any], time: datetime) -> Metric | None:
+def _metric(raw: dict[str, Any], stamp: float) -> tuple[str, Point | None]:
+    """The key and (step, value, time) of a metric event; no point when it is malformed.
+
+    Called for every point of every batch, so the common case (float value
+    and time) is tested first. type() rather than isinstance(): a JSON true
+    is neither a step nor a value.
+    """
     key, step, value = raw.get("key"), raw.get("step"), raw.get("value")
-    if not isinstance(key, str) or not 0 < len(key) <= MAX_KEY_CHARS:
-        return None
-    if isinstance(step, bool) or not isinstance(step, int):
-        return None
-    if not _STEP_RANGE[0] <= step <= _STEP_RANGE[1]:
-        return None
-    if value is not None:
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            return None
-        value = float(value)
-        if not math.isfinite(value):
+    if type(key) is not str or not 0 < len(key) <= MAX_KEY_CHARS:
+        return "", None
+    if type(step) is not int or not _STEP_MIN <= step <= _STEP_MAX:
+        return key, None
+    if type(value) is float:
+        if not isfinite(value):
             value = None
-    return Metric(run=run, attempt=run.attempt, key=key, step=step, value=value, time=time)
+    elif type(value) is int:
+        value = _finite(value)
+    elif value is not None:
+        return key, None
+    time = raw.get("time")
+    if type(time) is not float or not isfinite(time):
+        time = _finite(time)
+    return key, (step, value, stamp if time is None else time)
+
+
+def _finite(number: Any) -> float | None:
+    """A JSON number as a finite float: None for NaN, the infinities and what is no number."""
+    if type(number) is float:
+        return number if isfinite(number) else None
+    if type(number) is int:
+        try:
+            return float(number)
+        except OverflowError:
+            return None
+    return None
 
 
 def _malformed(run: Run, raw: Any, why: str, now: datetime) -> RunEvent:
@@ -100,7 +122,7 @@ def _malformed(run: Run, raw: Any, why: str, now: datetime) -> RunEvent:
 
 
 def _time(value: Any, now: datetime) -> datetime:
-    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+    if isinstance(value, int | float) and not isinstance(value, bool) and isfinite(value):
         try:
             return datetime.fromtimestamp(value, tz=UTC)
         except (OverflowError, OSError, ValueError):

@@ -2,8 +2,10 @@
 
 A chart has a few thousand pixels; a long training run logs millions of
 points. Downsampling groups the steps into equal buckets and returns each
-bucket's first step with the mean, minimum and maximum, computed by the
-database (one indexed scan), so a spike survives as the band's edge.
+bucket's first step with the mean, minimum and maximum, so a spike survives
+as the band's edge. A bucket as wide as a rollup block or wider is computed
+from the blocks (npulab.runs.rollups), so its cost follows the number of
+buckets, not of points; narrower ones scan the points through their index.
 """
 
 from __future__ import annotations
@@ -13,20 +15,22 @@ from typing import Any
 
 from django.db import connection
 
-from npulab.runs.models import Metric, Run
+from npulab.runs import rollups
+from npulab.runs.models import Metric, MetricSeries, Run
 
 DEFAULT_POINTS = 1000
 MAX_POINTS = 20000
 
-_RANGE = "SELECT MIN(step), MAX(step), COUNT(*) FROM {table} WHERE run_id = %s AND key = %s"
-_WHOLE = "SELECT step, value FROM {table} WHERE run_id = %s AND key = %s ORDER BY step, id"
+_FIRST_STEP = "SELECT MIN(step) FROM {table} WHERE series_id = %s"
+# Ties (a step logged twice) come back in index order: the order they were stored.
+_WHOLE = "SELECT step, value FROM {table} WHERE series_id = %s ORDER BY step"
 # Integer division puts each step in its bucket on PostgreSQL and SQLite alike.
 _BUCKETS = """
-    SELECT MIN(step), AVG(value), MIN(value), MAX(value)
+    SELECT MIN(step), SUM(value), COUNT(value), MIN(value), MAX(value)
     FROM {table}
-    WHERE run_id = %s AND key = %s
+    WHERE series_id = %s
     GROUP BY (step - %s) / %s
-    ORDER BY MIN(step)
+    ORDER BY 1
 """
 
 
@@ -36,19 +40,47 @@ def _sql(template: str) -> str:
 
 def series(run: Run, key: str, points: int | None = None) -> dict[str, Any]:
     """One metric: every [step, value] point, or at most ``points`` [step, mean, min, max]."""
+    found = MetricSeries.objects.filter(run=run, key=key).first()
+    if found is None:
+        return {"key": key, "total": 0, "downsampled": False, "points": []}
+    if points is None or found.points <= points:
+        with connection.cursor() as cursor:
+            cursor.execute(_sql(_WHOLE), [found.pk])
+            rows = cursor.fetchall()
+        return {"key": key, "total": found.points, "downsampled": False, "points": rows}
+    return {
+        "key": key,
+        "total": found.points,
+        "downsampled": True,
+        "points": _buckets(found, points),
+    }
+
+
+def _buckets(found: MetricSeries, points: int) -> list[list[Any]]:
     with connection.cursor() as cursor:
-        cursor.execute(_sql(_RANGE), [run.pk, key])
-        low, high, total = cursor.fetchone()
-        if points is None or total <= points:
-            cursor.execute(_sql(_WHOLE), [run.pk, key])
-            return {"key": key, "total": total, "downsampled": False, "points": cursor.fetchall()}
-        width = max(1, math.ceil((high - low + 1) / points))
-        cursor.execute(_sql(_BUCKETS), [run.pk, key, low, width])
-        rows = [list(row) for row in cursor.fetchall()]
-    return {"key": key, "total": total, "downsampled": True, "points": rows}
+        cursor.execute(_sql(_FIRST_STEP), [found.pk])
+        (low,) = cursor.fetchone()
+        high = found.last_step
+        width = math.ceil((high - low + 1) / points)
+        for size in rollups.SIZES:
+            if width >= size:
+                # Whole blocks per bucket: at least half the buckets asked for.
+                base = low - low % size
+                width = math.ceil((high - base + 1) / points / size) * size
+                return rollups.buckets(found.pk, size, base, width)
+        cursor.execute(_sql(_BUCKETS), [found.pk, low, width])
+        return [
+            [first, total / counted if counted else None, minimum, maximum]
+            for first, total, counted, minimum, maximum in cursor.fetchall()
+        ]
+
+
+def summary(run: Run) -> list[dict[str, Any]]:
+    """Each metric's name, point count and last step."""
+    return list(
+        MetricSeries.objects.filter(run=run).order_by("key").values("key", "points", "last_step")
+    )
 
 
 def keys(run: Run) -> list[str]:
-    return list(
-        Metric.objects.filter(run=run).order_by("key").values_list("key", flat=True).distinct()
-    )
+    return list(MetricSeries.objects.filter(run=run).order_by("key").values_list("key", flat=True))

@@ -282,21 +282,87 @@ class RunEvent(models.Model):
         return f"{self.type} of run {self.run_id}"
 
 
-class Metric(models.Model):
-    """One point of a metric series: written in bulk, read per run and key in step order."""
+class MetricSeries(models.Model):
+    """One metric of a run: its points' owner, with the counts a run page lists."""
 
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="metrics", db_index=False)
-    attempt = models.PositiveIntegerField()
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="metric_series")
     key = models.CharField(max_length=200)
-    step = models.BigIntegerField()
-    value = models.FloatField(null=True, help_text="Null for a NaN or infinite value.")
-    time = models.DateTimeField()
+    points = models.BigIntegerField(default=0)
+    last_step = models.BigIntegerField(null=True, blank=True)
 
     class Meta:
-        indexes = [models.Index(fields=["run", "key", "step"], name="metric_run_key_step")]
+        constraints = [
+            models.UniqueConstraint(fields=["run", "key"], name="metricseries_run_key"),
+        ]
 
     def __str__(self) -> str:
-        return f"{self.key}[{self.step}]={self.value}"
+        return f"{self.key} of run {self.run_id}"
+
+
+class Metric(models.Model):
+    """One point of a series: written in bulk (COPY on PostgreSQL), read in step order.
+
+    No foreign-key constraint and a float ``time`` (Unix seconds): at a
+    hundred thousand points a second, a constraint check and a timestamp
+    conversion per row are most of the cost. The series owns its points;
+    deleting one deletes them (Django's collector, one statement).
+    """
+
+    series = models.ForeignKey(
+        MetricSeries,
+        on_delete=models.CASCADE,
+        related_name="+",
+        db_constraint=False,
+        db_index=False,
+    )
+    attempt = models.PositiveIntegerField()
+    step = models.BigIntegerField()
+    value = models.FloatField(null=True, help_text="Null for a NaN or infinite value.")
+    time = models.FloatField(help_text="Unix seconds, as the runner logged it.")
+
+    class Meta:
+        # INCLUDE makes a whole-series read an index-only scan on PostgreSQL;
+        # other databases build the index without it (check models.W040).
+        indexes = [
+            models.Index(fields=["series", "step"], include=["value"], name="metric_series_step")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.series_id}[{self.step}]={self.value}"
+
+
+class MetricRollup(models.Model):
+    """Aggregates of a series over blocks of ``size`` steps starting at ``start``.
+
+    A chart of a million points reads a thousand of these instead of the
+    points; npulab.runs.rollups keeps them equal to the points they cover.
+    """
+
+    series = models.ForeignKey(
+        MetricSeries,
+        on_delete=models.CASCADE,
+        related_name="+",
+        db_constraint=False,
+        db_index=False,  # the unique constraint leads with it
+    )
+    size = models.IntegerField()
+    start = models.BigIntegerField()
+    points = models.IntegerField(help_text="Points in the block, NaN included.")
+    counted = models.IntegerField(help_text="Points with a finite value.")
+    total = models.FloatField(null=True)
+    minimum = models.FloatField(null=True)
+    maximum = models.FloatField(null=True)
+    first_step = models.BigIntegerField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["series", "size", "start"], name="metricrollup_series_size_start"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.series_id}[{self.start}+{self.size}]"
 
 
 class DeviceLease(models.Model):

@@ -14,7 +14,7 @@ from rest_framework import status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from npulab.core.api import AgentAPIView
+from npulab.core.api import AgentAPIView, FastJSONParser
 from npulab.runs.api.serializers import (
     AttemptSerializer,
     CheckpointSerializer,
@@ -51,6 +51,8 @@ class ClaimView(AgentAPIView):
 
 
 class EventsView(AgentAPIView):
+    parser_classes = [FastJSONParser]
+
     @extend_schema(request=EventBatchSerializer, responses={200: EventAckSerializer})
     def post(self, request: Request, run_id: int) -> Response:
         """Store a batch of events.jsonl; 409 with `expected_start` if it does not follow on."""

@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-from django.db.models import Count, Max
 from django.http import FileResponse
 from django.shortcuts import get_object_or_404
 from django_filters import rest_framework as filters
@@ -13,6 +12,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from npulab.core.api import FastJSONRenderer
 from npulab.runs.api.schema import submission_schema
 from npulab.runs.api.serializers import (
     CheckpointSerializer,
@@ -21,7 +21,7 @@ from npulab.runs.api.serializers import (
     RunSerializer,
 )
 from npulab.runs.checkpoints import do_pin_checkpoint, stored_file
-from npulab.runs.metrics import MAX_POINTS, series
+from npulab.runs.metrics import MAX_POINTS, series, summary
 from npulab.runs.models import Checkpoint, Run, RunEvent
 from npulab.runs.selectors import can_cancel
 from npulab.runs.services import do_cancel_run, do_restart_run, do_submit_run
@@ -124,7 +124,7 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
         ],
         responses={200: dict},
     )
-    @action(detail=True, methods=["get"])
+    @action(detail=True, methods=["get"], renderer_classes=[FastJSONRenderer])
     def metrics(self, request: Request, pk: str) -> Response:
         """Without `key`: each metric's name, point count and last step.
         With `key`: that metric's [step, value] points in step order; with `points` as well
@@ -136,12 +136,7 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
             if points is not None and (not points.isdigit() or not 1 <= int(points) <= MAX_POINTS):
                 raise ValidationError({"points": [f"must be an integer from 1 to {MAX_POINTS}"]})
             return Response(series(run, key, int(points) if points else None))
-        summary = (
-            run.metrics.values("key")
-            .annotate(points=Count("id"), last_step=Max("step"))
-            .order_by("key")
-        )
-        return Response({"metrics": list(summary)})
+        return Response({"metrics": summary(run)})
 
 
 class CheckpointFileDownloadView(APIView):

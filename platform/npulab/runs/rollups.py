@@ -1,0 +1,188 @@
+"""Block aggregates of metric series, so a chart of a million points reads a thousand rows.
+
+Every series has, for each size in SIZES, one MetricRollup per block of
+``size`` steps that holds points: count, finite count, sum, min, max and
+first step. Ingestion adds each batch's blocks (``aggregate`` then
+``store``); a resume cuts them back with the points (``truncate``). A chart
+bucket that spans whole blocks is the combination of those blocks, which is
+exactly what the points would give (the mean as sum over count).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from django.db import connection
+
+from npulab.runs.models import Metric, MetricRollup, MetricSeries
+
+# Largest first: a chart takes the coarsest blocks its bucket width allows.
+SIZES = (1000, 10)
+_FINE = SIZES[-1]
+
+# [points, counted, total, minimum, maximum, first_step]; total/min/max are
+# None while no finite value has been seen, like SQL's SUM/MIN/MAX.
+Block = list[Any]
+# (series id, size, start) -> block
+Blocks = dict[tuple[int, int, int], Block]
+
+_COLUMNS = "series_id, size, start, points, counted, total, minimum, maximum, first_step"
+
+
+# Merging a batch's block into a stored one. PostgreSQL's LEAST/GREATEST
+# skip NULLs, SQLite's two-argument MIN/MAX return NULL: hence the COALESCEs.
+_UPSERT = """
+    INSERT INTO {rollup} ({columns}) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)
+    ON CONFLICT (series_id, size, start) DO UPDATE SET
+        points = {rollup}.points + excluded.points,
+        counted = {rollup}.counted + excluded.counted,
+        total = COALESCE({rollup}.total + excluded.total, {rollup}.total, excluded.total),
+        minimum = COALESCE({least}({rollup}.minimum, excluded.minimum),
+                           {rollup}.minimum, excluded.minimum),
+        maximum = COALESCE({greatest}({rollup}.maximum, excluded.maximum),
+                           {rollup}.maximum, excluded.maximum),
+        first_step = {least}({rollup}.first_step, excluded.first_step)
+"""
+_COPY = "COPY {rollup} ({columns}) FROM STDIN (FORMAT BINARY)"
+_DELETE_FROM = """
+    DELETE FROM {rollup}
+    WHERE series_id IN (SELECT id FROM {series} WHERE run_id = %s) AND size = %s AND start >= %s
+"""
+_RECOUNT = """
+    INSERT INTO {rollup} ({columns})
+    SELECT series_id, %s, %s, COUNT(*), COUNT(value), SUM(value), MIN(value), MAX(value),
+           MIN(step)
+    FROM {metric}
+    WHERE series_id IN (SELECT id FROM {series} WHERE run_id = %s) AND step >= %s AND step <= %s
+    GROUP BY series_id
+"""
+_BUCKETS = """
+    SELECT MIN(first_step), SUM(total), SUM(counted), MIN(minimum), MAX(maximum)
+    FROM {rollup}
+    WHERE series_id = %s AND size = %s
+    GROUP BY (start - %s) / %s
+    ORDER BY 1
+"""
+
+
+def _sql(template: str) -> str:
+    quote = connection.ops.quote_name
+    postgres = connection.vendor == "postgresql"
+    return template.format(
+        rollup=quote(MetricRollup._meta.db_table),
+        metric=quote(Metric._meta.db_table),
+        series=quote(MetricSeries._meta.db_table),
+        columns=_COLUMNS,
+        least="LEAST" if postgres else "MIN",
+        greatest="GREATEST" if postgres else "MAX",
+    )
+
+
+def aggregate(series_id: int, points: Iterable[tuple[int, float | None, float]]) -> Blocks:
+    """The blocks of one batch of (step, value, time) points, at every size."""
+    fine: dict[int, Block] = {}
+    for step, value, _ in points:
+        start = step - step % _FINE
+        block = fine.get(start)
+        if block is None:
+            fine[start] = [1, 0 if value is None else 1, value, value, value, step]
+        else:
+            _add_point(block, step, value)
+    blocks: Blocks = {(series_id, _FINE, start): block for start, block in fine.items()}
+    for size in SIZES[:-1]:
+        # Coarse blocks are unions of fine ones: every size divides by the finest.
+        for start, block in fine.items():
+            key = (series_id, size, start - start % size)
+            coarse = blocks.get(key)
+            if coarse is None:
+                blocks[key] = list(block)
+            else:
+                _merge(coarse, block)
+    return blocks
+
+
+def _add_point(block: Block, step: int, value: float | None) -> None:
+    block[0] += 1
+    if step < block[5]:
+        block[5] = step
+    if value is None:
+        return
+    if block[1] == 0:
+        block[1:5] = [1, value, value, value]
+        return
+    block[1] += 1
+    block[2] += value
+    if value < block[3]:
+        block[3] = value
+    elif value > block[4]:
+        block[4] = value
+
+
+def _merge(into: Block, other: Block) -> None:
+    into[0] += other[0]
+    into[5] = min(into[5], other[5])
+    if other[1] == 0:
+        return
+    if into[1] == 0:
+        into[1:5] = other[1:5]
+        return
+    into[1] += other[1]
+    into[2] += other[2]
+    into[3] = min(into[3], other[3])
+    into[4] = max(into[4], other[4])
+
+
+def store(blocks: Blocks, last_steps: dict[int, int | None]) -> None:
+    """Add a batch's blocks to the stored ones.
+
+    ``last_steps`` is each series' last stored step before this batch: a
+    block that starts after it cannot exist yet and is inserted in bulk
+    (COPY on PostgreSQL); one that may exist is merged into the stored one.
+    """
+    fresh: list[tuple[Any, ...]] = []
+    merged: list[tuple[Any, ...]] = []
+    for (series_id, size, start), block in blocks.items():
+        last = last_steps.get(series_id)
+        row = (series_id, size, start, *block)
+        (fresh if last is None or start > last else merged).append(row)
+    if connection.vendor == "postgresql":
+        _copy(fresh)
+    else:
+        merged += fresh
+    if merged:
+        with connection.cursor() as cursor:
+            cursor.executemany(_sql(_UPSERT), merged)
+
+
+def _copy(rows: list[tuple[Any, ...]]) -> None:
+    if not rows:
+        return
+    types = ["int8", "int4", "int8", "int4", "int4", "float8", "float8", "float8", "int8"]
+    with connection.cursor() as cursor, cursor.copy(_sql(_COPY)) as copy:
+        copy.set_types(types)
+        for row in rows:
+            copy.write_row(row)
+
+
+def truncate(run_id: int, step: int) -> None:
+    """Make the run's blocks match its points once those after ``step`` are deleted."""
+    with connection.cursor() as cursor:
+        for size in SIZES:
+            start = step - step % size
+            cursor.execute(_sql(_DELETE_FROM), [run_id, size, start])
+            # The block holding ``step`` keeps its points up to it: recount them.
+            cursor.execute(_sql(_RECOUNT), [size, start, run_id, start, step])
+
+
+def buckets(series_id: int, size: int, base: int, width: int) -> list[list[Any]]:
+    """[first step, mean, min, max] per bucket of ``width`` steps from ``base``.
+
+    ``base`` must be a block start and ``width`` a multiple of ``size``.
+    """
+    with connection.cursor() as cursor:
+        cursor.execute(_sql(_BUCKETS), [series_id, size, base, width])
+        return [
+            [first, total / counted if counted else None, low, high]
+            for first, total, counted, low, high in cursor.fetchall()
+        ]

@@ -1,0 +1,165 @@
+"""Rollup blocks stay equal to the points they cover, and charts read them correctly."""
+
+from __future__ import annotations
+
+import math
+import random
+from collections import defaultdict
+
+import pytest
+
+from npulab.runs import rollups
+from npulab.runs.metrics import series
+from npulab.runs.models import Metric, MetricRollup, MetricSeries, Run
+from npulab.runs.scheduler import place_queued_runs
+from npulab.runs.services import do_claim_run, do_finish_run, do_ingest_events, do_submit_run
+
+pytestmark = pytest.mark.django_db
+TRAINING = {"kind": "training", "device_type": "cpu", "entry": "builtin:cnn", "max_restarts": 1}
+
+
+def started(owner, host) -> Run:
+    run = do_submit_run(owner, TRAINING)
+    place_queued_runs()
+    return do_claim_run(host, run.pk, 1)
+
+
+def metric(key: str, step: int, value: float) -> dict:
+    return {"type": "metric", "time": 1.0, "key": key, "step": step, "value": value}
+
+
+def send(host, run: Run, events: list[dict]) -> None:
+    offset = Run.objects.get(pk=run.pk).events_offset
+    do_ingest_events(host, run.pk, run.attempt, offset, offset + 1, events)
+
+
+def expected_blocks(run: Run) -> dict[tuple[str, int, int], tuple]:
+    """The rollups recomputed from the stored points, in Python."""
+    groups: dict[tuple[str, int, int], list[tuple[int, float | None]]] = defaultdict(list)
+    for key, step, value in Metric.objects.filter(series__run=run).values_list(
+        "series__key", "step", "value"
+    ):
+        for size in rollups.SIZES:
+            groups[key, size, step - step % size].append((step, value))
+    blocks = {}
+    for where, points in groups.items():
+        values = [value for _, value in points if value is not None]
+        blocks[where] = (
+            len(points),
+            len(values),
+            pytest.approx(math.fsum(values)) if values else None,
+            min(values, default=None),
+            max(values, default=None),
+            min(step for step, _ in points),
+        )
+    return blocks
+
+
+def stored_blocks(run: Run) -> dict[tuple[str, int, int], tuple]:
+    rows = MetricRollup.objects.filter(series__run=run).values_list(
+        "series__key", "size", "start", "points", "counted", "total", "minimum", "maximum",
+        "first_step",
+    )  # fmt: skip
+    return {(key, size, start): tuple(rest) for key, size, start, *rest in rows}
+
+
+def noisy_batches(rng: random.Random, steps: range, batch: int) -> list[list[dict]]:
+    """Points of two keys in shuffled batches, with NaNs, repeats and a few late steps."""
+    events = []
+    for step in steps:
+        events.append(metric("loss", step, rng.uniform(-5, 5)))
+        if step % 7 == 0:
+            events.append(metric("loss", step, rng.uniform(-5, 5)))  # logged twice
+        if step % 3 == 0:
+            value = math.nan if step % 11 == 0 else rng.random()
+            events.append(metric("lr", step, value))
+    rng.shuffle(events)
+    return [events[i : i + batch] for i in range(0, len(events), batch)]
+
+
+def test_blocks_equal_the_points_through_batches_and_a_resume(owner, cpu_host) -> None:
+    rng = random.Random(7)
+    run = started(owner, cpu_host)
+    for batch in noisy_batches(rng, range(-15, 2600), 700):
+        send(cpu_host, run, batch)
+    assert stored_blocks(run) == expected_blocks(run)
+
+    send(
+        cpu_host,
+        run,
+        [{"type": "result", "time": 1.0, "status": "failed", "cause": "process_exit"}],
+    )
+    run = do_finish_run(cpu_host, run.pk, 1, {"exit_code": 1})
+    place_queued_runs()
+    run = do_claim_run(cpu_host, run.pk, 2)
+    # The new attempt resumes mid-block and logs the rest again.
+    send(cpu_host, run, [{"type": "resume", "time": 2.0, "step": 1234, "path": "/x"}])
+    assert stored_blocks(run) == expected_blocks(run)
+    assert not Metric.objects.filter(series__run=run, step__gt=1234).exists()
+    for batch in noisy_batches(rng, range(1235, 3100), 900):
+        send(cpu_host, run, batch)
+    assert stored_blocks(run) == expected_blocks(run)
+
+    counts = {
+        key: (Metric.objects.filter(series__run=run, series__key=key).count(), last)
+        for key, last in MetricSeries.objects.filter(run=run).values_list("key", "last_step")
+    }
+    assert counts == {"loss": (counts["loss"][0], 3099), "lr": (counts["lr"][0], 3099)}
+    assert dict(MetricSeries.objects.filter(run=run).values_list("key", "points")) == {
+        key: count for key, (count, _) in counts.items()
+    }
+
+
+def test_a_resume_before_every_point_empties_the_series(owner, cpu_host) -> None:
+    run = started(owner, cpu_host)
+    send(cpu_host, run, [metric("loss", step, 1.0) for step in range(100, 120)])
+    send(cpu_host, run, [{"type": "resume", "time": 2.0, "step": 5, "path": "/x"}])
+    assert list(MetricSeries.objects.filter(run=run).values_list("points", "last_step")) == [
+        (0, None)
+    ]
+    assert not MetricRollup.objects.filter(series__run=run).exists()
+    assert series(run, "loss", 10)["points"] == []
+
+
+@pytest.mark.parametrize("size", rollups.SIZES)
+def test_buckets_from_blocks_equal_buckets_from_points(owner, cpu_host, size) -> None:
+    rng = random.Random(size)
+    run = started(owner, cpu_host)
+    steps = range(3, 25 * size + 3)
+    values = {step: rng.gauss(0, 1) for step in steps}
+    send(cpu_host, run, [metric("loss", step, value) for step, value in values.items()])
+    found = MetricSeries.objects.get(run=run)
+    base, width = 0, 4 * size
+
+    got = rollups.buckets(found.pk, size, base, width)
+
+    grouped: dict[int, list[tuple[int, float]]] = defaultdict(list)
+    for step, value in values.items():
+        grouped[(step - base) // width].append((step, value))
+    want = [
+        [
+            min(s for s, _ in group),
+            pytest.approx(math.fsum(v for _, v in group) / len(group)),
+            min(v for _, v in group),
+            max(v for _, v in group),
+        ]
+        for _, group in sorted(grouped.items())
+    ]
+    assert got == want
+
+
+def test_a_long_series_charts_from_blocks_with_its_spike(owner, cpu_host) -> None:
+    run = started(owner, cpu_host)
+    events = [metric("loss", step, 1.0) for step in range(50_000)]
+    events[31_337]["value"] = 500.0
+    send(cpu_host, run, events)
+
+    body = series(run, "loss", 1000)
+
+    assert (body["total"], body["downsampled"]) == (50_000, True)
+    assert 500 <= len(body["points"]) <= 1000
+    assert [point[0] for point in body["points"]] == sorted(point[0] for point in body["points"])
+    spikes = [point for point in body["points"] if point[3] == 500.0]
+    assert len(spikes) == 1
+    assert spikes[0][0] <= 31_337
+    assert all(point[2] == 1.0 for point in body["points"])
