@@ -7,6 +7,7 @@ import re
 import pytest
 from django.test import Client
 
+from npulab.runs.forms import RunSubmitForm
 from npulab.runs.models import Run
 from npulab.runs.scheduler import place_queued_runs
 from npulab.runs.services import do_claim_run, do_finish_run, do_ingest_events, do_submit_run
@@ -192,3 +193,32 @@ def test_host_page_shows_devices_and_leases(browser: Client, owner, cpu_host) ->
 
 def test_healthz_answers_without_login(client: Client) -> None:
     assert client.get("/healthz").json() == {"status": "ok"}
+
+
+def test_the_form_submits_a_training_run_with_its_arguments(browser: Client, cpu_host) -> None:
+    form = RunSubmitForm(kind="training")
+    data = {name: field.prepare_value(field.initial) for name, field in form.fields.items()}
+    data = {name: "" if value is None else value for name, value in data.items()}
+    assert data["args"] == ""
+    data.update(
+        kind="training",
+        device_type="cpu",
+        entry="builtin:cnn",
+        args="--width 8 --label 'two words'",
+    )
+
+    response = browser.post("/runs/new/", data)
+
+    run = Run.objects.get()
+    assert response.status_code == 302
+    assert run.spec["args"] == ["--width", "8", "--label", "two words"]
+
+
+def test_an_unclosed_quote_in_the_arguments_is_shown(browser: Client) -> None:
+    data = {"kind": "training", "device_type": "cpu", "devices": "1", "priority": "0"}
+    data.update(entry="builtin:cnn", args="--label 'open", timeout_s="60")
+
+    page = browser.post("/runs/new/", data).content.decode()
+
+    assert "not a valid command line: No closing quotation" in page
+    assert not Run.objects.exists()

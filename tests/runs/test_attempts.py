@@ -101,18 +101,34 @@ def test_a_lost_host_restarts_the_run_elsewhere(owner, cpu_host, settings) -> No
     assert run.host == spare
 
 
+def crash_twice_on(host, run: Run) -> Run:
+    run = crash(host, run)
+    place_queued_runs()
+    run.refresh_from_db()
+    return crash(host, do_claim_run(host, run.pk, run.attempt))
+
+
 def test_a_host_that_failed_a_run_twice_never_gets_it_again(owner, cpu_host) -> None:
-    run = started(owner, cpu_host, max_restarts=5)
-    for attempt in (1, 2):
-        run = crash(cpu_host, run)
-        if attempt == 1:
-            place_queued_runs()
-            run.refresh_from_db()
-            run = do_claim_run(cpu_host, run.pk, run.attempt)
+    HostFactory(name="cpu-02", device_type="cpu")  # registered once, offline now
+    run = crash_twice_on(cpu_host, started(owner, cpu_host, max_restarts=5))
     place_queued_runs()
     run.refresh_from_db()
     assert (run.status, run.failed_hosts) == ("queued", {"cpu-01": 2})
-    assert run.queue_reason == "no online cpu host (cpu-01 failed this run 2 times)"
+    assert run.queue_reason == (
+        "no online cpu host (cpu-01 failed this run 2 times, cpu-02 is offline)"
+    )
+
+
+def test_a_run_no_host_may_take_again_fails_instead_of_waiting(owner, cpu_host) -> None:
+    run = crash_twice_on(cpu_host, started(owner, cpu_host, max_restarts=5))
+    assert (run.status, run.exit_cause, run.restarts) == ("failed", "process_exit", 1)
+    assert run.exit_reason.endswith("; not restarted: every host that fits failed this run 2 times")
+    assert run.failed_hosts == {"cpu-01": 2}
+
+
+def test_the_last_failure_counts_against_its_host_too(owner, cpu_host) -> None:
+    run = crash(cpu_host, started(owner, cpu_host, max_restarts=0))
+    assert (run.status, run.failed_hosts) == ("failed", {"cpu-01": 1})
 
 
 def test_resume_drops_the_lost_attempts_later_points(owner, cpu_host) -> None:

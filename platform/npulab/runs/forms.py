@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from typing import Any
 
 from django import forms
@@ -82,4 +83,21 @@ def _form_field(field: Field) -> forms.Field:
     if field.type == "boolean":
         options["required"] = False
         return forms.BooleanField(**options)
+    if field.type == "strings":
+        return WordsField(**options)
     return forms.CharField(**options)
+
+
+class WordsField(forms.CharField):
+    """A list of strings typed as a shell command line: ``--lr 0.1 --name 'run a'``."""
+
+    def prepare_value(self, value: Any) -> Any:
+        return shlex.join(value) if isinstance(value, list) else value
+
+    def to_python(self, value: Any) -> list[str]:
+        if isinstance(value, list):
+            return value
+        try:
+            return shlex.split(super().to_python(value))
+        except ValueError as error:  # an unclosed quote
+            raise forms.ValidationError(f"not a valid command line: {error}") from error

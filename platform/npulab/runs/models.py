@@ -70,6 +70,8 @@ class Run(models.Model):
         ExitCause.START_FAILED,
         ExitCause.HEARTBEAT_TIMEOUT,
     )
+    # A run is never placed again on a host where it failed this often.
+    FAILURES_BEFORE_AVOIDING = 2
     # Endings after which a run with restarts left goes on as a new attempt.
     RESTARTABLE_CAUSES = (
         ExitCause.PROCESS_EXIT,

@@ -25,8 +25,6 @@ from npulab.runs.services import do_dispatch_run
 log = logging.getLogger(__name__)
 
 MAX_RUNS_PER_PASS = 500
-# A run is never placed again on a host where it failed this often.
-FAILURES_BEFORE_AVOIDING = 2
 MAX_HOSTS_IN_REASON = 4
 
 
@@ -50,7 +48,7 @@ class Capacity:
         missing = [label for label in run.labels if label not in host.labels]
         if missing:
             return "lacks label(s) " + ", ".join(missing)
-        if run.failed_hosts.get(host.name, 0) >= FAILURES_BEFORE_AVOIDING:
+        if run.failed_hosts.get(host.name, 0) >= Run.FAILURES_BEFORE_AVOIDING:
             return f"failed this run {run.failed_hosts[host.name]} times"
         return ""
 

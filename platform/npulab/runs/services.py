@@ -356,25 +356,43 @@ def _end_attempt(run: Run, status: str, cause: str, reason: str, now: datetime) 
     )
     host = run.host.name if run.host else "?"
     max_restarts = int(run.spec.get("max_restarts", 0))
-    if (
-        status in (Run.Status.FAILED, Run.Status.LOST)
-        and cause in Run.RESTARTABLE_CAUSES
-        and run.restarts < max_restarts
-    ):
+    if status in (Run.Status.FAILED, Run.Status.LOST) and cause in Run.RESTARTABLE_CAUSES:
         run.failed_hosts = dict(run.failed_hosts, **{host: run.failed_hosts.get(host, 0) + 1})
-        run.restarts += 1
-        ended = run.attempt
-        _requeue_as_new_attempt(run, now)
-        run.queue_reason = (
-            f"attempt {ended} ended on {host} ({cause}: {reason}); "
-            f"restart {run.restarts} of {max_restarts} resumes from the last stored checkpoint"
-        )
-    else:
+        if run.restarts < max_restarts and _hosts_left(run):
+            run.restarts += 1
+            ended = run.attempt
+            _requeue_as_new_attempt(run, now)
+            run.queue_reason = (
+                f"attempt {ended} ended on {host} ({cause}: {reason}); "
+                f"restart {run.restarts} of {max_restarts} resumes from the last stored checkpoint"
+            )
+        elif run.restarts < max_restarts:
+            reason += (
+                "; not restarted: every host that fits failed this run"
+                f" {Run.FAILURES_BEFORE_AVOIDING} times"
+            )
+    if run.status != Run.Status.QUEUED:
         run.exit_cause = cause
         run.exit_reason = reason
         run.transition_to(status, now)
     run.save()
     _release(run)
+
+
+def _hosts_left(run: Run) -> bool:
+    """Whether any host, online or not, could still take the run after its failures.
+
+    Without one, a restart would wait in the queue for ever: a script that
+    crashes every time on the only host must end as failed instead.
+    """
+    candidates = Host.objects.filter(enabled=True, device_type=run.device_type)
+    if run.requested_host:
+        candidates = candidates.filter(name=run.requested_host)
+    return any(
+        run.failed_hosts.get(name, 0) < Run.FAILURES_BEFORE_AVOIDING
+        and all(label in labels for label in run.labels)
+        for name, labels in candidates.values_list("name", "labels")
+    )
 
 
 def _requeue_as_new_attempt(run: Run, now: datetime) -> None:
