@@ -143,9 +143,16 @@ def test_a_training_run_page_draws_its_curves(platform: Platform, browser) -> No
     assert page.locator("#checkpoints [data-step]").count() >= 1
     page.screenshot(path=str(platform.var_dir / "training-run.png"), full_page=True)
 
-    ids = ",".join(str(run["id"]) for run in runs)
-    page.goto(f"{platform.url}/runs/compare/?ids={ids}&key=loss")
+    # Choose the runs to compare on the run list, as a user does.
+    page.goto(f"{platform.url}/runs/")
+    for run in runs:
+        page.check(f'input.run-select[value="{run["id"]}"]')
+    assert page.inner_text("#compare-count") == "2"
+    assert page.locator("#refresh-paused").is_visible()
+    page.click("#compare-button")
     page.wait_for_selector('#compare-chart[data-ready="1"]', timeout=30_000)
+    assert "ids=" in page.url
+    assert page.locator("#compare-chart").get_attribute("data-key") == "loss"
     legend = page.locator("#compare-chart .u-legend").inner_text()
     assert f"#{runs[0]['id']}" in legend
     assert f"#{runs[1]['id']}" in legend

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from django.test import Client
 
 from npulab.runs.services import do_ingest_events
+from npulab.runs.views import MAX_COMPARED
 from npulab.snapshots.services import do_record_snapshot
 from tests.factories import RunFactory
 from tests.runs.test_attempts import checkpoint_event, crash, started
@@ -62,3 +65,62 @@ def test_compare_runs_with_their_environments(browser, owner, cpu_host, document
     assert f"/api/v1/runs/{second.pk}/metrics/" in html
     assert 'CANN <span class="mono">8.0.RC3 → 8.1.RC1</span>' in html
     assert 'torch_npu <span class="mono">2.1.0.post8 → 2.5.1</span>' in html
+
+
+def test_the_run_list_has_a_checkbox_per_run_for_the_compare_form(browser, owner) -> None:
+    runs = RunFactory.create_batch(3, submitted_by=owner)
+    html = browser.get("/runs/").content.decode()
+    assert '<form class="d-flex align-items-center gap-2 ms-3" id="compare-form"' in html
+    assert 'action="/runs/compare/"' in html
+    for run in runs:
+        assert f'form="compare-form" name="ids" value="{run.pk}"' in html
+    # The refresh leaves ticks alone: it waits while any box is ticked.
+    assert "every 5s [!this.querySelector('.run-select:checked')]" in html
+    # The htmx refresh of the table keeps the checkboxes; other run tables have none.
+    partial = browser.get("/runs/", headers={"HX-Request": "true"}).content.decode()
+    assert f'form="compare-form" name="ids" value="{runs[0].pk}"' in partial
+    assert 'name="ids"' not in browser.get("/").content.decode()
+
+
+def test_compare_twenty_runs_chosen_with_repeated_ids(browser, owner) -> None:
+    runs = RunFactory.create_batch(20, submitted_by=owner)
+    chosen = [run.pk for run in reversed(runs)]
+    page = browser.get("/runs/compare/", {"ids": [*chosen, chosen[0], f" {chosen[1]} "]})
+    assert page.status_code == 200
+    html = page.content.decode()
+    rows = [int(pk) for pk in re.findall(r'<tr data-run="(\d+)">', html)]
+    assert rows == chosen
+    for pk in chosen:
+        assert f"/api/v1/runs/{pk}/metrics/" in html
+    assert "left out" not in html
+    assert 'class="alert' not in html
+
+
+def test_compare_more_than_the_maximum_shows_the_first_and_says_how_many_were_left_out(
+    browser, owner
+) -> None:
+    runs = RunFactory.create_batch(MAX_COMPARED + 3, submitted_by=owner)
+    # The old comma-separated form and repeated parameters mix.
+    first = ",".join(str(run.pk) for run in runs[:5])
+    page = browser.get("/runs/compare/", {"ids": [first, *(run.pk for run in runs[5:])]})
+    html = page.content.decode()
+    rows = [int(pk) for pk in re.findall(r'<tr data-run="(\d+)">', html)]
+    assert rows == [run.pk for run in runs[:MAX_COMPARED]]
+    left_out = f"{MAX_COMPARED + 3} runs selected: comparing the first {MAX_COMPARED}, 3 left out."
+    assert left_out in html
+
+
+def test_compare_names_ids_that_are_not_runs_instead_of_failing(browser, owner) -> None:
+    run = RunFactory(submitted_by=owner)
+    page = browser.get(
+        "/runs/compare/", {"ids": [str(run.pk), "abc", "-4", "1.5", str(2**70), "999999"]}
+    )
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert f"Ignored, not run ids: abc, -4, 1.5, {str(2**70)[:20]}" in html
+    assert "No such run: #999999" in html
+    assert [int(pk) for pk in re.findall(r'<tr data-run="(\d+)">', html)] == [run.pk]
+
+    nothing = browser.get("/runs/compare/", {"ids": "<script>"}).content.decode()
+    assert "Ignored, not run ids: &lt;script&gt;" in nothing
+    assert "Name the runs to compare." in nothing

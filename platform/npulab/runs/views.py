@@ -27,6 +27,7 @@ from npulab.runs.services import (
 
 RUNS_PER_PAGE = 50
 MAX_COMPARED = 20
+MAX_ID = 2**63  # a BigAutoField key; a larger number is no run's
 RECENT_TO_PICK = 50
 RESTARTABLE_STATUSES = (Run.Status.FAILED, Run.Status.CANCELLED, Run.Status.LOST)
 
@@ -143,16 +144,43 @@ def checkpoint_pin(request: HttpRequest, pk: int, step: int) -> HttpResponse:
     return redirect(checkpoint.run)
 
 
+def _requested_ids(values: list[str]) -> tuple[list[int], list[str]]:
+    """Run ids from repeated ``ids`` parameters, each one id or a comma-separated list.
+
+    Returns the ids in the order given without repeats, and the parts that are not ids.
+    """
+    ids: dict[int, None] = {}
+    rejected = []
+    for value in values:
+        for part in value.split(","):
+            part = part.strip()
+            if not part:
+                continue
+            if part.isascii() and part.isdigit() and int(part) < MAX_ID:
+                ids.setdefault(int(part), None)
+            else:
+                rejected.append(part)
+    return list(ids), rejected
+
+
 @login_required
 def run_compare(request: HttpRequest) -> HttpResponse:
     """One metric of several runs on one chart, with how their environments differ."""
-    ids = [
-        int(part)
-        for part in request.GET.get("ids", "").replace(" ", "").split(",")
-        if part.isdigit()
-    ]
-    runs = list(Run.objects.filter(pk__in=ids[:MAX_COMPARED]).select_related("host", "snapshot"))
-    runs.sort(key=lambda run: ids.index(run.pk))
+    ids, rejected = _requested_ids(request.GET.getlist("ids"))
+    if rejected:
+        shown = ", ".join(part[:20] for part in rejected[:5]) + (" …" if len(rejected) > 5 else "")
+        messages.error(request, f"Ignored, not run ids: {shown}")
+    if len(ids) > MAX_COMPARED:
+        messages.warning(
+            request,
+            f"{len(ids)} runs selected: comparing the first {MAX_COMPARED}, "
+            f"{len(ids) - MAX_COMPARED} left out.",
+        )
+    ids = ids[:MAX_COMPARED]
+    found = Run.objects.filter(pk__in=ids).select_related("host", "snapshot").in_bulk()
+    if missing := [pk for pk in ids if pk not in found]:
+        messages.warning(request, "No such run: " + ", ".join(f"#{pk}" for pk in missing))
+    runs = [found[pk] for pk in ids if pk in found]
     available = sorted({key for run in runs for key in keys(run)})
     key = request.GET.get("key") or ("loss" if "loss" in available else (available or [""])[0])
     context = {
