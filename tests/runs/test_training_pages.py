@@ -25,7 +25,8 @@ def browser(owner) -> Client:
 
 def test_the_run_page_shows_attempts_checkpoints_and_restart(browser, owner, cpu_host) -> None:
     run = started(owner, cpu_host, max_restarts=0)
-    do_ingest_events(cpu_host, run.pk, 1, 0, 10, [checkpoint_event(49, b"w")])
+    loss = {"type": "metric", "time": 1.0, "key": "loss", "step": 1, "value": 0.5}
+    do_ingest_events(cpu_host, run.pk, 1, 0, 10, [checkpoint_event(49, b"w"), loss])
     run = crash(cpu_host, run, reason="CUDA-like error: device-side assert")
     page = browser.get(f"/runs/{run.pk}/").content.decode()
     assert 'data-attempt="1"' in page
@@ -34,6 +35,8 @@ def test_the_run_page_shows_attempts_checkpoints_and_restart(browser, owner, cpu
     assert "On the host" in page
     assert "Restart from checkpoint" in page
     assert f'data-metrics-url="/api/v1/runs/{run.pk}/metrics/"' in page
+    # The keys ride along, so the charts start without asking for them.
+    assert 'data-keys="[\n  &quot;loss&quot;\n]"' in page
     assert "vendor/uplot/uPlot.iife.min.js" in page
 
     browser.post(f"/runs/{run.pk}/checkpoints/49/pin/", {"pinned": "1"})

@@ -90,25 +90,40 @@
   function runCharts(container) {
     var base = container.dataset.metricsUrl;
     var charts = {};
+    // The page lists the keys it knew, so the first draw skips the summary round trip.
+    var known = container.dataset.keys ? JSON.parse(container.dataset.keys) : null;
+
+    function metricKeys() {
+      if (known !== null) {
+        var keys = known;
+        known = null;
+        return Promise.resolve(keys);
+      }
+      return getJSON(base).then(function (summary) {
+        return summary.metrics.map(function (metric) { return metric.key; });
+      });
+    }
+
+    function draw(key) {
+      return getJSON(seriesURL(base, key)).then(function (body) {
+        var holder = charts[key];
+        if (!holder) {
+          var card = document.createElement("div");
+          card.className = "col-lg-6 metric-chart-card";
+          card.innerHTML = '<div class="small fw-semibold mb-1"></div><div class="metric-chart"></div>';
+          card.firstChild.textContent = key;
+          container.appendChild(card);
+          holder = charts[key] = { element: card.lastChild, plot: null };
+        }
+        if (holder.plot) { holder.plot.destroy(); }
+        holder.plot = singleChart(holder.element, body);
+        holder.element.dataset.key = key;
+      });
+    }
 
     function refresh() {
-      getJSON(base).then(function (summary) {
-        return Promise.all(summary.metrics.map(function (metric) {
-          return getJSON(seriesURL(base, metric.key)).then(function (body) {
-            var holder = charts[metric.key];
-            if (!holder) {
-              var card = document.createElement("div");
-              card.className = "col-lg-6 metric-chart-card";
-              card.innerHTML = '<div class="small fw-semibold mb-1"></div><div class="metric-chart"></div>';
-              card.firstChild.textContent = metric.key;
-              container.appendChild(card);
-              holder = charts[metric.key] = { element: card.lastChild, plot: null };
-            }
-            if (holder.plot) { holder.plot.destroy(); }
-            holder.plot = singleChart(holder.element, body);
-            holder.element.dataset.key = metric.key;
-          });
-        }));
+      metricKeys().then(function (keys) {
+        return Promise.all(keys.map(draw));
       }).then(function () {
         container.dataset.ready = "1";
         if (runIsActive()) { window.setTimeout(refresh, REFRESH_MS); }
