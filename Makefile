@@ -61,6 +61,7 @@ schema: $(VENV)/.run-deps var/secret_key
 bench: $(VENV)/.test-deps var/secret_key
 	$(PY) bench/dispatch.py
 	$(PY) bench/snapshots.py
+	$(PY) bench/training.py
 
 vendor:
 	bash platform/npulab/core/static/vendor/fetch.sh

@@ -30,9 +30,8 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO), str(REPO / "platform")]
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "npulab.settings")
 
-from bench.common import percentile, write_report  # noqa: E402
-from npulab.core import stack  # noqa: E402
-from tests.e2e.platform import Platform, create_postgres_database  # noqa: E402
+from bench.common import BENCH_REDIS_DB, percentile, write_report  # noqa: E402
+from tests.e2e.platform import launched_platform, redis_db_url  # noqa: E402
 from tests.services import detect  # noqa: E402
 
 
@@ -51,22 +50,11 @@ def main() -> int:
         os.environ["NPULAB_TEST_SERVICES"] = "embedded"
     services = detect()
     var_dir = Path(tempfile.mkdtemp(prefix="npulab-bench-"))
-    drop = None
-    if services.database_url:
-        database_url, drop = create_postgres_database(services.database_url, "npulab_bench")
-    else:
-        database_url = f"sqlite:///{var_dir / 'bench.sqlite3'}"
-    embedded = None
-    broker_url = services.redis_url
-    if broker_url is None:
-        embedded = stack.EmbeddedRedis(var_dir / "redis", lambda name, line: None)
-        embedded.start()
-        broker_url = embedded.url
-
-    platform = Platform(var_dir, database_url, broker_url)
     samples: dict[str, list[float]] = {"dispatched": [], "running": [], "finished": []}
-    try:
-        platform.launch()
+    # Its own database and Redis db: the tests use db 15 and flush it.
+    with launched_platform(
+        services, var_dir, database="npulab_bench", redis_db=BENCH_REDIS_DB
+    ) as platform:
         for index in range(args.warmup + args.runs):
             run = platform.wait(platform.submit(matmul_size=16, train_steps=2)["id"])
             if run["status"] != "succeeded":
@@ -80,19 +68,17 @@ def main() -> int:
             samples["finished"].append(
                 parse_time(run["finished_at"]) - parse_time(run["exited_at"])
             )
-    finally:
-        platform.shutdown()
-        if embedded is not None:
-            embedded.stop()
-        if drop is not None:
-            drop()
 
     report = {
         "when": datetime.now().isoformat(timespec="seconds"),
         "machine": f"{host_platform.machine()}, {os.cpu_count()} cores",
         "python": sys.version.split()[0],
         "database": services.database_label,
-        "broker": services.redis_label,
+        "broker": (
+            redis_db_url(services.redis_url, BENCH_REDIS_DB)
+            if services.redis_url
+            else services.redis_label
+        ),
         "runs": args.runs,
         "ms": {
             name: {

@@ -6,19 +6,22 @@ database and broker of their own, driven over HTTP like a user would.
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import requests
 
 from npulab.core import stack
 from tests.paths import REPO_DIR
+from tests.services import Services
 from workers.processes import kill_group, registered_groups
 
 TERMINAL = {"succeeded", "failed", "cancelled", "lost"}
@@ -46,6 +49,60 @@ def create_postgres_database(server_url: str, name: str) -> tuple[str, Callable[
             connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
     return server_url.rsplit("/", 1)[0] + f"/{name}", drop
+
+
+def redis_db_url(url: str, db: int) -> str:
+    """``url`` with its database number replaced by ``db``."""
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(path=f"/{db}"))
+
+
+@contextlib.contextmanager
+def launched_platform(
+    services: Services,
+    var_dir: Path,
+    database: str,
+    redis_db: int | None = None,
+    flush_redis: bool = False,
+    host_worker: bool = True,
+) -> Iterator[Platform]:
+    """A launched stack on ``services``, stopped and its database dropped on exit.
+
+    PostgreSQL: a fresh database named ``database`` on the server (dropped on
+    exit); otherwise SQLite in ``var_dir``. Redis: the services' server, on db
+    ``redis_db`` when given (flushed first only with ``flush_redis``, for a db
+    that is the caller's own); otherwise an embedded Redis in ``var_dir``.
+    ``host_worker=False`` starts no CPU host worker (a caller acting as one).
+    """
+    drop_database = None
+    if services.database_url:
+        database_url, drop_database = create_postgres_database(services.database_url, database)
+    else:
+        database_url = f"sqlite:///{var_dir / (database + '.sqlite3')}"
+    embedded = None
+    try:
+        if services.redis_url:
+            broker_url = services.redis_url
+            if redis_db is not None:
+                broker_url = redis_db_url(broker_url, redis_db)
+            if flush_redis:
+                import redis
+
+                redis.Redis.from_url(broker_url).flushdb()
+        else:
+            embedded = stack.EmbeddedRedis(var_dir / "redis", lambda name, line: None)
+            embedded.start()
+            broker_url = embedded.url
+        platform = Platform(var_dir, database_url, broker_url)
+        try:
+            yield platform.launch(host_worker=host_worker)
+        finally:
+            platform.shutdown()
+    finally:
+        if embedded is not None:
+            embedded.stop()
+        if drop_database is not None:
+            drop_database()
 
 
 class Platform:
@@ -81,13 +138,15 @@ class Platform:
         self.processes: dict[str, stack.ManagedProcess] = {}
         self.session = requests.Session()
 
-    def launch(self) -> Platform:
+    def launch(self, host_worker: bool = True) -> Platform:
         """Migrate, make a user and the host's token, start everything, wait for the host."""
         self.manage("migrate", "--noinput")
         self.manage("createsuperuser", "--noinput")
         self.session.headers["Authorization"] = f"Token {self.manage('api_token', USER)}"
         self.start_web()
         self.start("control", stack.control_argv(self.var_dir / "celerybeat-schedule"))
+        if not host_worker:
+            return self
         self.start_worker()
         deadline = time.monotonic() + 60
         while self.api("GET", f"hosts/{HOST}/").json().get("status") != "online":
