@@ -159,6 +159,30 @@ def test_resume_drops_the_lost_attempts_later_points(owner, cpu_host) -> None:
     assert RunAttempt.objects.get(run=run, number=2).resumed_from_step == 5
 
 
+def test_an_attempt_without_a_checkpoint_starts_the_curve_over(owner, cpu_host) -> None:
+    run = started(owner, cpu_host, max_restarts=1)
+    points = [
+        {"type": "metric", "time": 1.0, "key": "loss", "step": s, "value": 1.0} for s in range(30)
+    ]
+    do_ingest_events(cpu_host, run.pk, 1, 0, 10, points)
+    run = crash(cpu_host, run)
+    place_queued_runs()
+    run = do_claim_run(cpu_host, run.pk, 2)
+    batch = [
+        {"type": "resume", "time": 2.0, "step": None},
+        *[
+            {"type": "metric", "time": 2.0, "key": "loss", "step": s, "value": 0.5}
+            for s in range(5)
+        ],
+    ]
+    do_ingest_events(cpu_host, run.pk, 2, 0, 10, batch)
+    assert list(
+        Metric.objects.filter(series__run=run).order_by("step").values_list("step", "attempt")
+    ) == [(s, 2) for s in range(5)]
+    assert list(MetricSeries.objects.filter(run=run).values_list("points", "last_step")) == [(5, 4)]
+    assert RunAttempt.objects.get(run=run, number=2).resumed_from_step is None
+
+
 # -- checkpoints --------------------------------------------------------------------
 
 

@@ -121,6 +121,15 @@ def test_save_and_resume_restore_model_optimizer_and_rng(tmp_path: Path) -> None
 
 def test_resume_without_checkpoints_is_none(tmp_path: Path) -> None:
     assert make_run(tmp_path).resume() is None
+    # A first attempt has nothing to take back on the platform.
+    assert list(iter_events(str(tmp_path / "run" / "events.jsonl"))) == []
+
+
+def test_a_later_attempt_without_checkpoints_says_it_starts_over(tmp_path: Path) -> None:
+    assert make_run(tmp_path, attempt=3).resume() is None
+    events = list(iter_events(str(tmp_path / "run" / "events.jsonl")))
+    assert [(e["type"], e.get("step", "-")) for e in events] == [("resume", None), ("log", "-")]
+    assert events[1]["line"].endswith("attempt 3: no checkpoint to resume from; starting over")
 
 
 def test_checkpoint_cadence(tmp_path: Path) -> None:

@@ -221,7 +221,8 @@ class Run:
 
         A damaged newer checkpoint is skipped with a warning in the log and a
         ``checkpoint_damaged`` event; the resume itself is a ``resume`` event,
-        which tells the platform from which step the metrics go on.
+        which tells the platform from which step the metrics go on (none, for
+        a later attempt that found no checkpoint: it starts over).
         """
 
         def warn(step: int, why: str) -> None:
@@ -231,6 +232,12 @@ class Run:
 
         info = checkpoints.latest_valid(self.checkpoint_dir, warn)
         if info is None:
+            if self.is_main and self.attempt > 1:
+                # A later attempt with nothing to resume from starts over: the
+                # platform drops the earlier attempts' points it will log again.
+                self.events.emit("resume", step=None, path=None)
+                self.say(f"attempt {self.attempt}: no checkpoint to resume from; starting over")
+                self.events.flush()
             return None
         import torch
 

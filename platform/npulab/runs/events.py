@@ -59,11 +59,11 @@ def store_events(run: Run, events: list[Any], now: datetime) -> dict[str, Any] |
             record_checkpoint(run, data)
         elif kind == "checkpoint_damaged":
             mark_damaged(run, data.get("step"), str(data.get("reason", "")))
-        elif kind == "resume" and isinstance(data.get("step"), int):
+        elif kind == "resume" and (data.get("step") is None or type(data["step"]) is int):
             # Points of this batch before the resume were logged by the lost run too.
             insert_metrics(run, points)
             points = {}
-            _resumed(run, data["step"])
+            _resumed(run, data.get("step"))
         time = _time(raw.get("time"), now)
         rows.append(RunEvent(run=run, attempt=run.attempt, type=kind, time=time, data=data))
     RunEvent.objects.bulk_create(rows, batch_size=1000)
@@ -71,7 +71,8 @@ def store_events(run: Run, events: list[Any], now: datetime) -> dict[str, Any] |
     return result
 
 
-def _resumed(run: Run, step: int) -> None:
+def _resumed(run: Run, step: int | None) -> None:
+    """Drop what the new attempt logs anew: points after ``step``, or all (no checkpoint)."""
     drop_points_after(run, step)
     RunAttempt.objects.filter(run=run, number=run.attempt).update(resumed_from_step=step)
 

@@ -109,9 +109,15 @@ def _insert(attempt: int, series: dict[str, MetricSeries], points: dict[str, lis
         cursor.executemany(_sql(_INSERT), rows)
 
 
-def drop_points_after(run: Run, step: int) -> None:
-    """Delete the run's points after ``step`` and bring rollups and counts in line."""
-    series_ids = list(MetricSeries.objects.filter(run=run).values_list("pk", flat=True))
+def drop_points_after(run: Run, step: int | None) -> None:
+    """Delete the run's points after ``step`` (all for None); rollups and counts follow."""
+    series = MetricSeries.objects.filter(run=run)
+    if step is None:
+        Metric.objects.filter(series__in=series).delete()
+        MetricRollup.objects.filter(series__in=series).delete()
+        series.update(points=0, last_step=None)
+        return
+    series_ids = list(series.values_list("pk", flat=True))
     Metric.objects.filter(series__in=series_ids, step__gt=step).delete()
     rollups.truncate(run.pk, step)
     # The coarsest blocks count every point, in a thousandth of the rows.
