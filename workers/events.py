@@ -15,11 +15,20 @@ import math
 import os
 import threading
 import time
-from typing import Any, Iterator
+from typing import Any, Iterator, Mapping
 
 EVENTS_FILE = "events.jsonl"
 # A runaway line (a tensor printed whole) must not become one huge event.
 MAX_LINE_CHARS = 16384
+# Metric keys whose JSON text is kept: a loop logs the same few keys each step,
+# and a program that invents keys without end must not grow the cache with them.
+KEY_CACHE_SIZE = 1024
+
+# One encoder for every event: json.dumps with options builds a new one per call.
+_ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False)
+_QUOTED_KEYS: dict[str, str] = {}
+# Events a crash must not lose: written at once even by a buffering writer.
+_URGENT = frozenset(("checkpoint", "result"))
 
 
 # A buffering writer writes at least this often, and whenever this much waits.
@@ -47,22 +56,40 @@ class EventWriter:
     def emit(self, type: str, **fields: Any) -> dict[str, Any]:
         event = {"type": type, "time": time.time()}
         event.update(fields)
-        data = (json.dumps(event, ensure_ascii=False, allow_nan=False) + "\n").encode("utf-8")
+        self._append((_ENCODER.encode(event) + "\n").encode("utf-8"), urgent=type in _URGENT)
+        return event
+
+    def metrics(self, step: int, values: Mapping[str, Any]) -> None:
+        """Metric events of ``step``, one per key, appended together.
+
+        The lines are the ones ``emit`` would write, built by hand: a training
+        loop calls this every step, and json.dumps of each event costs more
+        than the step can spare.
+        """
+        if not values:
+            return
+        head = '{"type": "metric", "time": ' + repr(time.time()) + ', "key": '
+        tail = ', "step": ' + repr(int(step)) + ', "value": '
+        lines = [
+            head + _quoted_key(key) + tail + _value_json(value) for key, value in values.items()
+        ]
+        self._append("".join(lines).encode("utf-8"), urgent=False)
+
+    def flush(self) -> None:
+        with self._lock:
+            self._write_pending()
+
+    def _append(self, data: bytes, urgent: bool) -> None:
         with self._lock:
             self._pending.append(data)
             self._pending_bytes += len(data)
             if (
                 self.buffer_s <= 0
-                or type in ("checkpoint", "result")
+                or urgent
                 or self._pending_bytes >= FLUSH_BYTES
                 or time.monotonic() - self._last_write >= self.buffer_s
             ):
                 self._write_pending()
-        return event
-
-    def flush(self) -> None:
-        with self._lock:
-            self._write_pending()
 
     def _write_pending(self) -> None:
         if self._pending and self._fd >= 0:
@@ -78,12 +105,7 @@ class EventWriter:
         self.emit("log", stream=stream, line=line)
 
     def metric(self, key: str, step: int, value: float) -> None:
-        value = float(value)
-        if math.isfinite(value):
-            self.emit("metric", key=key, step=int(step), value=value)
-        else:
-            # JSON has no NaN or infinity; keep which one it was.
-            self.emit("metric", key=key, step=int(step), value=None, nonfinite=repr(value))
+        self.metrics(step, {key: value})
 
     def step(
         self,
@@ -122,6 +144,27 @@ class EventWriter:
                 os.fsync(self._fd)
                 os.close(self._fd)
                 self._fd = -1
+
+
+def _quoted_key(key: Any) -> str:
+    """The JSON text of a metric key, from the cache when it is there."""
+    quoted = _QUOTED_KEYS.get(key) if type(key) is str else None
+    if quoted is None:
+        quoted = _ENCODER.encode(key)
+        # Only exact strings: 1, 1.0 and True are one dict key but three JSON texts.
+        # Threads racing here may overshoot the bound by one entry each, no more.
+        if type(key) is str and len(_QUOTED_KEYS) < KEY_CACHE_SIZE:
+            _QUOTED_KEYS[key] = quoted
+    return quoted
+
+
+def _value_json(value: Any) -> str:
+    """The rest of a metric line after ``"value": `` (float's repr is what json writes)."""
+    value = float(value)
+    if math.isfinite(value):
+        return repr(value) + "}\n"
+    # JSON has no NaN or infinity; keep which one it was.
+    return 'null, "nonfinite": "' + repr(value) + '"}\n'
 
 
 def read_batch(

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import random
+import threading
+import types
 from pathlib import Path
 
 import pytest
@@ -48,6 +51,68 @@ def test_damage_is_detected(tmp_path: Path) -> None:
     os.unlink(Path(info.path) / "manifest.json")
     with pytest.raises(ValueError, match="no readable manifest"):
         checkpoints.verify(directory, 1)
+
+
+def large_state() -> dict:
+    # Tensors above the writer's overlap size take the path through the I/O thread.
+    return {"big": torch.randn(3, 400_000), "small": torch.arange(10), "step": 3}
+
+
+def test_a_large_checkpoint_verifies_loads_and_detects_damage(tmp_path: Path) -> None:
+    directory = str(tmp_path)
+    state = large_state()
+    info = checkpoints.save(directory, 3, state, torch, keep=3)
+    data = Path(info.state_path).read_bytes()
+    assert (info.bytes, info.sha256) == (len(data), hashlib.sha256(data).hexdigest())
+    loaded = checkpoints.load(checkpoints.verify(directory, 3), torch)
+    assert torch.equal(loaded["big"], state["big"])
+    assert torch.equal(loaded["small"], state["small"])
+    assert not [t for t in threading.enumerate() if t.name.startswith("checkpoint-write")]
+    with open(info.state_path, "r+b") as handle:
+        handle.seek(len(data) // 2)
+        handle.write(bytes([data[len(data) // 2] ^ 1]))
+    with pytest.raises(ValueError, match="fails its SHA-256 check"):
+        checkpoints.verify(directory, 3)
+
+
+class CrcSpy:
+    """Pickled inside torch.save: records the CRC32 option in force at that moment."""
+
+    seen: list = []
+
+    def __reduce__(self) -> tuple:
+        CrcSpy.seen.append(torch.serialization.get_crc32_options())
+        return (int, (0,))
+
+
+class Unpicklable:
+    def __reduce__(self) -> tuple:
+        raise TypeError("not today")
+
+
+@pytest.mark.parametrize("before", [True, False])
+def test_the_crc32_option_is_off_during_a_save_and_restored_after(
+    tmp_path: Path, before: bool
+) -> None:
+    torch.serialization.set_crc32_options(before)
+    CrcSpy.seen = []
+    try:
+        checkpoints.save(str(tmp_path), 1, {"spy": CrcSpy(), **large_state()}, torch, keep=3)
+        assert CrcSpy.seen == [False]
+        assert torch.serialization.get_crc32_options() is before
+        with pytest.raises(TypeError, match="not today"):
+            checkpoints.save(str(tmp_path), 2, {"bad": Unpicklable()}, torch, keep=3)
+        assert torch.serialization.get_crc32_options() is before
+    finally:
+        torch.serialization.set_crc32_options(True)
+    assert checkpoints.complete(str(tmp_path)) == [1]
+    assert not [t for t in threading.enumerate() if t.name.startswith("checkpoint-write")]
+
+
+def test_a_torch_without_the_crc32_option_still_saves(tmp_path: Path) -> None:
+    old_torch = types.SimpleNamespace(save=torch.save)
+    info = checkpoints.save(str(tmp_path), 1, {"w": torch.ones(3)}, old_torch, keep=3)
+    assert checkpoints.verify(str(tmp_path), 1).sha256 == info.sha256
 
 
 def test_the_newest_valid_checkpoint_wins_and_damaged_ones_are_reported(tmp_path: Path) -> None:

@@ -152,8 +152,7 @@ class Run:
         """Record metrics of ``step`` (rank 0 only) and show that training is alive."""
         self.heartbeat()
         if self.is_main:
-            for key, value in metrics.items():
-                self.events.metric(key, step, value)
+            self.events.metrics(step, metrics)
 
     def heartbeat(self) -> None:
         """Show the watchdog that the training loop moves; ``log`` does it too."""
