@@ -13,6 +13,8 @@ from npulab.runs.metrics import series
 from npulab.runs.models import Metric, MetricRollup, MetricSeries, Run
 from npulab.runs.scheduler import place_queued_runs
 from npulab.runs.services import do_claim_run, do_finish_run, do_ingest_events, do_submit_run
+from tests.conftest import register
+from tests.factories import HostFactory
 
 pytestmark = pytest.mark.django_db
 TRAINING = {"kind": "training", "device_type": "cpu", "entry": "builtin:cnn", "max_restarts": 1}
@@ -163,3 +165,15 @@ def test_a_long_series_charts_from_blocks_with_its_spike(owner, cpu_host) -> Non
     assert len(spikes) == 1
     assert spikes[0][0] <= 31_337
     assert all(point[2] == 1.0 for point in body["points"])
+
+
+def test_deleting_a_run_deletes_its_points_and_blocks(owner, cpu_host) -> None:
+    run = started(owner, cpu_host)
+    send(cpu_host, run, [metric("loss", step, 1.0) for step in range(2500)])
+    kept = started(owner, register(HostFactory(name="cpu-02")))
+    send(kept.host, kept, [metric("loss", step, 2.0) for step in range(30)])
+
+    Run.objects.get(pk=run.pk).delete()
+
+    assert set(Metric.objects.values_list("series__run", flat=True)) == {kept.pk}
+    assert set(MetricRollup.objects.values_list("series__run", flat=True)) == {kept.pk}
