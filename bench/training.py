@@ -607,7 +607,6 @@ def render_chart(platform: Any, run_id: int, loads: int) -> dict[str, Any]:
     from playwright.sync_api import sync_playwright
 
     from tests.e2e.conftest import chromium_path
-    from tests.e2e.platform import PASSWORD, USER
     from tests.e2e.test_browser import CHROMIUM_ARGS
 
     executable = chromium_path()
@@ -620,11 +619,7 @@ def render_chart(platform: Any, run_id: int, loads: int) -> dict[str, Any]:
         context = browser.new_context(viewport={"width": 1400, "height": 1000})
         context.add_init_script(READY_PROBE)
         page = context.new_page()
-        page.goto(f"{platform.url}/login/")
-        page.fill("#id_username", USER)
-        page.fill("#id_password", PASSWORD)
-        page.click("button[type=submit]")
-        page.wait_for_url(f"{platform.url}/")
+        platform.log_in(page)
         page.close()
         for index in range(loads + 1):  # the first load warms up
             page = context.new_page()

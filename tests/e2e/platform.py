@@ -217,6 +217,14 @@ class Platform:
     def api(self, method: str, path: str, **kwargs: Any) -> requests.Response:
         return self.session.request(method, f"{self.url}/api/v1/{path}", timeout=30, **kwargs)
 
+    def log_in(self, page: Any) -> None:
+        """Log a Playwright page in as the e2e user, as a person would."""
+        page.goto(f"{self.url}/login/")
+        page.fill("#id_username", USER)
+        page.fill("#id_password", PASSWORD)
+        page.click("button[type=submit]")
+        page.wait_for_url(f"{self.url}/")
+
     def submit(self, **spec: Any) -> dict[str, Any]:
         response = self.api("POST", "runs/", json={"kind": "smoke", "device_type": "cpu", **spec})
         if response.status_code != 201:

@@ -72,10 +72,7 @@ def test_log_in_submit_a_smoke_run_and_watch_it_succeed(platform: Platform, brow
 def test_a_bad_value_in_the_form_is_shown_on_the_page(platform: Platform, browser) -> None:
     context = browser.new_context()
     page = context.new_page()
-    page.goto(f"{platform.url}/login/")
-    page.fill("#id_username", USER)
-    page.fill("#id_password", PASSWORD)
-    page.click("button[type=submit]")
+    platform.log_in(page)
     page.goto(f"{platform.url}/runs/new/")
     page.fill("#id_devices", "0")
     page.click("#submit-form button[type=submit]")
@@ -105,10 +102,7 @@ def test_open_a_diff_of_two_snapshots(platform: Platform, browser) -> None:
     assert upload.json()["change"] == "torch_npu none → 2.5.1, +1 packages"
 
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
-    page.goto(f"{platform.url}/login/")
-    page.fill("#id_username", USER)
-    page.fill("#id_password", PASSWORD)
-    page.click("button[type=submit]")
+    platform.log_in(page)
     page.goto(f"{platform.url}/hosts/{HOST}/")
     page.click("#history a:text('diff')")
     page.wait_for_selector("#diff")
@@ -128,10 +122,7 @@ def test_a_training_run_page_draws_its_curves(platform: Platform, browser) -> No
     ]
     assert [run["status"] for run in runs] == ["succeeded", "succeeded"]
     page = browser.new_page(viewport={"width": 1400, "height": 1200})
-    page.goto(f"{platform.url}/login/")
-    page.fill("#id_username", USER)
-    page.fill("#id_password", PASSWORD)
-    page.click("button[type=submit]")
+    platform.log_in(page)
 
     page.goto(f"{platform.url}/runs/{runs[0]['id']}/")
     page.wait_for_selector('#metric-charts[data-ready="1"]', timeout=30_000)

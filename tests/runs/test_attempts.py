@@ -131,54 +131,43 @@ def test_the_last_failure_counts_against_its_host_too(owner, cpu_host) -> None:
     assert (run.status, run.failed_hosts) == ("failed", {"cpu-01": 1})
 
 
-def test_resume_drops_the_lost_attempts_later_points(owner, cpu_host) -> None:
-    run = started(owner, cpu_host, max_restarts=1)
-    points = [
-        {"type": "metric", "time": 1.0, "key": "loss", "step": s, "value": 1.0} for s in range(10)
-    ]
-    do_ingest_events(cpu_host, run.pk, 1, 0, 10, points)
-    run = crash(cpu_host, run)
+def loss(step: int, value: float) -> dict:
+    return {"type": "metric", "time": 1.0, "key": "loss", "step": step, "value": value}
+
+
+def second_attempt(owner, host, first_steps: range) -> Run:
+    """A run whose first attempt logged ``first_steps`` and crashed, claimed again."""
+    run = started(owner, host, max_restarts=1)
+    do_ingest_events(host, run.pk, 1, 0, 10, [loss(step, 1.0) for step in first_steps])
+    run = crash(host, run)
     place_queued_runs()
-    run = do_claim_run(cpu_host, run.pk, 2)
+    return do_claim_run(host, run.pk, 2)
+
+
+def loss_points(run: Run) -> list[tuple[int, int]]:
+    """(step, attempt) of the run's loss points."""
+    points = Metric.objects.filter(series__run=run, series__key="loss").order_by("step")
+    return list(points.values_list("step", "attempt"))
+
+
+def test_resume_drops_the_lost_attempts_later_points(owner, cpu_host) -> None:
+    run = second_attempt(owner, cpu_host, range(10))
     batch = [
         {"type": "resume", "time": 2.0, "step": 5, "path": "/x"},
-        *[
-            {"type": "metric", "time": 2.0, "key": "loss", "step": s, "value": 0.5}
-            for s in range(6, 12)
-        ],
+        *[loss(step, 0.5) for step in range(6, 12)],
     ]
     do_ingest_events(cpu_host, run.pk, 2, 0, 10, batch)
-    series = list(
-        Metric.objects.filter(series__run=run, series__key="loss")
-        .order_by("step")
-        .values_list("step", "attempt")
-    )
-    assert series == [(s, 1) for s in range(6)] + [(s, 2) for s in range(6, 12)]
+    assert loss_points(run) == [(s, 1) for s in range(6)] + [(s, 2) for s in range(6, 12)]
     stats = MetricSeries.objects.values_list("key", "points", "last_step")
     assert list(stats.filter(run=run)) == [("loss", 12, 11)]
     assert RunAttempt.objects.get(run=run, number=2).resumed_from_step == 5
 
 
 def test_an_attempt_without_a_checkpoint_starts_the_curve_over(owner, cpu_host) -> None:
-    run = started(owner, cpu_host, max_restarts=1)
-    points = [
-        {"type": "metric", "time": 1.0, "key": "loss", "step": s, "value": 1.0} for s in range(30)
-    ]
-    do_ingest_events(cpu_host, run.pk, 1, 0, 10, points)
-    run = crash(cpu_host, run)
-    place_queued_runs()
-    run = do_claim_run(cpu_host, run.pk, 2)
-    batch = [
-        {"type": "resume", "time": 2.0, "step": None},
-        *[
-            {"type": "metric", "time": 2.0, "key": "loss", "step": s, "value": 0.5}
-            for s in range(5)
-        ],
-    ]
+    run = second_attempt(owner, cpu_host, range(30))
+    batch = [{"type": "resume", "time": 2.0, "step": None}, *[loss(step, 0.5) for step in range(5)]]
     do_ingest_events(cpu_host, run.pk, 2, 0, 10, batch)
-    assert list(
-        Metric.objects.filter(series__run=run).order_by("step").values_list("step", "attempt")
-    ) == [(s, 2) for s in range(5)]
+    assert loss_points(run) == [(s, 2) for s in range(5)]
     assert list(MetricSeries.objects.filter(run=run).values_list("points", "last_step")) == [(5, 4)]
     assert RunAttempt.objects.get(run=run, number=2).resumed_from_step is None
 
