@@ -298,6 +298,18 @@ def test_events_keep_a_run_alive(owner, cpu_host, settings) -> None:
     assert sweep_runs(timezone.now()) == {"requeued": 0, "lost": 0}
 
 
+def test_the_host_heartbeat_keeps_the_runs_it_lists_alive(owner, cpu_host, settings) -> None:
+    run = running_run(owner, cpu_host)
+    silent_s = settings.NPULAB["RUN_HEARTBEAT_TIMEOUT_S"]
+    # No event batch for a while (the worker uploads the last checkpoints), but it beats.
+    do_reconcile_host_runs(cpu_host, [run.pk], timezone.now() + timedelta(seconds=silent_s))
+    assert sweep_runs(timezone.now() + timedelta(seconds=silent_s + 1)) == {
+        "requeued": 0,
+        "lost": 0,
+    }
+    assert sweep_runs(timezone.now() + timedelta(seconds=2 * silent_s + 1))["lost"] == 1
+
+
 def test_runs_the_worker_no_longer_lists_are_lost_after_the_grace(
     owner, cpu_host, settings
 ) -> None:

@@ -314,13 +314,18 @@ def do_requeue_run(run_id: int, now: datetime, timeout_s: int) -> int:
 
 
 def do_reconcile_host_runs(host: Host, running: list[int], now: datetime | None = None) -> int:
-    """Runs the platform has running on ``host`` that its worker no longer runs are lost.
+    """Bring the runs on ``host`` in line with the ones its worker says it runs.
 
-    That happens when the host worker restarted: it kills what its earlier
-    process left behind. A run claimed in the last moments may not be in the
-    list yet, hence the grace period.
+    Those it lists are alive: between event batches (while the worker uploads
+    a run's last checkpoints, say) its heartbeat keeps them from the sweeper.
+    Those it no longer runs are lost. That happens when the host worker
+    restarted: it kills what its earlier process left behind. A run claimed
+    in the last moments may not be in the list yet, hence the grace period.
     """
     now = now or timezone.now()
+    Run.objects.filter(host=host, status=Run.Status.RUNNING, pk__in=running).update(
+        last_heartbeat=now
+    )
     cutoff = now - timedelta(seconds=settings.NPULAB["RUN_CLAIM_GRACE_S"])
     forgotten = (
         Run.objects.filter(host=host, status=Run.Status.RUNNING, started_at__lt=cutoff)
