@@ -131,6 +131,9 @@ def test_events_and_metrics_are_readable_by_type_and_key(api, owner, cpu_host) -
 
     logs = api.get(f"{RUNS}{run.pk}/events/", {"type": "log"}).json()
     assert [event["data"]["line"] for event in logs["results"]] == ["l0", "l1", "l2"]
+    # The run list's filters do not apply here: the running run is still found.
+    assert api.get(f"{RUNS}{run.pk}/events/", {"status": "queued"}).json()["count"] == 3
+    assert api.get(f"{RUNS}{run.pk}/checkpoints/", {"status": "queued", "limit": 1}).json() == []
     first_id = logs["results"][0]["id"]
     later = api.get(f"{RUNS}{run.pk}/events/", {"after": first_id}).json()
     assert [event["data"]["line"] for event in later["results"]] == ["l1", "l2"]

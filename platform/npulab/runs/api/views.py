@@ -85,7 +85,8 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
         return Response(RunDetailSerializer(run, context=self.get_serializer_context()).data)
 
     @extend_schema(responses={200: CheckpointSerializer(many=True)})
-    @action(detail=True, methods=["get"])
+    # A plain list: neither paged nor filtered like the run list.
+    @action(detail=True, methods=["get"], pagination_class=None, filter_backends=[])
     def checkpoints(self, request: Request, pk: str) -> Response:
         """The run's checkpoints, newest first: on the host, stored here, damaged or deleted."""
         run = self.get_object()
@@ -98,7 +99,8 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
         ],
         responses={200: RunEventSerializer(many=True)},
     )
-    @action(detail=True, methods=["get"])
+    # Paged, but not filtered like the run list: ?status= would hide the run itself.
+    @action(detail=True, methods=["get"], filter_backends=[])
     def events(self, request: Request, pk: str) -> Response:
         """The run's events in order (logs, steps ...), paginated; metrics are separate."""
         run = self.get_object()
