@@ -18,6 +18,8 @@ SUBMISSION_FIELDS = ("host", "labels", "name", "tags", "priority")
 MAX_DEVICES = 64
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# Set by npulab from the spec and the device lease; a spec's env may not override them.
+_RESERVED_ENV = re.compile(r"^(NPULAB_.*|CUDA_VISIBLE_DEVICES|ASCEND_RT_VISIBLE_DEVICES)$")
 _NO_DEFAULT = object()
 
 
@@ -114,6 +116,8 @@ class Field:
         for key, item in value.items():
             if not _ENV_NAME.match(key):
                 raise ValueError(f"{key!r} is not a valid environment variable name")
+            if _RESERVED_ENV.match(key):
+                raise ValueError(f"{key} is set by npulab (spec fields, device lease)")
             if not isinstance(item, str):
                 raise ValueError(f"value of {key} must be a string")
         return dict(value)

@@ -75,6 +75,16 @@ def test_every_bad_field_is_named_at_once() -> None:
             "env",
             "value of A must be a string",
         ),
+        (
+            {"kind": "training", "device_type": "npu", "env": {"ASCEND_RT_VISIBLE_DEVICES": "0"}},
+            "env",
+            "ASCEND_RT_VISIBLE_DEVICES is set by npulab (spec fields, device lease)",
+        ),
+        (
+            {"kind": "training", "device_type": "cpu", "env": {"NPULAB_CHECKPOINT_DIR": "/x"}},
+            "env",
+            "NPULAB_CHECKPOINT_DIR is set by npulab (spec fields, device lease)",
+        ),
         ({"kind": "smoke", "device_type": "cpu", "python": 3}, "python", "must be a string"),
     ],
 )
