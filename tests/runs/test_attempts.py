@@ -296,4 +296,8 @@ def test_restart_an_ended_run(owner, api, other_api, cpu_host) -> None:
         2,
         "restarted by owner as attempt 2",
     )
-    assert api.post(f"/api/v1/runs/{run.pk}/restart/").status_code == 409
+    again = api.post(f"/api/v1/runs/{run.pk}/restart/")
+    assert again.status_code == 409
+    assert again.json()["detail"] == (
+        f"run {run.pk} is queued; only a failed, cancelled or lost run restarts"
+    )

@@ -418,7 +418,9 @@ def do_restart_run(run_id: int, user: AbstractBaseUser) -> Run:
     """Start an ended run again as a new attempt; a training run resumes from its checkpoint."""
     run = Run.objects.select_for_update().get(pk=run_id)
     if run.status not in (Run.Status.FAILED, Run.Status.CANCELLED, Run.Status.LOST):
-        raise Conflict(f"run {run.pk} is {run.status}; only an ended run that failed restarts")
+        raise Conflict(
+            f"run {run.pk} is {run.status}; only a failed, cancelled or lost run restarts"
+        )
     _requeue_as_new_attempt(run, timezone.now())
     run.queue_reason = f"restarted by {user.get_username()} as attempt {run.attempt}"
     run.save()
