@@ -6,6 +6,8 @@ import hashlib
 import json
 import os
 import random
+import subprocess
+import sys
 import threading
 import types
 from pathlib import Path
@@ -13,6 +15,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from tests.paths import REPO_DIR
 from workers.events import iter_events
 from workers.track import Run
 from workers.track import checkpoint as checkpoints
@@ -182,6 +185,19 @@ def test_save_and_resume_restore_model_optimizer_and_rng(tmp_path: Path) -> None
     events = list(iter_events(str(tmp_path / "run" / "events.jsonl")))
     assert [e["type"] for e in events] == ["checkpoint", "resume", "log"]
     assert events[0]["step"] == 41
+
+
+def test_a_rank_that_exits_stops_counting_for_the_watchdog(tmp_path: Path) -> None:
+    script = (
+        "import os, sys; from workers import track; run = track.init(); run.heartbeat();"
+        " print(os.path.exists(os.path.join(sys.argv[1], 'heartbeat.1')))"
+    )
+    env = {**os.environ, "NPULAB_RUN_DIR": str(tmp_path), "RANK": "1", "PYTHONPATH": str(REPO_DIR)}
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(tmp_path)], env=env, capture_output=True, text=True
+    )
+    assert (done.returncode, done.stdout.strip()) == (0, "True"), done.stderr
+    assert not (tmp_path / "heartbeat.1").exists()
 
 
 def test_resume_without_checkpoints_is_none(tmp_path: Path) -> None:

@@ -24,6 +24,7 @@ plus torch; Python 3.8.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import json
 import os
 import threading
@@ -127,7 +128,7 @@ class Run:
         self._last_beat = 0.0
         self._last_checkpoint = time.monotonic()
         threading.Thread(target=self._flush_forever, name="track-flush", daemon=True).start()
-        atexit.register(self.events.flush)
+        atexit.register(self._exiting)
 
     @classmethod
     def from_environment(cls, env: Any) -> Run:
@@ -161,6 +162,13 @@ class Run:
             self._last_beat = now
             with open(self._heartbeat_file, "a"):
                 os.utime(self._heartbeat_file)
+
+    def _exiting(self) -> None:
+        self.events.flush()
+        # A rank that is done no longer beats; it must not look hung to the
+        # watchdog while the others finish their last steps.
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(self._heartbeat_file)
 
     def say(self, line: str) -> None:
         """A line in the run's log, from rank 0."""
