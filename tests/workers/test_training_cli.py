@@ -87,27 +87,47 @@ def kill_when(run_dir: Path, process: subprocess.Popen, losses_seen: int) -> Non
     process.wait()
 
 
+def complete_checkpoints(run_dir: Path) -> list[int]:
+    return sorted(int(path.name[5:]) for path in (run_dir / "checkpoints").glob("step-*"))
+
+
 def test_a_killed_run_resumes_from_its_last_checkpoint(tmp_path: Path) -> None:
-    spec = training(entry="builtin:cnn", max_steps=120, checkpoint_every_steps=40)
+    spec = training(entry="builtin:cnn", max_steps=400, checkpoint_every_steps=40)
     reference_code, _, reference = run(spec, tmp_path / "reference")
     assert reference_code == 0
 
     run_dir = tmp_path / "r"
     kill_when(run_dir, start(spec, run_dir), losses_seen=90)
+    # Events are buffered, so the run got further than 90 steps: to its newest checkpoint.
+    newest = complete_checkpoints(run_dir)[-1]
+    assert 79 <= newest < 399
     code, _, events = run(spec, run_dir)  # the same command again, the same run directory
     assert code == 0
     resume = by_type(events, "resume")
-    assert [r["step"] for r in resume] == [79]
+    assert [r["step"] for r in resume] == [newest]
     after = [
         e for e in by_type(events, "metric") if e["key"] == "loss" and e["time"] > resume[0]["time"]
     ]
-    assert [e["step"] for e in after] == list(range(80, 120))
+    assert [e["step"] for e in after] == list(range(newest + 1, 400))
     # Restored weights, optimizer, scheduler and RNG: the same losses as without the crash.
     reference_loss = {
         e["step"]: e["value"] for e in by_type(reference, "metric") if e["key"] == "loss"
     }
     for event in after:
         assert event["value"] == pytest.approx(reference_loss[event["step"]], rel=1e-4)
+
+
+def test_a_run_killed_after_its_last_checkpoint_finishes_on_restart(tmp_path: Path) -> None:
+    spec = training(entry="builtin:cnn", max_steps=40, checkpoint_every_steps=20)
+    code, _, first = run(spec, tmp_path / "r")
+    assert code == 0
+    # As if killed between the last checkpoint and the end: nothing is left to train.
+    code, stderr, events = run(spec, tmp_path / "r")
+    assert code == 0, stderr
+    assert [r["step"] for r in by_type(events, "resume")] == [39]
+    result = events[-1]
+    assert (result["type"], result["status"]) == ("result", "succeeded")
+    assert result["summary"]["loss_last"] == first[-1]["summary"]["loss_last"]
 
 
 def test_a_damaged_newest_checkpoint_falls_back_to_the_previous(tmp_path: Path) -> None:

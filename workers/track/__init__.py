@@ -26,6 +26,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import json
+import math
 import os
 import threading
 import time
@@ -176,11 +177,15 @@ class Run:
             self.events.log("runner", line)
 
     def set_summary(self, **values: Any) -> None:
-        """Numbers that sum the run up (final loss, throughput): the run's result shows them."""
+        """Numbers that sum the run up (final loss, throughput): the run's result shows them.
+
+        NaN and the infinities become null: the result event is strict JSON.
+        """
         if self.is_main:
             path = os.path.join(self.run_dir, SUMMARY_FILE)
+            finite = {key: _finite_or_none(value) for key, value in values.items()}
             with open(path + ".tmp", "w", encoding="utf-8") as handle:
-                json.dump(values, handle)
+                json.dump(finite, handle, allow_nan=False)
             os.replace(path + ".tmp", path)
 
     def checkpoint_due(self, step: int) -> bool:
@@ -260,6 +265,10 @@ class Run:
         while True:
             time.sleep(EVENTS_BUFFER_S)
             self.events.flush()
+
+
+def _finite_or_none(value: Any) -> Any:
+    return None if isinstance(value, float) and not math.isfinite(value) else value
 
 
 def _unwrap(model: Any) -> Any:

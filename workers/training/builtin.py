@@ -67,13 +67,14 @@ def main(job: str, argv: list[str]) -> int:
         resumed.restore(model=model, optimizer=optimizer, scheduler=scheduler, scaler=scaler)
         start = resumed.data_position if resumed.data_position is not None else resumed.step + 1
         loss_first = resumed.extra.get("loss_first")
+    # A run resumed from its last step trains no more: its last loss is the checkpoint's.
+    loss_value = resumed.extra.get("loss_last", float("nan")) if resumed else float("nan")
     run.say(
         f"builtin:{job}: steps {start}..{settings.steps - 1}, {settings.precision}, "
         f"batch {settings.batch_size} per rank, {world} rank(s)"
     )
 
     window_start, window_samples = time.perf_counter(), 0
-    loss_value = float("nan")
     for step in range(start, settings.steps):
         inputs, targets = job_data.batch(step)
         optimizer.zero_grad(set_to_none=True)
@@ -105,7 +106,7 @@ def main(job: str, argv: list[str]) -> int:
                 scheduler=scheduler,
                 scaler=scaler,
                 data_position=step + 1,
-                extra={"loss_first": loss_first},
+                extra={"loss_first": loss_first, "loss_last": loss_value},
             )
     if run.is_main:
         run.set_summary(job=job, steps=settings.steps, loss_first=loss_first, loss_last=loss_value)
