@@ -361,6 +361,7 @@ def _end_attempt(run: Run, status: str, cause: str, reason: str, now: datetime) 
     )
     host = run.host.name if run.host else "?"
     max_restarts = int(run.spec.get("max_restarts", 0))
+    restarted = False
     if status in (Run.Status.FAILED, Run.Status.LOST) and cause in Run.RESTARTABLE_CAUSES:
         run.failed_hosts = dict(run.failed_hosts, **{host: run.failed_hosts.get(host, 0) + 1})
         if run.restarts < max_restarts and _hosts_left(run):
@@ -371,12 +372,13 @@ def _end_attempt(run: Run, status: str, cause: str, reason: str, now: datetime) 
                 f"attempt {ended} ended on {host} ({cause}: {reason}); "
                 f"restart {run.restarts} of {max_restarts} resumes from the last stored checkpoint"
             )
+            restarted = True
         elif run.restarts < max_restarts:
             reason += (
                 "; not restarted: every host that fits failed this run"
                 f" {Run.FAILURES_BEFORE_AVOIDING} times"
             )
-    if run.status != Run.Status.QUEUED:
+    if not restarted:
         run.exit_cause = cause
         run.exit_reason = reason
         run.transition_to(status, now)
