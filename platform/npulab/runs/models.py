@@ -154,6 +154,17 @@ class Run(models.Model):
     def get_absolute_url(self) -> str:
         return reverse("runs:run_detail", args=[self.pk])
 
+    def unsuited_host(self, host: Host) -> str:
+        """Why ``host`` can never take this run, whatever its state and load; "" if it can."""
+        if host.device_type != self.device_type:
+            return f"has {host.device_type} devices, the run needs {self.device_type}"
+        missing = [label for label in self.labels if label not in host.labels]
+        if missing:
+            return "lacks label(s) " + ", ".join(missing)
+        if self.failed_hosts.get(host.name, 0) >= self.FAILURES_BEFORE_AVOIDING:
+            return f"failed this run {self.failed_hosts[host.name]} times"
+        return ""
+
     @property
     def is_active(self) -> bool:
         return self.status in self.ACTIVE

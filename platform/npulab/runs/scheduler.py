@@ -43,14 +43,7 @@ class Capacity:
             return "is disabled"
         if not self.alive:
             return "is offline"
-        if host.device_type != run.device_type:
-            return f"has {host.device_type} devices, the run needs {run.device_type}"
-        missing = [label for label in run.labels if label not in host.labels]
-        if missing:
-            return "lacks label(s) " + ", ".join(missing)
-        if run.failed_hosts.get(host.name, 0) >= Run.FAILURES_BEFORE_AVOIDING:
-            return f"failed this run {run.failed_hosts[host.name]} times"
-        return ""
+        return run.unsuited_host(host)
 
     def unfit(self, run: Run) -> str:
         """Why the run cannot go here now, or "" if it can."""

@@ -395,11 +395,7 @@ def _hosts_left(run: Run) -> bool:
     candidates = Host.objects.filter(enabled=True, device_type=run.device_type)
     if run.requested_host:
         candidates = candidates.filter(name=run.requested_host)
-    return any(
-        run.failed_hosts.get(name, 0) < Run.FAILURES_BEFORE_AVOIDING
-        and all(label in labels for label in run.labels)
-        for name, labels in candidates.values_list("name", "labels")
-    )
+    return any(not run.unsuited_host(host) for host in candidates)
 
 
 def _requeue_as_new_attempt(run: Run, now: datetime) -> None:
