@@ -606,8 +606,7 @@ def render_chart(platform: Any, run_id: int, loads: int) -> dict[str, Any]:
     """Open the run page of the 1M-point run and time it until its charts are drawn."""
     from playwright.sync_api import sync_playwright
 
-    from tests.e2e.conftest import chromium_path
-    from tests.e2e.test_browser import CHROMIUM_ARGS
+    from tests.e2e.platform import CHROMIUM_ARGS, chromium_path
 
     executable = chromium_path()
     if executable is None:

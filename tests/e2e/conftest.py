@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 from collections.abc import Iterator
 
 import pytest
@@ -23,10 +22,6 @@ def platform(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Platform]:
         flush_redis=True,
     ) as platform:
         yield platform
-
-
-def chromium_path() -> str | None:
-    return os.environ.get("NPULAB_CHROMIUM") or shutil.which("chromium")
 
 
 def require(condition: bool, reason: str) -> None:

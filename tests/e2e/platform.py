@@ -7,6 +7,8 @@ database and broker of their own, driven over HTTP like a user would.
 from __future__ import annotations
 
 import contextlib
+import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -23,6 +25,25 @@ from npulab.core import stack
 from tests.paths import REPO_DIR
 from tests.services import Services
 from workers.processes import kill_group, registered_groups
+
+# Without these, Chromium keeps trying to reach Google's hosts, which a closed
+# network refuses, and the refusals slow every page.
+CHROMIUM_ARGS = [
+    "--headless=new",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+def chromium_path() -> str | None:
+    """Debian's chromium (or NPULAB_CHROMIUM): Playwright's own download fails here."""
+    return os.environ.get("NPULAB_CHROMIUM") or shutil.which("chromium")
+
 
 TERMINAL = {"succeeded", "failed", "cancelled", "lost"}
 HOST = "e2e-cpu"

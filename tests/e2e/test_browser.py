@@ -9,23 +9,10 @@ from collections.abc import Iterator
 import pytest
 import requests
 
-from tests.e2e.conftest import chromium_path, require
-from tests.e2e.platform import HOST, PASSWORD, USER, Platform
+from tests.e2e.conftest import require
+from tests.e2e.platform import CHROMIUM_ARGS, HOST, PASSWORD, USER, Platform, chromium_path
 
 pytestmark = [pytest.mark.e2e, pytest.mark.browser]
-
-# Without these, Chromium keeps trying to reach Google's hosts, which a closed
-# network refuses, and the refusals slow every page.
-CHROMIUM_ARGS = [
-    "--headless=new",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 
 
 @pytest.fixture(scope="module")
