@@ -7,7 +7,7 @@ from django.contrib.auth import get_user_model
 
 from npulab.hosts.models import Host
 from npulab.runs.models import Run
-from workers.spec import validate
+from workers.contract.kinds import validate
 
 
 class UserFactory(factory.django.DjangoModelFactory):

@@ -10,6 +10,7 @@ which Linux keeps whole.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -17,7 +18,16 @@ import threading
 import time
 from typing import Any, Iterator, Mapping
 
-EVENTS_FILE = "events.jsonl"
+from workers.contract.events import (
+    ARTIFACT,
+    CHECKPOINT,
+    HEARTBEAT,
+    LOG,
+    RESULT,
+    RUNNER,
+    STEP,
+)
+
 # A runaway line (a tensor printed whole) must not become one huge event.
 MAX_LINE_CHARS = 16384
 # Metric keys whose JSON text is kept: a loop logs the same few keys each step,
@@ -28,7 +38,7 @@ KEY_CACHE_SIZE = 1024
 _ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False)
 _QUOTED_KEYS: dict[str, str] = {}
 # Events a crash must not lose: written at once even by a buffering writer.
-_URGENT = frozenset(("checkpoint", "result"))
+_URGENT = frozenset((CHECKPOINT, RESULT))
 
 
 # A buffering writer writes at least this often, and whenever this much waits.
@@ -102,7 +112,7 @@ class EventWriter:
     def log(self, stream: str, line: str) -> None:
         if len(line) > MAX_LINE_CHARS:
             line = line[:MAX_LINE_CHARS] + f" [... {len(line) - MAX_LINE_CHARS} chars cut]"
-        self.emit("log", stream=stream, line=line)
+        self.emit(LOG, stream=stream, line=line)
 
     def metric(self, key: str, step: int, value: float) -> None:
         self.metrics(step, {key: value})
@@ -120,10 +130,27 @@ class EventWriter:
             fields["detail"] = detail
         if error:
             fields["error"] = error
-        self.emit("step", **fields)
+        self.emit(STEP, **fields)
 
     def heartbeat(self) -> None:
-        self.emit("heartbeat")
+        self.emit(HEARTBEAT)
+
+    def artifact(self, name: str, path: str, kind: str = "file") -> dict[str, Any]:
+        """An ``artifact`` event for a finished file: its size and SHA-256, read from disk."""
+        digest = hashlib.sha256()
+        size = 0
+        with open(path, "rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+                size += len(block)
+        return self.emit(
+            ARTIFACT,
+            name=name,
+            path=os.path.abspath(path),
+            bytes=size,
+            sha256=digest.hexdigest(),
+            kind=kind,
+        )
 
     def result(
         self,
@@ -135,7 +162,7 @@ class EventWriter:
         fields: dict[str, Any] = {"status": status, "reason": reason, "summary": summary or {}}
         if cause:
             fields["cause"] = cause
-        self.emit("result", **fields)
+        self.emit(RESULT, **fields)
 
     def close(self) -> None:
         with self._lock:
@@ -228,7 +255,7 @@ def _parse_line(raw: bytes) -> dict[str, Any]:
         event = None
     if isinstance(event, dict) and isinstance(event.get("type"), str):
         return event
-    return {"type": "log", "time": time.time(), "stream": "runner", "line": text[:MAX_LINE_CHARS]}
+    return {"type": LOG, "time": time.time(), "stream": RUNNER, "line": text[:MAX_LINE_CHARS]}
 
 
 def _line_length(path: str, offset: int) -> int | None:

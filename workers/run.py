@@ -31,14 +31,13 @@ from typing import IO, Any
 
 from workers import __version__
 from workers.backends import get_backend
-from workers.events import EVENTS_FILE, EventWriter
+from workers.contract import exits, kinds
+from workers.contract.events import EVENTS_FILE, RUNNER, STDERR, STDOUT
+from workers.contract.exits import EXIT_FAILED, EXIT_INVALID_SPEC, EXIT_SUCCEEDED
+from workers.contract.spec import SpecError, split_submission
+from workers.events import EventWriter
+from workers.kinds.base import Outcome, RunContext
 from workers.processes import kill_group, kill_registered
-from workers.runners.base import Outcome, RunContext
-from workers.spec import KINDS, SpecError, split_submission, validate
-
-EXIT_SUCCEEDED = 0
-EXIT_FAILED = 1
-EXIT_INVALID_SPEC = 2
 
 RESULT_FILE = "result.json"
 CHILD_PID_FILE = "child.pid"
@@ -65,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
         except SpecError as exc:
             print(f"invalid spec: {exc}", file=sys.stderr)
             if not args.child:
-                events.result("failed", f"invalid spec: {exc}", cause="spec_invalid")
+                events.result(exits.FAILED, f"invalid spec: {exc}", cause=exits.SPEC_INVALID)
             return EXIT_INVALID_SPEC
         if args.child:
             return run_child(spec, run_dir, events)
@@ -85,7 +84,7 @@ def load_spec(path: str) -> dict[str, Any]:
         raise SpecError({"spec": f"{path} is not valid JSON: {exc}"}) from exc
     if isinstance(doc, dict):
         doc, _ = split_submission(doc)
-    return validate(doc)
+    return kinds.validate(doc)
 
 
 class Supervisor:
@@ -105,7 +104,7 @@ class Supervisor:
         if os.path.exists(result_path):
             os.unlink(result_path)  # left by an earlier execution in this directory
         self.events.log(
-            "runner",
+            RUNNER,
             f"npulab runner {__version__}: {self.spec['kind']} run on {self.spec['device_type']}, "
             f"python {sys.version.split()[0]} ({sys.executable}), pid {os.getpid()}",
         )
@@ -124,8 +123,8 @@ class Supervisor:
         with open(os.path.join(self.run_dir, CHILD_PID_FILE), "w") as handle:
             handle.write(str(self.child.pid))
         pumps = [
-            self._pump(self.child.stdout, "stdout"),
-            self._pump(self.child.stderr, "stderr"),
+            self._pump(self.child.stdout, STDOUT),
+            self._pump(self.child.stderr, STDERR),
         ]
         beating = threading.Event()
         threading.Thread(target=self._heartbeat, args=(beating,), daemon=True).start()
@@ -137,7 +136,7 @@ class Supervisor:
             pump.join(timeout=5)
         outcome = self._outcome(timed_out, result_path)
         self.events.result(outcome.status, outcome.reason, outcome.summary, outcome.cause)
-        return EXIT_SUCCEEDED if outcome.status == "succeeded" else EXIT_FAILED
+        return EXIT_SUCCEEDED if outcome.status == exits.SUCCEEDED else EXIT_FAILED
 
     def _child_env(self) -> dict[str, str]:
         env = dict(os.environ)
@@ -154,7 +153,7 @@ class Supervisor:
             assert pipe is not None
             for raw in iter(pipe.readline, b""):
                 line = raw.decode("utf-8", errors="replace").rstrip("\r\n")
-                if stream == "stderr":
+                if stream == STDERR:
                     self.stderr_tail.append(line)
                 self.events.log(stream, line)
             pipe.close()
@@ -181,13 +180,13 @@ class Supervisor:
                 pass
             if self.stop_signal is not None:
                 self.events.log(
-                    "runner",
+                    RUNNER,
                     f"received {signal.Signals(self.stop_signal).name}, stopping the run",
                 )
                 self._kill_child()
                 return False
             if time.monotonic() >= deadline:
-                self.events.log("runner", f"timeout of {self.spec['timeout_s']} s reached")
+                self.events.log(RUNNER, f"timeout of {self.spec['timeout_s']} s reached")
                 self._kill_child()
                 return True
 
@@ -209,10 +208,12 @@ class Supervisor:
         tail = list(self.stderr_tail)
         if self.stop_signal is not None:
             name = signal.Signals(self.stop_signal).name
-            return Outcome("failed", f"stopped by {name}", {"stderr_tail": tail}, "terminated")
+            return Outcome(
+                exits.FAILED, f"stopped by {name}", {"stderr_tail": tail}, exits.TERMINATED
+            )
         if timed_out:
             reason = f"timed out after {self.spec['timeout_s']} s"
-            return Outcome("failed", reason, {"stderr_tail": tail}, "timeout")
+            return Outcome(exits.FAILED, reason, {"stderr_tail": tail}, exits.TIMEOUT)
         reported = _read_result(result_path)
         if reported is not None and code in (EXIT_SUCCEEDED, EXIT_FAILED):
             return reported
@@ -222,20 +223,20 @@ class Supervisor:
             reason = f"runner exited with code {code} without a result"
         if tail:
             reason += f"; last stderr line: {tail[-1]}"
-        return Outcome("failed", reason, {"stderr_tail": tail}, "process_exit")
+        return Outcome(exits.FAILED, reason, {"stderr_tail": tail}, exits.PROCESS_EXIT)
 
 
 def run_child(spec: dict[str, Any], run_dir: str, events: EventWriter) -> int:
     """The child side: run the kind's runner and leave its outcome in result.json."""
     context = RunContext(spec, get_backend(spec["device_type"]), events, run_dir)
     try:
-        runner = importlib.import_module(KINDS[spec["kind"]].runner)
+        runner = importlib.import_module(kinds.get(spec["kind"]).runner)
         outcome = runner.run(context)
     except Exception as exc:
         traceback.print_exc()
-        outcome = Outcome("failed", f"runner error: {type(exc).__name__}: {exc}")
+        outcome = Outcome(exits.FAILED, f"runner error: {type(exc).__name__}: {exc}")
     _write_result(os.path.join(run_dir, RESULT_FILE), outcome)
-    return EXIT_SUCCEEDED if outcome.status == "succeeded" else EXIT_FAILED
+    return EXIT_SUCCEEDED if outcome.status == exits.SUCCEEDED else EXIT_FAILED
 
 
 def _write_result(path: str, outcome: Outcome) -> None:
@@ -253,14 +254,17 @@ def _read_result(path: str) -> Outcome | None:
             data = json.load(handle)
     except (OSError, ValueError):
         return None
-    if not isinstance(data, dict) or data.get("status") not in ("succeeded", "failed"):
+    if not isinstance(data, dict) or data.get("status") not in exits.RESULT_STATUSES:
         return None
-    return Outcome(
-        data["status"],
-        str(data.get("reason", "")),
-        data.get("summary") or {},
-        str(data.get("cause") or ""),
-    )
+    try:
+        return Outcome(
+            data["status"],
+            str(data.get("reason", "")),
+            data.get("summary") or {},
+            str(data.get("cause") or ""),
+        )
+    except ValueError:  # a cause no kind declares: the supervisor says what it saw instead
+        return None
 
 
 def _signal_name(signum: int) -> str:

@@ -6,6 +6,7 @@ import platform
 from typing import Any
 
 from workers.backends.base import Backend
+from workers.contract.devices import CPU, VISIBLE_DEVICES_ENV
 
 
 def cpu_model_name() -> str:
@@ -23,8 +24,8 @@ def cpu_model_name() -> str:
 
 
 class CpuBackend(Backend):
-    name = "cpu"
-    visible_devices_env = None
+    name = CPU
+    visible_devices_env = VISIBLE_DEVICES_ENV[CPU]
     dist_backend = "gloo"
 
     def is_available(self) -> bool:

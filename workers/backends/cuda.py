@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from workers.backends.base import Backend
+from workers.contract.devices import CUDA, VISIBLE_DEVICES_ENV
 
 
 class CudaBackend(Backend):
-    name = "cuda"
-    visible_devices_env = "CUDA_VISIBLE_DEVICES"
+    name = CUDA
+    visible_devices_env = VISIBLE_DEVICES_ENV[CUDA]
     dist_backend = "nccl"
 
     def is_available(self) -> bool:

@@ -8,6 +8,7 @@ failure is what a smoke run must report, word for word.
 from __future__ import annotations
 
 from workers.backends.base import Backend, BackendError
+from workers.contract.devices import NPU, VISIBLE_DEVICES_ENV
 
 SET_ENV_HINT = (
     "source the CANN set_env.sh (e.g. /usr/local/Ascend/ascend-toolkit/set_env.sh) "
@@ -16,8 +17,8 @@ SET_ENV_HINT = (
 
 
 class NpuBackend(Backend):
-    name = "npu"
-    visible_devices_env = "ASCEND_RT_VISIBLE_DEVICES"
+    name = NPU
+    visible_devices_env = VISIBLE_DEVICES_ENV[NPU]
     dist_backend = "hccl"
 
     def load(self) -> None:

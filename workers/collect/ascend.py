@@ -23,12 +23,9 @@ Layouts read (see tests/fixtures/ascend/versions/):
 
 from __future__ import annotations
 
-import functools
 import os
 import re
 from typing import Any, Iterator
-
-from workers.collect.compat import compare_versions
 
 DEFAULT_ROOT = "/usr/local/Ascend"
 DEFAULT_ETC = "/etc"
@@ -81,7 +78,7 @@ def parse_bracket_list(value: str) -> list[str | tuple[str, str]]:
 
     A one-item group is a string, a two-item group a ``(low, high)`` pair;
     both exactly as written (a trailing dot stays: it means something, see
-    ``workers.collect.compat.version_in_range``). An empty value is ``[]``.
+    ``workers.contract.compat.version_in_range``). An empty value is ``[]``.
     """
     value = value.strip()
     if not value:
@@ -242,32 +239,6 @@ def find_cann(root: str = DEFAULT_ROOT, etc_dir: str = DEFAULT_ETC) -> dict[str,
     if errors:
         result["errors"] = errors
     return result
-
-
-def current_cann_version(cann: dict[str, Any]) -> str | None:
-    """The toolkit version ``ascend-toolkit/latest`` points to, else the newest toolkit found.
-
-    Takes ``find_cann``'s result (or the same dict back from JSON).
-    """
-    installs = [i for i in cann.get("installs") or [] if isinstance(i, dict) and i.get("version")]
-    toolkits = [str(i["version"]) for i in installs if i.get("kind") == "toolkit"]
-    for link in cann.get("links") or []:
-        path = str(link.get("path") or "")
-        if (
-            path.endswith("ascend-toolkit/latest")
-            and link.get("target")
-            and not link.get("dangling")
-        ):
-            name = str(link["target"]).rstrip("/").rsplit("/", 1)[-1]
-            if name in toolkits:
-                return name
-    candidates = toolkits or [str(i["version"]) for i in installs]
-    if not candidates:
-        return None
-    try:
-        return max(candidates, key=functools.cmp_to_key(compare_versions))
-    except ValueError:  # a version string the ordering cannot read
-        return candidates[-1]
 
 
 def _version_dirs(root: str, links: list[dict[str, Any]], errors: list[str]) -> Iterator[Any]:

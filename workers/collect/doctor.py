@@ -10,8 +10,7 @@ from __future__ import annotations
 import re
 from typing import Any, Callable
 
-from workers.collect.ascend import current_cann_version
-from workers.collect.compat import INCOMPATIBLE, UNKNOWN, check_python_stack
+from workers.contract.compat import INCOMPATIBLE, UNKNOWN, check_python_stack, current_cann_version
 
 SET_ENV_FIX = (
     "source the CANN set_env.sh (e.g. /usr/local/Ascend/ascend-toolkit/set_env.sh) in the shell "

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from typing import Mapping
 
-from workers.redact import redact_env
+from workers.contract.redact import redact_env
 
 PREFIXES = ("ASCEND_", "HCCL_", "CUDA_", "NCCL_", "TORCH_NPU_", "NPU_", "ACL_", "ATB_", "MINDIE_")
 NAMES = (

@@ -14,13 +14,13 @@ from typing import Any, Callable
 
 from workers import __version__
 from workers.collect.ascend import DEFAULT_ETC, DEFAULT_ROOT, find_cann, read_driver, read_firmware
-from workers.collect.compat import check_stack, pair_verdicts
 from workers.collect.cuda import collect_cuda
 from workers.collect.doctor import diagnose
 from workers.collect.environment import collect_env
 from workers.collect.npu_smi import NpuSmiParseError, identify_chips, parse_chip_mapping, parse_info
 from workers.collect.python_env import collect_python
 from workers.collect.system import collect_host
+from workers.contract.compat import check_stack, pair_verdicts
 
 SCHEMA = 1
 NPU_SMI_TIMEOUT_S = 60

@@ -1,6 +1,6 @@
 """The host worker's Celery app: one task, consumed from the host's own queue.
 
-The platform sends ``runs.execute_run(run_id, attempt)`` to ``host.<name>``;
+The platform sends ``EXECUTE_RUN(run_id, attempt)`` to the host's queue;
 the database is the truth about the run, the message only says "go".
 """
 
@@ -9,6 +9,7 @@ from __future__ import annotations
 from celery import Celery
 from celery.signals import worker_shutting_down
 
+from workers.contract.tasks import EXECUTE_RUN
 from workers.host.agent import HostAgent
 
 app = Celery("npulab-host")
@@ -34,7 +35,7 @@ def bind_agent(agent: HostAgent) -> None:
     _agent = agent
 
 
-@app.task(name="runs.execute_run")
+@app.task(name=EXECUTE_RUN)
 def execute_run(run_id: int, attempt: int) -> None:
     if _agent is None:
         raise RuntimeError("the host agent is not bound; start the worker with `python -m workers`")

@@ -6,7 +6,7 @@ import argparse
 import os
 import sys
 
-from workers.backends import BACKENDS
+from workers.contract.devices import DEVICE_TYPES
 
 
 class HostConfig:
@@ -64,7 +64,7 @@ class HostConfig:
             help="interpreter that executes runs whose spec names none",
         )
         parser.add_argument(
-            "--device-type", choices=sorted(BACKENDS), default=env.get("NPULAB_DEVICE_TYPE")
+            "--device-type", choices=DEVICE_TYPES, default=env.get("NPULAB_DEVICE_TYPE")
         )
         parser.add_argument(
             "--devices",

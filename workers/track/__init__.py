@@ -32,7 +32,9 @@ import threading
 import time
 from typing import Any
 
-from workers.events import EVENTS_FILE, EventWriter
+from workers.contract.events import CHECKPOINT, EVENTS_FILE
+from workers.events import EventWriter
+from workers.kinds.training import CHECKPOINT_DAMAGED, RESUME
 from workers.track import checkpoint as checkpoints
 from workers.track import rng
 
@@ -225,7 +227,7 @@ class Run:
             "extra": extra or {},
         }
         info = checkpoints.save(self.checkpoint_dir, step, state, torch, self.keep_checkpoints)
-        self.events.emit("checkpoint", **info.as_event())
+        self.events.emit(CHECKPOINT, **info.as_event())
         return info
 
     def resume(self) -> Checkpoint | None:
@@ -240,14 +242,14 @@ class Run:
         def warn(step: int, why: str) -> None:
             self.say(f"warning: checkpoint of step {step} is damaged ({why}); trying an older one")
             if self.is_main:
-                self.events.emit("checkpoint_damaged", step=step, reason=why)
+                self.events.emit(CHECKPOINT_DAMAGED, step=step, reason=why)
 
         info = checkpoints.latest_valid(self.checkpoint_dir, warn)
         if info is None:
             if self.is_main and self.attempt > 1:
                 # A later attempt with nothing to resume from starts over: the
                 # platform drops the earlier attempts' points it will log again.
-                self.events.emit("resume", step=None, path=None)
+                self.events.emit(RESUME, step=None, path=None)
                 self.say(f"attempt {self.attempt}: no checkpoint to resume from; starting over")
                 self.events.flush()
             return None
@@ -255,7 +257,7 @@ class Run:
 
         found = Checkpoint(info, checkpoints.load(info, torch))
         if self.is_main:
-            self.events.emit("resume", step=found.step, path=info.path)
+            self.events.emit(RESUME, step=found.step, path=info.path)
             self.say(f"resuming from the checkpoint of step {found.step}")
         self.events.flush()
         return found

@@ -9,7 +9,7 @@ import pytest
 from tests.ascend_tree import DRIVER_25, TOOLKIT, VERSIONS, body, section, write
 from tests.paths import REPO_DIR
 from workers.collect.ascend import find_cann, parse_version_cfg, read_driver, read_firmware
-from workers.collect.compat import (
+from workers.contract.compat import (
     TABLE_PATH,
     check_python_stack,
     check_stack,
@@ -307,7 +307,7 @@ def test_snapshot_read_back_from_json_gives_the_same_verdicts(tmp_path: Path) ->
 
 def test_the_shipped_table_is_the_fixture_byte_for_byte() -> None:
     assert Path(TABLE_PATH).read_bytes() == (VERSIONS / "compat-torch_npu.csv").read_bytes()
-    assert (REPO_DIR / "workers" / "collect" / "data" / "README.md").is_file()
+    assert (REPO_DIR / "workers" / "contract" / "data" / "README.md").is_file()
 
 
 def test_load_table() -> None:

@@ -11,7 +11,7 @@ import time
 from typing import Any
 
 from workers.backends import BackendError
-from workers.runners.base import Outcome, RunContext, StepFailed, StepRecorder
+from workers.kinds.base import Outcome, RunContext, StepFailed, StepRecorder
 
 # fp32 matmul may run in TF32 (CUDA) or HF32 (Ascend) when a user enabled it;
 # both keep about 10 mantissa bits, so the check allows that, not worse.

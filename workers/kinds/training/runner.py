@@ -20,8 +20,10 @@ import sys
 import time
 from typing import Any
 
+from workers.contract import exits
+from workers.kinds.base import Outcome, RunContext
+from workers.kinds.training import HEARTBEAT_TIMEOUT
 from workers.processes import kill_group, register_group
-from workers.runners.base import Outcome, RunContext
 from workers.track import HEARTBEAT_PREFIX, SUMMARY_FILE
 
 STOP_GRACE_S = 10.0
@@ -34,7 +36,7 @@ def run(ctx: RunContext) -> Outcome:
         os.unlink(stale)  # from an earlier execution in this directory
     workdir = os.path.join(ctx.run_dir, spec["workdir"]) if spec["workdir"] else ctx.run_dir
     if not os.path.isdir(workdir):
-        return Outcome("failed", f"workdir {workdir} does not exist", cause="process_exit")
+        return Outcome(exits.FAILED, f"workdir {workdir} does not exist", cause=exits.PROCESS_EXIT)
     launch = ["-m", "workers.training.launch", spec["entry"], *spec["args"]]
     if spec["devices"] > 1:
         launch = [
@@ -66,14 +68,14 @@ def run(ctx: RunContext) -> Outcome:
     summary = dict(_summary(ctx.run_dir), exit_code=code)
     if hung:
         reason = f"no heartbeat from the training loop for {spec['heartbeat_timeout_s']} s"
-        return Outcome("failed", reason, summary, cause="heartbeat_timeout")
+        return Outcome(exits.FAILED, reason, summary, cause=HEARTBEAT_TIMEOUT)
     if code == 0:
-        return Outcome("succeeded", "training finished", summary)
+        return Outcome(exits.SUCCEEDED, "training finished", summary)
     if code is not None and code < 0:
         reason = f"the training process was killed by {signal.Signals(-code).name}"
     else:
         reason = f"the training process exited with code {code}"
-    return Outcome("failed", reason, summary, cause="process_exit")
+    return Outcome(exits.FAILED, reason, summary, cause=exits.PROCESS_EXIT)
 
 
 def _environment(ctx: RunContext) -> dict[str, str]:

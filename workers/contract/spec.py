@@ -1,8 +1,9 @@
-"""Run spec documents: what a run does, as one JSON object.
+"""Run spec documents: what a run does, as one JSON object, field by field.
 
 The same document is the body of ``POST /api/v1/runs/`` and the file given to
-``python -m workers.run``; both validate it here, so the platform and a host
-can never disagree on what a valid spec is. Standard library only.
+``python -m workers.run``; both validate it with these fields (a kind lists
+its own in its declaration, ``workers.contract.kinds``), so the platform and
+a host can never disagree on what a valid spec is. Standard library only.
 """
 
 from __future__ import annotations
@@ -11,15 +12,17 @@ import math
 import re
 from typing import Any, Callable
 
-DEVICE_TYPES = ("cpu", "cuda", "npu")
+from workers.contract.devices import DEVICE_TYPES, MAX_DEVICES, VISIBLE_DEVICES_ENV
+
 # Keys of a submission that say where and how a run is queued, not what it
 # does. The API reads them; the runner ignores them, so one file serves both.
 SUBMISSION_FIELDS = ("host", "labels", "name", "tags", "priority")
-MAX_DEVICES = 64
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # Set by npulab from the spec and the device lease; a spec's env may not override them.
-_RESERVED_ENV = re.compile(r"^(NPULAB_.*|CUDA_VISIBLE_DEVICES|ASCEND_RT_VISIBLE_DEVICES)$")
+_RESERVED_ENV = re.compile(
+    "^(NPULAB_.*|" + "|".join(sorted(name for name in VISIBLE_DEVICES_ENV.values() if name)) + ")$"
+)
 _NO_DEFAULT = object()
 
 
@@ -128,6 +131,19 @@ class Field:
             raise ValueError("must be a list of strings")
         return list(value)
 
+    def describe(self) -> dict[str, Any]:
+        """The field as ``GET /api/v1/kinds/`` lists it, for forms and the CLI."""
+        return {
+            "name": self.name,
+            "type": self.type,
+            "required": self.required,
+            "default": None if self.required else self.default,
+            "minimum": self.minimum,
+            "maximum": self.maximum,
+            "choices": list(self.choices) if self.choices is not None else None,
+            "help": self.help,
+        }
+
     def json_schema(self) -> dict[str, Any]:
         if self.type == "env":
             schema: dict[str, Any] = {"type": "object", "additionalProperties": {"type": "string"}}
@@ -146,26 +162,6 @@ class Field:
         if self.help:
             schema["description"] = self.help
         return schema
-
-
-class Kind:
-    """A run kind: its own spec fields and the module that executes it."""
-
-    def __init__(self, name: str, title: str, runner: str, fields: list[Field]) -> None:
-        self.name = name
-        self.title = title
-        self.runner = runner
-        self.fields = [Field("kind", "string", choices=(name,)), *fields]
-        self.by_name = {field.name: field for field in self.fields}
-
-    def json_schema(self) -> dict[str, Any]:
-        return {
-            "type": "object",
-            "title": self.title,
-            "properties": {field.name: field.json_schema() for field in self.fields},
-            "required": [field.name for field in self.fields if field.required],
-            "additionalProperties": False,
-        }
 
 
 def common_fields(default_timeout_s: int) -> list[Field]:
@@ -198,116 +194,6 @@ def common_fields(default_timeout_s: int) -> list[Field]:
     ]
 
 
-BUILTIN_JOBS = ("cnn", "lm")
-PRECISIONS = ("fp32", "fp16", "bf16")
-_MODULE_ENTRY = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
-
-
-def check_entry(entry: str) -> str | None:
-    """A script path, ``package.module:function`` or ``builtin:<job>``."""
-    if entry.startswith("builtin:"):
-        job = entry[len("builtin:") :]
-        return None if job in BUILTIN_JOBS else "builtin jobs: " + ", ".join(BUILTIN_JOBS)
-    if entry.endswith(".py") or _MODULE_ENTRY.match(entry):
-        return None
-    return "must be a script path ending in .py, package.module:function or builtin:<job>"
-
-
-def training_fields() -> list[Field]:
-    return [
-        *common_fields(default_timeout_s=7 * 24 * 3600),
-        Field(
-            "entry",
-            "string",
-            check=check_entry,
-            help="path/to/script.py, package.module:function, or builtin:cnn / builtin:lm.",
-        ),
-        Field("args", "strings", default=[], help="Arguments for the entry point."),
-        Field("workdir", "string", default="", help="Where it runs; empty: the run directory."),
-        Field("precision", "string", default="fp32", choices=PRECISIONS),
-        Field(
-            "max_steps",
-            "integer",
-            default=0,
-            minimum=0,
-            maximum=10**9,
-            help="Steps to train; 0: the entry point decides (300 for builtin jobs).",
-        ),
-        Field(
-            "checkpoint_every_steps",
-            "integer",
-            default=100,
-            minimum=0,
-            maximum=10**9,
-            help="Checkpoint every N steps; 0: not by steps.",
-        ),
-        Field(
-            "checkpoint_every_minutes",
-            "number",
-            default=30.0,
-            minimum=0,
-            maximum=7 * 24 * 60,
-            help="Checkpoint at least this often; 0: not by time.",
-        ),
-        Field("keep_checkpoints", "integer", default=3, minimum=1, maximum=1000),
-        Field(
-            "max_restarts",
-            "integer",
-            default=3,
-            minimum=0,
-            maximum=100,
-            help="New attempts after a crash or a lost host, each resuming from a checkpoint.",
-        ),
-        Field(
-            "heartbeat_timeout_s",
-            "integer",
-            default=600,
-            minimum=0,
-            maximum=7 * 24 * 3600,
-            help="Kill a run whose training loop stopped beating (needs workers.track); 0: never.",
-        ),
-        Field("seed", "integer", default=0, minimum=0, maximum=2**31 - 1),
-    ]
-
-
-KINDS: dict[str, Kind] = {
-    kind.name: kind
-    for kind in (
-        Kind(
-            "smoke",
-            "Smoke test: is the device visible, does matmul match the CPU, does a model train?",
-            "workers.runners.smoke",
-            [
-                *common_fields(default_timeout_s=900),
-                Field(
-                    "matmul_size",
-                    "integer",
-                    default=2048,
-                    minimum=16,
-                    maximum=16384,
-                    help="Side of the square fp32 matrices multiplied on the device.",
-                ),
-                Field(
-                    "train_steps",
-                    "integer",
-                    default=50,
-                    minimum=2,
-                    maximum=100000,
-                    help="Steps of the Conv2d + LayerNorm + Adam training loop.",
-                ),
-                Field("seed", "integer", default=0, minimum=0, maximum=2**31 - 1),
-            ],
-        ),
-        Kind(
-            "training",
-            "Training: train a model on the devices, checkpoint it, resume it after a crash.",
-            "workers.runners.training",
-            training_fields(),
-        ),
-    )
-}
-
-
 def split_submission(doc: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     """Separate a submission into (spec, queueing fields)."""
     spec = {key: value for key, value in doc.items() if key not in SUBMISSION_FIELDS}
@@ -315,20 +201,12 @@ def split_submission(doc: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any
     return spec, submission
 
 
-def validate(doc: Any) -> dict[str, Any]:
-    """Return the spec with defaults filled in, or raise SpecError naming every bad field."""
-    if not isinstance(doc, dict):
-        raise SpecError({"spec": "must be a JSON object"})
-    kind_name = doc.get("kind")
-    if kind_name is None:
-        raise SpecError({"kind": "this field is required; one of: " + ", ".join(KINDS)})
-    kind = KINDS.get(kind_name) if isinstance(kind_name, str) else None
-    if kind is None:
-        raise SpecError({"kind": f"unknown kind {kind_name!r}; one of: " + ", ".join(KINDS)})
-
+def clean_fields(fields: list[Field], doc: dict[str, Any], kind_name: str) -> dict[str, Any]:
+    """``doc`` with defaults filled in, or SpecError naming every bad or unknown field."""
+    by_name = {field.name: field for field in fields}
     errors: dict[str, str] = {}
     clean: dict[str, Any] = {}
-    for field in kind.fields:
+    for field in fields:
         if field.name not in doc:
             if field.required:
                 errors[field.name] = "this field is required"
@@ -340,8 +218,8 @@ def validate(doc: Any) -> dict[str, Any]:
         except ValueError as exc:
             errors[field.name] = str(exc)
     for key in doc:
-        if key not in kind.by_name:
-            errors[key] = f"unknown field for a {kind.name} run"
+        if key not in by_name:
+            errors[key] = f"unknown field for a {kind_name} run"
     if errors:
         raise SpecError(errors)
     return clean

@@ -542,3 +542,29 @@ def _prerelease(version: str) -> bool:
         return is_prerelease(version)
     except ValueError:
         return False
+
+
+def current_cann_version(cann: dict[str, Any]) -> str | None:
+    """The toolkit version ``ascend-toolkit/latest`` points to, else the newest toolkit found.
+
+    Takes ``find_cann``'s result (or the same dict back from JSON).
+    """
+    installs = [i for i in cann.get("installs") or [] if isinstance(i, dict) and i.get("version")]
+    toolkits = [str(i["version"]) for i in installs if i.get("kind") == "toolkit"]
+    for link in cann.get("links") or []:
+        path = str(link.get("path") or "")
+        if (
+            path.endswith("ascend-toolkit/latest")
+            and link.get("target")
+            and not link.get("dangling")
+        ):
+            name = str(link["target"]).rstrip("/").rsplit("/", 1)[-1]
+            if name in toolkits:
+                return name
+    candidates = toolkits or [str(i["version"]) for i in installs]
+    if not candidates:
+        return None
+    try:
+        return max(candidates, key=functools.cmp_to_key(compare_versions))
+    except ValueError:  # a version string the ordering cannot read
+        return candidates[-1]

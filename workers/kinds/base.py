@@ -8,6 +8,8 @@ import traceback
 from typing import Any, Callable
 
 from workers.backends import Backend
+from workers.contract import exits, kinds
+from workers.contract.events import FAIL, PASS, RUNNER, SKIP
 from workers.events import EventWriter
 
 
@@ -22,7 +24,7 @@ class RunContext:
 
     def say(self, line: str) -> None:
         """A log line from the runner itself (not the program it runs)."""
-        self.events.log("runner", line)
+        self.events.log(RUNNER, line)
 
 
 class Outcome:
@@ -35,11 +37,17 @@ class Outcome:
         summary: dict[str, Any] | None = None,
         cause: str = "",
     ):
+        if status not in exits.RESULT_STATUSES:
+            raise ValueError(f"a run ends {' or '.join(exits.RESULT_STATUSES)}, not {status!r}")
+        # A cause the platform does not know would be recorded as something
+        # else: refuse it here, where a test sees it.
+        if cause not in kinds.causes():
+            raise ValueError(f"unknown exit cause {cause!r}: declare it in the kind's causes")
         self.status = status
         self.reason = reason
         self.summary = summary or {}
         # Why a failed run ended, when the runner knows better than the exit
-        # code: timeout, terminated, process_exit, spec_invalid.
+        # code (workers.contract.exits and the kind's own causes).
         self.cause = cause
 
     def as_dict(self) -> dict[str, Any]:
@@ -79,36 +87,36 @@ class StepRecorder:
         body: Callable[[], dict[str, Any]],
         requires: tuple = (),
     ) -> dict[str, Any]:
-        blocked = [dep for dep in requires if self.statuses.get(dep) != "pass"]
+        blocked = [dep for dep in requires if self.statuses.get(dep) != PASS]
         if blocked:
-            self._record(name, "skip", 0.0, {}, "skipped: " + ", ".join(blocked) + " did not pass")
+            self._record(name, SKIP, 0.0, {}, "skipped: " + ", ".join(blocked) + " did not pass")
             return {}
         started = time.perf_counter()
         try:
             detail = body() or {}
         except StepFailed as exc:
-            self._record(name, "fail", time.perf_counter() - started, exc.detail, str(exc))
+            self._record(name, FAIL, time.perf_counter() - started, exc.detail, str(exc))
             return exc.detail
         except Exception as exc:
             traceback.print_exc(file=sys.stderr)
             error = f"{type(exc).__name__}: {exc}"
-            self._record(name, "fail", time.perf_counter() - started, {}, error)
+            self._record(name, FAIL, time.perf_counter() - started, {}, error)
             return {}
-        self._record(name, "pass", time.perf_counter() - started, detail, None)
+        self._record(name, PASS, time.perf_counter() - started, detail, None)
         return detail
 
     def _record(
         self, name: str, status: str, seconds: float, detail: dict[str, Any], error: str | None
     ) -> None:
         self.statuses[name] = status
-        if error and status == "fail":
+        if error and status == FAIL:
             self.errors.append(f"{name}: {error}")
         self.events.step(name, status, seconds, detail=detail, error=error)
 
     def outcome(self, summary: dict[str, Any]) -> Outcome:
         summary = dict(summary, steps=dict(self.statuses))
-        if all(status == "pass" for status in self.statuses.values()):
-            return Outcome("succeeded", "all steps passed", summary)
-        failed = [name for name, status in self.statuses.items() if status != "pass"]
+        if all(status == PASS for status in self.statuses.values()):
+            return Outcome(exits.SUCCEEDED, "all steps passed", summary)
+        failed = [name for name, status in self.statuses.items() if status != PASS]
         reason = self.errors[0] if self.errors else "steps did not pass: " + ", ".join(failed)
-        return Outcome("failed", reason, summary)
+        return Outcome(exits.FAILED, reason, summary)

@@ -1,0 +1,130 @@
+"""Event types of events.jsonl and their fields (the format is in docs/events.md).
+
+Every event is one JSON object a line with ``type`` and ``time`` (Unix
+seconds). The core types are here; a run kind adds its own in its
+declaration (``Kind.event_types``). ``problem`` says what is wrong with an
+event, so the platform can keep a malformed one as a visible ingest error
+instead of failing its batch.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+EVENTS_FILE = "events.jsonl"
+
+LOG, METRIC, STEP, HEARTBEAT = "log", "metric", "step", "heartbeat"
+CHECKPOINT, ARTIFACT, RESULT = "checkpoint", "artifact", "result"
+
+# Streams of a log event.
+STDOUT, STDERR, RUNNER = "stdout", "stderr", "runner"
+# Statuses of a step event.
+PASS, FAIL, SKIP = "pass", "fail", "skip"
+
+# JSON types a field may take, by name.
+_CHECKS = {
+    "string": lambda v: isinstance(v, str),
+    "integer": lambda v: type(v) is int,
+    "number": lambda v: type(v) is int or (type(v) is float and math.isfinite(v)),
+    "boolean": lambda v: isinstance(v, bool),
+    "object": lambda v: isinstance(v, dict),
+    "array": lambda v: isinstance(v, list),
+    "null": lambda v: v is None,
+}
+
+
+class EventType:
+    """An event type: each field's allowed JSON types, and which fields it must have."""
+
+    def __init__(
+        self,
+        name: str,
+        fields: dict[str, tuple[str, ...]] | None = None,
+        required: tuple[str, ...] = (),
+        help: str = "",
+    ) -> None:
+        self.name = name
+        self.fields = dict(fields or {})
+        self.required = required
+        self.help = help
+        for field, types in self.fields.items():
+            unknown = [t for t in types if t not in _CHECKS]
+            if unknown:
+                raise ValueError(f"{name}.{field}: unknown JSON type(s) {unknown}")
+
+    def problem(self, event: dict[str, Any]) -> str | None:
+        """What is wrong with ``event`` as one of this type, or None."""
+        for field in self.required:
+            if field not in event:
+                return f"a {self.name} event needs {field!r}"
+        for field, types in self.fields.items():
+            if field in event and not any(_CHECKS[t](event[field]) for t in types):
+                return f"{self.name}.{field} must be " + " or ".join(types)
+        return None
+
+
+CORE_EVENT_TYPES = {
+    event_type.name: event_type
+    for event_type in (
+        EventType(LOG, {"stream": ("string",), "line": ("string",)}, ("line",), "a line of output"),
+        EventType(
+            METRIC,
+            {
+                "key": ("string",),
+                "step": ("integer",),
+                "value": ("number", "null"),
+                "nonfinite": ("string",),
+            },
+            ("key", "step", "value"),
+            "one point of a metric series",
+        ),
+        EventType(
+            STEP,
+            {
+                "name": ("string",),
+                "status": ("string",),
+                "seconds": ("number",),
+                "detail": ("object",),
+                "error": ("string", "null"),
+            },
+            ("name", "status"),
+            "a pass/fail/skip step",
+        ),
+        EventType(HEARTBEAT, help="the runner is alive"),
+        EventType(
+            CHECKPOINT,
+            {
+                "step": ("integer",),
+                "path": ("string",),
+                "bytes": ("integer",),
+                "sha256": ("string",),
+            },
+            ("step", "bytes", "sha256"),
+            "a checkpoint written on the host",
+        ),
+        EventType(
+            ARTIFACT,
+            {
+                "name": ("string",),
+                "path": ("string",),
+                "bytes": ("integer",),
+                "sha256": ("string",),
+                "kind": ("string",),
+            },
+            ("name", "path", "bytes", "sha256"),
+            "a file the run produced (a trace, a report)",
+        ),
+        EventType(
+            RESULT,
+            {
+                "status": ("string",),
+                "reason": ("string",),
+                "summary": ("object",),
+                "cause": ("string",),
+            },
+            ("status",),
+            "how the run ended; always the last line",
+        ),
+    )
+}

@@ -1,0 +1,63 @@
+"""How a run ended: the supervisor's process exit codes and the exit causes.
+
+A cause is a name both sides store and compare. The core causes are here;
+a run kind declares the ones only it produces (``Kind.causes``), and
+``workers.contract.kinds.cause`` knows them all. A cause nobody declared is
+a bug, not something to guess at: tests check every cause a runner can write.
+"""
+
+from __future__ import annotations
+
+# `python -m workers.run` exits with one of these.
+EXIT_SUCCEEDED = 0
+EXIT_FAILED = 1
+EXIT_INVALID_SPEC = 2
+
+SUCCEEDED, FAILED = "succeeded", "failed"
+RESULT_STATUSES = (SUCCEEDED, FAILED)
+
+NONE = ""
+COMPLETED = "completed"
+PROCESS_EXIT = "process_exit"
+TIMEOUT = "timeout"
+CANCELLED = "cancelled"
+WORKER_LOST = "worker_lost"
+TERMINATED = "terminated"
+SPEC_INVALID = "spec_invalid"
+START_FAILED = "start_failed"
+
+
+class Cause:
+    """One reason a run attempt ended.
+
+    ``infrastructure``: the machine or the platform failed, not the job, so
+    CI may retry it. ``restartable``: a run with restarts left goes on as a
+    new attempt after it.
+    """
+
+    def __init__(
+        self, name: str, label: str, infrastructure: bool = False, restartable: bool = False
+    ) -> None:
+        self.name = name
+        self.label = label
+        self.infrastructure = infrastructure
+        self.restartable = restartable
+
+    def __repr__(self) -> str:
+        return f"Cause({self.name!r})"
+
+
+CORE_CAUSES = {
+    cause.name: cause
+    for cause in (
+        Cause(NONE, "—"),
+        Cause(COMPLETED, "Completed"),
+        Cause(PROCESS_EXIT, "Process exited", restartable=True),
+        Cause(TIMEOUT, "Timed out"),
+        Cause(CANCELLED, "Cancelled"),
+        Cause(WORKER_LOST, "Worker lost", infrastructure=True, restartable=True),
+        Cause(TERMINATED, "Terminated on the host", infrastructure=True, restartable=True),
+        Cause(SPEC_INVALID, "Spec refused by the host"),
+        Cause(START_FAILED, "Could not start", infrastructure=True, restartable=True),
+    )
+}

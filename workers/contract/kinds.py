@@ -1,0 +1,174 @@
+"""Run kinds: each declares its spec fields, exit causes and event types here.
+
+A kind is a folder ``workers/kinds/<name>/`` whose ``__init__.py`` holds
+``KIND = Kind(...)`` (standard library only: the platform imports it to
+validate submissions) and whose runner module does the work on the host.
+Kinds outside this package, a site's own or a test's, are named in
+``NPULAB_KINDS`` (comma-separated module paths, each with a ``KIND``), which
+the web and the host worker both read. The generic code asks this registry
+and never names a kind.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import pkgutil
+import threading
+from typing import Any
+
+from workers.contract.events import CORE_EVENT_TYPES, EventType
+from workers.contract.exits import CORE_CAUSES, Cause
+from workers.contract.spec import Field, SpecError, clean_fields
+
+BUILTIN_PACKAGE = "workers.kinds"
+EXTRA_KINDS_ENV = "NPULAB_KINDS"
+
+
+class Kind:
+    """What the platform and a host must know of one run kind.
+
+    ``runner``: the module with ``run(ctx) -> Outcome``, imported only in the
+    run's own process. ``causes``: exit causes only this kind's runner
+    reports. ``event_types``: the event types it adds to events.jsonl.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        title: str,
+        runner: str,
+        fields: list[Field],
+        causes: tuple[Cause, ...] = (),
+        event_types: tuple[EventType, ...] = (),
+    ) -> None:
+        self.name = name
+        self.title = title
+        self.runner = runner
+        self.fields = [Field("kind", "string", choices=(name,)), *fields]
+        self.by_name = {field.name: field for field in self.fields}
+        self.causes = {cause.name: cause for cause in causes}
+        self.event_types = {event_type.name: event_type for event_type in event_types}
+
+    def validate(self, doc: dict[str, Any]) -> dict[str, Any]:
+        return clean_fields(self.fields, doc, self.name)
+
+    def json_schema(self) -> dict[str, Any]:
+        return {
+            "type": "object",
+            "title": self.title,
+            "properties": {field.name: field.json_schema() for field in self.fields},
+            "required": [field.name for field in self.fields if field.required],
+            "additionalProperties": False,
+        }
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "title": self.title,
+            "fields": [field.describe() for field in self.fields],
+            "causes": sorted(self.causes),
+            "event_types": sorted(self.event_types),
+        }
+
+
+class KindConflict(ValueError):
+    """Two kinds claim one name, one cause or one event type."""
+
+
+_kinds: dict[str, Kind] = {}
+_loaded = False
+_lock = threading.RLock()
+
+
+def register(kind: Kind) -> Kind:
+    """Add a kind; its name, causes and event types must be its own."""
+    with _lock:
+        if kind.name in _kinds and _kinds[kind.name] is not kind:
+            raise KindConflict(f"run kind {kind.name!r} is declared twice")
+        for name in kind.causes:
+            if name in CORE_CAUSES or any(name in other.causes for other in _others(kind)):
+                raise KindConflict(f"exit cause {name!r} of kind {kind.name} is taken")
+        for name in kind.event_types:
+            taken = name in CORE_EVENT_TYPES or any(
+                name in other.event_types for other in _others(kind)
+            )
+            if taken:
+                raise KindConflict(f"event type {name!r} of kind {kind.name} is taken")
+        _kinds[kind.name] = kind
+    return kind
+
+
+def _others(kind: Kind) -> list[Kind]:
+    return [other for other in _kinds.values() if other.name != kind.name]
+
+
+def load() -> None:
+    """Import every kind declaration once: the built-in folders, then NPULAB_KINDS."""
+    global _loaded
+    with _lock:
+        if _loaded:
+            return
+        package = importlib.import_module(BUILTIN_PACKAGE)
+        modules = [
+            f"{BUILTIN_PACKAGE}.{info.name}"
+            for info in pkgutil.iter_modules(package.__path__)
+            if info.ispkg
+        ]
+        modules += [m.strip() for m in os.environ.get(EXTRA_KINDS_ENV, "").split(",") if m.strip()]
+        for module_name in modules:
+            module = importlib.import_module(module_name)
+            kind = getattr(module, "KIND", None)
+            if not isinstance(kind, Kind):
+                raise KindConflict(f"{module_name} declares no KIND = Kind(...)")
+            register(kind)
+        _loaded = True
+
+
+def all_kinds() -> list[Kind]:
+    """Every kind, in name order."""
+    load()
+    return [_kinds[name] for name in sorted(_kinds)]
+
+
+def get(name: str) -> Kind | None:
+    load()
+    return _kinds.get(name)
+
+
+def names() -> list[str]:
+    return [kind.name for kind in all_kinds()]
+
+
+def causes() -> dict[str, Cause]:
+    """Every exit cause: the core ones and those the kinds declare."""
+    found = dict(CORE_CAUSES)
+    for kind in all_kinds():
+        found.update(kind.causes)
+    return found
+
+
+def cause(name: str) -> Cause | None:
+    return causes().get(name)
+
+
+def event_types() -> dict[str, EventType]:
+    """Every event type: the core ones and those the kinds add."""
+    found = dict(CORE_EVENT_TYPES)
+    for kind in all_kinds():
+        found.update(kind.event_types)
+    return found
+
+
+def validate(doc: Any) -> dict[str, Any]:
+    """Return the spec with defaults filled in, or raise SpecError naming every bad field."""
+    if not isinstance(doc, dict):
+        raise SpecError({"spec": "must be a JSON object"})
+    kind_name = doc.get("kind")
+    known = ", ".join(names())
+    if kind_name is None:
+        raise SpecError({"kind": "this field is required; one of: " + known})
+    kind = get(kind_name) if isinstance(kind_name, str) else None
+    if kind is None:
+        raise SpecError({"kind": f"unknown kind {kind_name!r}; one of: " + known})
+    return kind.validate(doc)

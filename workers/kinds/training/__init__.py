@@ -1,0 +1,110 @@
+"""The training kind: train a model on the devices, checkpoint it, resume it after a crash."""
+
+from __future__ import annotations
+
+import re
+
+from workers.contract.events import EventType
+from workers.contract.exits import Cause
+from workers.contract.kinds import Kind
+from workers.contract.spec import Field, common_fields
+
+BUILTIN_JOBS = ("cnn", "lm")
+PRECISIONS = ("fp32", "fp16", "bf16")
+_MODULE_ENTRY = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
+
+
+def check_entry(entry: str) -> str | None:
+    """A script path, ``package.module:function`` or ``builtin:<job>``."""
+    if entry.startswith("builtin:"):
+        job = entry[len("builtin:") :]
+        return None if job in BUILTIN_JOBS else "builtin jobs: " + ", ".join(BUILTIN_JOBS)
+    if entry.endswith(".py") or _MODULE_ENTRY.match(entry):
+        return None
+    return "must be a script path ending in .py, package.module:function or builtin:<job>"
+
+
+FIELDS = [
+    *common_fields(default_timeout_s=7 * 24 * 3600),
+    Field(
+        "entry",
+        "string",
+        check=check_entry,
+        help="path/to/script.py, package.module:function, or builtin:cnn / builtin:lm.",
+    ),
+    Field("args", "strings", default=[], help="Arguments for the entry point."),
+    Field("workdir", "string", default="", help="Where it runs; empty: the run directory."),
+    Field("precision", "string", default="fp32", choices=PRECISIONS),
+    Field(
+        "max_steps",
+        "integer",
+        default=0,
+        minimum=0,
+        maximum=10**9,
+        help="Steps to train; 0: the entry point decides (300 for builtin jobs).",
+    ),
+    Field(
+        "checkpoint_every_steps",
+        "integer",
+        default=100,
+        minimum=0,
+        maximum=10**9,
+        help="Checkpoint every N steps; 0: not by steps.",
+    ),
+    Field(
+        "checkpoint_every_minutes",
+        "number",
+        default=30.0,
+        minimum=0,
+        maximum=7 * 24 * 60,
+        help="Checkpoint at least this often; 0: not by time.",
+    ),
+    Field("keep_checkpoints", "integer", default=3, minimum=1, maximum=1000),
+    Field(
+        "max_restarts",
+        "integer",
+        default=3,
+        minimum=0,
+        maximum=100,
+        help="New attempts after a crash or a lost host, each resuming from a checkpoint.",
+    ),
+    Field(
+        "heartbeat_timeout_s",
+        "integer",
+        default=600,
+        minimum=0,
+        maximum=7 * 24 * 3600,
+        help="Kill a run whose training loop stopped beating (needs workers.track); 0: never.",
+    ),
+    Field("seed", "integer", default=0, minimum=0, maximum=2**31 - 1),
+]
+
+
+# The training runner's watchdog: the loop stopped touching its heartbeat
+# file. A hung collective far more often than a bug, so it is restarted.
+HEARTBEAT_TIMEOUT = "heartbeat_timeout"
+# Written by workers.track while it resumes.
+RESUME = "resume"
+CHECKPOINT_DAMAGED = "checkpoint_damaged"
+
+KIND = Kind(
+    "training",
+    "Training: train a model on the devices, checkpoint it, resume it after a crash.",
+    "workers.kinds.training.runner",
+    FIELDS,
+    causes=(Cause(HEARTBEAT_TIMEOUT, "Heartbeat stopped", infrastructure=True, restartable=True),),
+    event_types=(
+        EventType(
+            RESUME,
+            {"step": ("integer", "null"), "path": ("string", "null")},
+            ("step",),
+            "an attempt went on from this checkpoint step (null: from the start)",
+        ),
+        EventType(
+            CHECKPOINT_DAMAGED,
+            {"step": ("integer",), "reason": ("string",)},
+            ("step",),
+            "a checkpoint on the host failed its manifest check",
+        ),
+    ),
+)
