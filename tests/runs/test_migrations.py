@@ -1,26 +1,44 @@
-"""Metric points stored before series existed keep their values, steps and times."""
+"""Metric points stored before series existed keep their values, steps and times, through the
+move of the store to npulab.series and back."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from datetime import UTC, datetime
 
 import pytest
+from django.apps.registry import Apps
+from django.contrib.contenttypes.models import ContentType
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
 BEFORE = ("runs", "0003_attempts_and_checkpoints")
-AFTER = ("runs", "0004_metric_series_and_rollups")
+IN_RUNS = ("runs", "0005_exit_cause_from_the_contract")
+AFTER = ("series", "0001_initial")
+MODELS = ("metricseries", "metric", "metricrollup")
 
 
-def migrate(target: tuple[str, str]):
+def migrate(*targets: tuple[str, str]) -> Apps:
     executor = MigrationExecutor(connection)
     executor.loader.build_graph()
-    executor.migrate([target])
-    return MigrationExecutor(connection).loader.project_state([target]).apps
+    executor.migrate(list(targets))
+    return MigrationExecutor(connection).loader.project_state(list(targets)).apps
+
+
+@pytest.fixture
+def restored() -> Iterator[None]:
+    """Leave every app fully migrated again: going back also unapplied other apps' children."""
+    yield
+    executor = MigrationExecutor(connection)
+    executor.migrate(executor.loader.graph.leaf_nodes())
+
+
+def metric_tables(prefix: str) -> set[str]:
+    return {f"{prefix}_{model}" for model in MODELS} & set(connection.introspection.table_names())
 
 
 @pytest.mark.django_db(transaction=True)
-def test_points_move_under_series_with_their_rollups() -> None:
+def test_points_move_under_series_with_their_rollups_into_the_series_app(restored) -> None:
     old = migrate(BEFORE)
     user = old.get_model("auth", "User").objects.create(username="migrator")
     run_model = old.get_model("runs", "Run")
@@ -37,17 +55,19 @@ def test_points_move_under_series_with_their_rollups() -> None:
 
     new = migrate(AFTER)
 
-    series = new.get_model("runs", "MetricSeries").objects.filter(run_id=run.pk)
-    assert sorted(series.values_list("key", "points", "last_step")) == [
-        ("loss", 1503, 1499),
-        ("lr", 2, 7),
+    assert metric_tables("series") == {f"series_{model}" for model in MODELS}
+    assert not metric_tables("runs")
+    series = new.get_model("series", "MetricSeries").objects.filter(run_id=run.pk)
+    assert sorted(series.values_list("key", "points", "last_step", "host", "device_index")) == [
+        ("loss", 1503, 1499, None, None),
+        ("lr", 2, 7, None, None),
     ]
-    metric = new.get_model("runs", "Metric").objects
+    metric = new.get_model("series", "Metric").objects
     moved = sorted(metric.values_list("series__key", "step", "value", "time"), key=str)
     assert moved == sorted(
         ((k, s, v, pytest.approx(at.timestamp())) for k, s, v in points), key=str
     )
-    rollups = new.get_model("runs", "MetricRollup").objects
+    rollups = new.get_model("series", "MetricRollup").objects
     lr = rollups.get(series__key="lr", size=10)
     assert (lr.start, lr.points, lr.counted, lr.total, lr.first_step) == (0, 2, 1, 0.5, 7)
     # Negative steps fall in the block below zero, as Python's floor division puts them.
@@ -59,3 +79,39 @@ def test_points_move_under_series_with_their_rollups() -> None:
         sum(s / 2 for s in range(1000, 1500)),
         749.5,
     )
+
+
+@pytest.mark.django_db(transaction=True)
+def test_moving_the_store_back_to_runs_keeps_the_points_and_the_content_types(restored) -> None:
+    # The real model: contenttypes is never migrated back here, and the state of
+    # runs.0005 predates its 0002.
+    ids = dict(ContentType.objects.filter(app_label="series").values_list("model", "pk"))
+    assert set(ids) == set(MODELS)
+    new = migrate(AFTER)
+    user = new.get_model("auth", "User").objects.create(username="migrator")
+    run = new.get_model("runs", "Run").objects.create(
+        kind="training", spec={}, device_type="cpu", submitted_by_id=user.pk
+    )
+    found = new.get_model("series", "MetricSeries").objects.create(
+        run_id=run.pk, key="loss", points=1, last_step=3
+    )
+    new.get_model("series", "Metric").objects.create(
+        series_id=found.pk, attempt=1, step=3, value=0.25, time=1.5
+    )
+
+    old = migrate(IN_RUNS)
+
+    assert metric_tables("runs") == {f"runs_{model}" for model in MODELS}
+    assert not metric_tables("series")
+    points = old.get_model("runs", "Metric").objects
+    assert list(points.values_list("series__run", "series__key", "step", "value", "time")) == [
+        (run.pk, "loss", 3, 0.25, 1.5)
+    ]
+    back = ContentType.objects.filter(app_label="runs", model__in=MODELS)
+    assert dict(back.values_list("model", "pk")) == ids
+
+    again = migrate(AFTER)
+
+    assert again.get_model("series", "Metric").objects.get().value == 0.25
+    moved = ContentType.objects.filter(app_label="series")
+    assert dict(moved.values_list("model", "pk")) == ids

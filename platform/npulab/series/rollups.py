@@ -15,7 +15,7 @@ from typing import Any
 
 from django.db import connection
 
-from npulab.runs.models import Metric, MetricRollup, MetricSeries
+from npulab.series.models import Metric, MetricRollup
 
 # Largest first: a chart takes the coarsest blocks its bucket width allows.
 SIZES = (1000, 10)
@@ -45,16 +45,17 @@ _UPSERT = """
         first_step = {least}({rollup}.first_step, excluded.first_step)
 """
 _COPY = "COPY {rollup} ({columns}) FROM STDIN (FORMAT BINARY)"
+# {ids} is one placeholder per series: an owner has tens or hundreds, and IN (...) is the one
+# spelling of a list that PostgreSQL and SQLite share.
 _DELETE_FROM = """
-    DELETE FROM {rollup}
-    WHERE series_id IN (SELECT id FROM {series} WHERE run_id = %s) AND size = %s AND start >= %s
+    DELETE FROM {rollup} WHERE series_id IN ({ids}) AND size = %s AND start >= %s
 """
 _RECOUNT = """
     INSERT INTO {rollup} ({columns})
     SELECT series_id, %s, %s, COUNT(*), COUNT(value), SUM(value), MIN(value), MAX(value),
            MIN(step)
     FROM {metric}
-    WHERE series_id IN (SELECT id FROM {series} WHERE run_id = %s) AND step >= %s AND step <= %s
+    WHERE series_id IN ({ids}) AND step >= %s AND step <= %s
     GROUP BY series_id
 """
 _BUCKETS = """
@@ -66,16 +67,16 @@ _BUCKETS = """
 """
 
 
-def _sql(template: str) -> str:
+def _sql(template: str, ids: int = 0) -> str:
     quote = connection.ops.quote_name
     postgres = connection.vendor == "postgresql"
     return template.format(
         rollup=quote(MetricRollup._meta.db_table),
         metric=quote(Metric._meta.db_table),
-        series=quote(MetricSeries._meta.db_table),
         columns=_COLUMNS,
         least="LEAST" if postgres else "MIN",
         greatest="GREATEST" if postgres else "MAX",
+        ids=", ".join(["%s"] * ids),
     )
 
 
@@ -165,14 +166,17 @@ def _copy(rows: list[tuple[Any, ...]]) -> None:
             copy.write_row(row)
 
 
-def truncate(run_id: int, step: int) -> None:
-    """Make the run's blocks match its points once those after ``step`` are deleted."""
+def truncate(series_ids: list[int], step: int) -> None:
+    """Make the series' blocks match their points once those after ``step`` are deleted."""
+    if not series_ids:
+        return
+    delete, recount = _sql(_DELETE_FROM, len(series_ids)), _sql(_RECOUNT, len(series_ids))
     with connection.cursor() as cursor:
         for size in SIZES:
             start = step - step % size
-            cursor.execute(_sql(_DELETE_FROM), [run_id, size, start])
+            cursor.execute(delete, [*series_ids, size, start])
             # The block holding ``step`` keeps its points up to it: recount them.
-            cursor.execute(_sql(_RECOUNT), [size, start, run_id, start, step])
+            cursor.execute(recount, [size, start, *series_ids, start, step])
 
 
 def buckets(series_id: int, size: int, base: int, width: int) -> list[list[Any]]:

@@ -4,7 +4,7 @@ A chart has a few thousand pixels; a long training run logs millions of
 points. Downsampling groups the steps into equal buckets and returns each
 bucket's first step with the mean, minimum and maximum, so a spike survives
 as the band's edge. A bucket as wide as a rollup block or wider is computed
-from the blocks (npulab.runs.rollups), so its cost follows the number of
+from the blocks (npulab.series.rollups), so its cost follows the number of
 buckets, not of points; narrower ones scan the points through their index.
 """
 
@@ -14,9 +14,11 @@ import math
 from typing import Any
 
 from django.db import connection
+from django.db.models import QuerySet
 
-from npulab.runs import rollups
-from npulab.runs.models import Metric, MetricSeries, Run
+from npulab.series import rollups
+from npulab.series.models import Metric, MetricSeries
+from npulab.series.owners import Owner
 
 DEFAULT_POINTS = 1000
 MAX_POINTS = 20000
@@ -38,9 +40,9 @@ def _sql(template: str) -> str:
     return template.format(table=connection.ops.quote_name(Metric._meta.db_table))
 
 
-def series(run: Run, key: str, points: int | None = None) -> dict[str, Any]:
+def series(owner: Owner, key: str, points: int | None = None) -> dict[str, Any]:
     """One metric: every [step, value] point, or at most ``points`` [step, mean, min, max]."""
-    found = MetricSeries.objects.filter(run=run, key=key).first()
+    found = MetricSeries.objects.filter(**owner.fields(), key=key).first()
     if found is None:
         return {"key": key, "total": 0, "downsampled": False, "points": []}
     if points is None or found.points <= points:
@@ -75,12 +77,15 @@ def _buckets(found: MetricSeries, points: int) -> list[list[Any]]:
         ]
 
 
-def summary(run: Run) -> list[dict[str, Any]]:
-    """Each metric's name, point count and last step."""
-    return list(
-        MetricSeries.objects.filter(run=run).order_by("key").values("key", "points", "last_step")
-    )
+def summary(owner: Owner) -> list[dict[str, Any]]:
+    """Each metric's name, point count and last step, by name."""
+    return list(_of(owner).order_by("key").values("key", "points", "last_step"))
 
 
-def keys(run: Run) -> list[str]:
-    return list(MetricSeries.objects.filter(run=run).order_by("key").values_list("key", flat=True))
+def keys(owner: Owner) -> list[str]:
+    """The owner's metric names, sorted."""
+    return list(_of(owner).order_by("key").values_list("key", flat=True))
+
+
+def _of(owner: Owner) -> QuerySet[MetricSeries]:
+    return MetricSeries.objects.filter(**owner.fields())

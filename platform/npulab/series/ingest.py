@@ -4,8 +4,12 @@ A training run sends points in batches of thousands; the platform must
 take a hundred thousand a second from one client. On PostgreSQL a batch
 goes in with one binary COPY built straight from the parsed points (no
 model instances, no per-row SQL), and its rollup blocks with a second;
-other databases get executemany. The run row is locked by the caller
-(do_ingest_events), so one run's batches never interleave.
+other databases get executemany.
+
+The caller serializes the batches of one owner (do_ingest_events holds the
+run's row lock): rollups.store trusts each series' last step to tell new
+blocks from stored ones, and two interleaved batches could both insert one
+block as new, or lose each other's counts.
 """
 
 from __future__ import annotations
@@ -18,8 +22,9 @@ from django.db.models import OuterRef, Subquery, Sum
 from django.db.models.functions import Coalesce
 from psycopg.copy import QueuedLibpqWriter
 
-from npulab.runs import rollups
-from npulab.runs.models import Metric, MetricRollup, MetricSeries, Run
+from npulab.series import rollups
+from npulab.series.models import Metric, MetricRollup, MetricSeries
+from npulab.series.owners import Owner
 
 # (step, value or None for NaN/inf, Unix seconds)
 Point = tuple[int, float | None, float]
@@ -34,16 +39,19 @@ _ROW = struct.Struct(">hiqiiiqidid").pack
 _ROW_NULL = struct.Struct(">hiqiiiqiid").pack
 
 
-def insert_metrics(run: Run, points: dict[str, list[Point]]) -> None:
-    """Store a batch's points by key, with their rollups and series counts."""
+def insert_points(owner: Owner, points: dict[str, list[Point]], *, attempt: int = 0) -> None:
+    """Store a batch's points by key, with their rollups and series counts.
+
+    ``attempt`` is the run attempt that logged them; a host's series has none (0).
+    """
     if not points:
         return
-    series = _series(run, list(points))
+    series = _series(owner, list(points))
     last_steps = {found.pk: found.last_step for found in series.values()}
     if connection.vendor == "postgresql":
-        blocks = _copy(run.attempt, series, points)
+        blocks = _copy(attempt, series, points)
     else:
-        _insert(run.attempt, series, points)
+        _insert(attempt, series, points)
         blocks = _aggregate(series, points)
     rollups.store(blocks, last_steps)
     for key, batch in points.items():
@@ -61,9 +69,10 @@ def _aggregate(series: dict[str, MetricSeries], points: dict[str, list[Point]]) 
     return blocks
 
 
-def _series(run: Run, keys: list[str]) -> dict[str, MetricSeries]:
-    found = {s.key: s for s in MetricSeries.objects.filter(run=run, key__in=keys)}
-    missing = [MetricSeries(run=run, key=key) for key in keys if key not in found]
+def _series(owner: Owner, keys: list[str]) -> dict[str, MetricSeries]:
+    fields = owner.fields()
+    found = {s.key: s for s in MetricSeries.objects.filter(**fields, key__in=keys)}
+    missing = [MetricSeries(**fields, key=key) for key in keys if key not in found]
     for created in MetricSeries.objects.bulk_create(missing):
         found[created.key] = created
     return found
@@ -109,9 +118,9 @@ def _insert(attempt: int, series: dict[str, MetricSeries], points: dict[str, lis
         cursor.executemany(_sql(_INSERT), rows)
 
 
-def drop_points_after(run: Run, step: int | None) -> None:
-    """Delete the run's points after ``step`` (all for None); rollups and counts follow."""
-    series = MetricSeries.objects.filter(run=run)
+def drop_points_after(owner: Owner, step: int | None) -> None:
+    """Delete the owner's points after ``step`` (all for None); rollups and counts follow."""
+    series = MetricSeries.objects.filter(**owner.fields())
     if step is None:
         Metric.objects.filter(series__in=series).delete()
         MetricRollup.objects.filter(series__in=series).delete()
@@ -119,7 +128,7 @@ def drop_points_after(run: Run, step: int | None) -> None:
         return
     series_ids = list(series.values_list("pk", flat=True))
     Metric.objects.filter(series__in=series_ids, step__gt=step).delete()
-    rollups.truncate(run.pk, step)
+    rollups.truncate(series_ids, step)
     # The coarsest blocks count every point, in a thousandth of the rows.
     blocks = MetricRollup.objects.filter(series=OuterRef("pk"), size=rollups.SIZES[0])
     total = blocks.values("series").annotate(total=Sum("points")).values("total")

@@ -1,4 +1,4 @@
-"""Rollup blocks stay equal to the points they cover, and charts read them correctly."""
+"""A run's rollup blocks stay equal to the points they cover, and charts read them right."""
 
 from __future__ import annotations
 
@@ -7,14 +7,18 @@ import random
 from collections import defaultdict
 
 import pytest
+from django.db.models import QuerySet
 
-from npulab.runs import rollups
-from npulab.runs.metrics import series
-from npulab.runs.models import Metric, MetricRollup, MetricSeries, Run
+from npulab.runs.models import Run
 from npulab.runs.scheduler import place_queued_runs
 from npulab.runs.services import do_claim_run, do_finish_run, do_ingest_events, do_submit_run
+from npulab.series import rollups
+from npulab.series.models import Metric, MetricRollup, MetricSeries
+from npulab.series.owners import Owner
+from npulab.series.reads import series
 from tests.conftest import register
 from tests.factories import HostFactory
+from tests.series.blocks import expected_blocks, stored_blocks
 
 pytestmark = pytest.mark.django_db
 TRAINING = {"kind": "training", "device_type": "cpu", "entry": "builtin:cnn", "max_restarts": 1}
@@ -35,34 +39,8 @@ def send(host, run: Run, events: list[dict]) -> None:
     do_ingest_events(host, run.pk, run.attempt, offset, offset + 1, events)
 
 
-def expected_blocks(run: Run) -> dict[tuple[str, int, int], tuple]:
-    """The rollups recomputed from the stored points, in Python."""
-    groups: dict[tuple[str, int, int], list[tuple[int, float | None]]] = defaultdict(list)
-    for key, step, value in Metric.objects.filter(series__run=run).values_list(
-        "series__key", "step", "value"
-    ):
-        for size in rollups.SIZES:
-            groups[key, size, step - step % size].append((step, value))
-    blocks = {}
-    for where, points in groups.items():
-        values = [value for _, value in points if value is not None]
-        blocks[where] = (
-            len(points),
-            len(values),
-            pytest.approx(math.fsum(values)) if values else None,
-            min(values, default=None),
-            max(values, default=None),
-            min(step for step, _ in points),
-        )
-    return blocks
-
-
-def stored_blocks(run: Run) -> dict[tuple[str, int, int], tuple]:
-    rows = MetricRollup.objects.filter(series__run=run).values_list(
-        "series__key", "size", "start", "points", "counted", "total", "minimum", "maximum",
-        "first_step",
-    )  # fmt: skip
-    return {(key, size, start): tuple(rest) for key, size, start, *rest in rows}
+def of_run(run: Run) -> QuerySet[MetricSeries]:
+    return MetricSeries.objects.filter(run=run)
 
 
 def noisy_batches(rng: random.Random, steps: range, batch: int) -> list[list[dict]]:
@@ -84,7 +62,7 @@ def test_blocks_equal_the_points_through_batches_and_a_resume(owner, cpu_host) -
     run = started(owner, cpu_host)
     for batch in noisy_batches(rng, range(-15, 2600), 700):
         send(cpu_host, run, batch)
-    assert stored_blocks(run) == expected_blocks(run)
+    assert stored_blocks(of_run(run)) == expected_blocks(of_run(run))
 
     send(
         cpu_host,
@@ -96,11 +74,11 @@ def test_blocks_equal_the_points_through_batches_and_a_resume(owner, cpu_host) -
     run = do_claim_run(cpu_host, run.pk, 2)
     # The new attempt resumes mid-block and logs the rest again.
     send(cpu_host, run, [{"type": "resume", "time": 2.0, "step": 1234, "path": "/x"}])
-    assert stored_blocks(run) == expected_blocks(run)
+    assert stored_blocks(of_run(run)) == expected_blocks(of_run(run))
     assert not Metric.objects.filter(series__run=run, step__gt=1234).exists()
     for batch in noisy_batches(rng, range(1235, 3100), 900):
         send(cpu_host, run, batch)
-    assert stored_blocks(run) == expected_blocks(run)
+    assert stored_blocks(of_run(run)) == expected_blocks(of_run(run))
 
     counts = {
         key: (Metric.objects.filter(series__run=run, series__key=key).count(), last)
@@ -120,7 +98,7 @@ def test_a_resume_before_every_point_empties_the_series(owner, cpu_host) -> None
         (0, None)
     ]
     assert not MetricRollup.objects.filter(series__run=run).exists()
-    assert series(run, "loss", 10)["points"] == []
+    assert series(Owner.of_run(run.pk), "loss", 10)["points"] == []
 
 
 @pytest.mark.parametrize("size", rollups.SIZES)
@@ -156,7 +134,7 @@ def test_a_long_series_charts_from_blocks_with_its_spike(owner, cpu_host) -> Non
     events[31_337]["value"] = 500.0
     send(cpu_host, run, events)
 
-    body = series(run, "loss", 1000)
+    body = series(Owner.of_run(run.pk), "loss", 1000)
 
     assert (body["total"], body["downsampled"]) == (50_000, True)
     assert 500 <= len(body["points"]) <= 1000

@@ -1,0 +1,138 @@
+"""The metric time-series store: series owned by a run or by a host's device, their points and
+rollup blocks.
+
+A store, not a domain: other apps' models are named by string only, so this app imports none of
+them (the owner is passed in as an ``npulab.series.owners.Owner``).
+"""
+
+from __future__ import annotations
+
+from django.db import models
+from django.db.models import Q
+
+
+class MetricSeries(models.Model):
+    """One metric of one owner: its points' owner, with the counts a page lists.
+
+    The owner is a run, or a host (a device of it when ``device_index`` is set, the host as a
+    whole otherwise): exactly one of the two, which the database checks.
+    """
+
+    run = models.ForeignKey(
+        "runs.Run", null=True, blank=True, on_delete=models.CASCADE, related_name="metric_series"
+    )
+    host = models.ForeignKey(
+        "hosts.Host",
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="metric_series",
+    )
+    device_index = models.PositiveIntegerField(
+        null=True, blank=True, help_text="The host's device; empty for the host as a whole."
+    )
+    key = models.CharField(max_length=200)
+    points = models.BigIntegerField(default=0)
+    last_step = models.BigIntegerField(null=True, blank=True)
+
+    class Meta:
+        verbose_name_plural = "metric series"
+        constraints = [
+            models.CheckConstraint(
+                condition=(
+                    Q(run__isnull=False, host__isnull=True, device_index__isnull=True)
+                    | Q(run__isnull=True, host__isnull=False)
+                ),
+                name="series_one_owner",
+            ),
+            models.UniqueConstraint(
+                fields=["run", "key"], condition=Q(run__isnull=False), name="series_run_key"
+            ),
+            # Two constraints, not one: NULLs are distinct in a unique index, so a single
+            # (host, device_index, key) would let a host-wide key be created twice.
+            models.UniqueConstraint(
+                fields=["host", "device_index", "key"],
+                condition=Q(host__isnull=False, device_index__isnull=False),
+                name="series_host_device_key",
+            ),
+            models.UniqueConstraint(
+                fields=["host", "key"],
+                condition=Q(host__isnull=False, device_index__isnull=True),
+                name="series_host_key",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        if self.run_id is not None:
+            return f"{self.key} of run {self.run_id}"
+        if self.device_index is not None:
+            return f"{self.key} of host {self.host_id} device {self.device_index}"
+        return f"{self.key} of host {self.host_id}"
+
+
+class Metric(models.Model):
+    """One point of a series: written in bulk (COPY on PostgreSQL), read in step order.
+
+    No foreign-key constraint and a float ``time`` (Unix seconds): at a
+    hundred thousand points a second, a constraint check and a timestamp
+    conversion per row are most of the cost. The series owns its points;
+    deleting one deletes them (Django's collector, one statement).
+    """
+
+    series = models.ForeignKey(
+        MetricSeries,
+        on_delete=models.CASCADE,
+        related_name="+",
+        db_constraint=False,
+        db_index=False,
+    )
+    attempt = models.PositiveIntegerField(
+        help_text="The run attempt that logged the point; 0 for a host's series."
+    )
+    step = models.BigIntegerField()
+    value = models.FloatField(null=True, help_text="Null for a NaN or infinite value.")
+    time = models.FloatField(help_text="Unix seconds, as the runner logged it.")
+
+    class Meta:
+        # INCLUDE makes a whole-series read an index-only scan on PostgreSQL;
+        # other databases build the index without it (check models.W040).
+        indexes = [
+            models.Index(fields=["series", "step"], include=["value"], name="metric_series_step")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.series_id}[{self.step}]={self.value}"
+
+
+class MetricRollup(models.Model):
+    """Aggregates of a series over blocks of ``size`` steps starting at ``start``.
+
+    A chart of a million points reads a thousand of these instead of the
+    points; npulab.series.rollups keeps them equal to the points they cover.
+    """
+
+    series = models.ForeignKey(
+        MetricSeries,
+        on_delete=models.CASCADE,
+        related_name="+",
+        db_constraint=False,
+        db_index=False,  # the unique constraint leads with it
+    )
+    size = models.IntegerField()
+    start = models.BigIntegerField()
+    points = models.IntegerField(help_text="Points in the block, NaN included.")
+    counted = models.IntegerField(help_text="Points with a finite value.")
+    total = models.FloatField(null=True)
+    minimum = models.FloatField(null=True)
+    maximum = models.FloatField(null=True)
+    first_step = models.BigIntegerField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["series", "size", "start"], name="metricrollup_series_size_start"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.series_id}[{self.start}+{self.size}]"

@@ -1,0 +1,43 @@
+"""Who a series belongs to, named by keys so that this store imports no domain app."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Owner:
+    """A run, or a host: one of its devices when ``device_index`` is set, else the host itself.
+
+    Build one with ``Owner.of_run`` or ``Owner.of_host``; every function of the store takes
+    one, so a run's metrics and a device's telemetry go through the same code.
+    """
+
+    run_id: int | None = None
+    host_id: int | None = None
+    device_index: int | None = None
+
+    def __post_init__(self) -> None:
+        if (self.run_id is None) == (self.host_id is None):
+            raise ValueError("a series is owned by a run or by a host, exactly one")
+        if self.run_id is not None and self.device_index is not None:
+            raise ValueError("a device index belongs to a host, not to a run")
+
+    @classmethod
+    def of_run(cls, run_id: int) -> Owner:
+        return cls(run_id=run_id)
+
+    @classmethod
+    def of_host(cls, host_id: int, device_index: int | None = None) -> Owner:
+        return cls(host_id=host_id, device_index=device_index)
+
+    def fields(self) -> dict[str, Any]:
+        """The MetricSeries fields that name this owner, to filter on or to create with.
+
+        A host's ``device_index`` is always included: ``filter(device_index=None)`` is IS
+        NULL, so the host's own series never match one of its devices'.
+        """
+        if self.run_id is not None:
+            return {"run_id": self.run_id}
+        return {"host_id": self.host_id, "device_index": self.device_index}
