@@ -16,7 +16,7 @@ PYTEST_ARGS ?=
 help:
 	@echo "make run      start web, control worker, embedded Redis and a CPU host worker"
 	@echo "make test     install test dependencies and run the tests"
-	@echo "make lint     ruff, Python 3.8 check of workers/, Django checks, migrations, schema"
+	@echo "make lint     ruff, Python 3.8 check of workers/, import layers, Django checks, migrations, schema"
 	@echo "make fmt      format the code"
 	@echo "make schema   regenerate docs/openapi.yaml"
 	@echo "make bench    run the benchmarks in bench/ (results: docs/benchmarks.md)"
@@ -46,6 +46,7 @@ lint: $(VENV)/.test-deps var/secret_key
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 	$(VENV)/bin/vermin --no-tips --violations --target=3.8- workers/
+	PYTHONPATH=platform:. $(VENV)/bin/lint-imports
 	$(PY) manage.py check --fail-level WARNING
 	$(PY) manage.py makemigrations --check --dry-run
 	$(PY) manage.py spectacular --validate --fail-on-warn | diff -u docs/openapi.yaml - \
@@ -67,4 +68,4 @@ vendor:
 	bash platform/npulab/core/static/vendor/fetch.sh
 
 clean:
-	rm -rf $(VENV) var staticfiles .pytest_cache .ruff_cache
+	rm -rf $(VENV) var staticfiles .pytest_cache .ruff_cache .grimp_cache .import_linter_cache

@@ -3,10 +3,21 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
+from npulab.hosts import urls as host_urls
+from npulab.review import urls as review_urls
+from npulab.snapshots import urls as snapshot_urls
+
+# The host pages of the apps above hosts join its namespace (hosts:host_history ...).
+host_pages = [
+    *host_urls.urlpatterns,
+    *snapshot_urls.host_urlpatterns,
+    *review_urls.host_urlpatterns,
+]
+
 urlpatterns = [
-    path("", include("npulab.core.urls")),
+    path("", include("npulab.web.urls")),
     path("runs/", include("npulab.runs.urls")),
-    path("hosts/", include("npulab.hosts.urls")),
+    path("hosts/", include((host_pages, host_urls.app_name))),
     path("snapshots/", include("npulab.snapshots.urls")),
     path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),

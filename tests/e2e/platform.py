@@ -21,7 +21,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import requests
 
-from npulab.core import stack
+from npulab.web import stack
 from tests.paths import REPO_DIR
 from tests.services import Services
 from workers.processes import kill_group, registered_groups

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from npulab.core import stack
+from npulab.web import stack
 from tests.e2e.platform import free_port
 from tests.paths import REPO_DIR
 

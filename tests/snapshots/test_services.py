@@ -3,12 +3,8 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from django.core.exceptions import PermissionDenied
 from django.utils import timezone
 
-from npulab.hosts.models import Host
-from npulab.runs.scheduler import place_queued_runs
-from npulab.runs.services import do_submit_run
 from npulab.snapshots.content import SnapshotInvalid
 from npulab.snapshots.models import HostVersion, Snapshot
 from npulab.snapshots.services import do_record_snapshot, do_request_snapshot
@@ -63,23 +59,6 @@ def test_each_python_environment_has_its_own_history(cpu_host, document) -> None
     do_record_snapshot(cpu_host, conda)
     do_record_snapshot(cpu_host, document())
     assert HostVersion.objects.filter(host=cpu_host).count() == 2
-
-
-def test_an_upload_names_the_run_it_was_taken_for(cpu_host, owner, document) -> None:
-    run = do_submit_run(owner, {"kind": "smoke", "device_type": "cpu"})
-    place_queued_runs()
-    recorded = do_record_snapshot(cpu_host, document(), run_id=run.pk)
-    run.refresh_from_db()
-    assert run.snapshot == recorded.snapshot
-
-
-def test_a_host_cannot_attach_a_snapshot_to_another_hosts_run(cpu_host, owner, document) -> None:
-    other = Host.objects.create(name="cpu-02")
-    run = do_submit_run(owner, {"kind": "smoke", "device_type": "cpu"})
-    place_queued_runs()
-    with pytest.raises(PermissionDenied):
-        do_record_snapshot(other, document(), run_id=run.pk)
-    assert Snapshot.objects.count() == 0  # the whole upload is rolled back
 
 
 def test_an_invalid_upload_stores_nothing(cpu_host, document) -> None:

@@ -1,10 +1,8 @@
-"""Who may call what: users on the user API, host workers on the agent API only."""
+"""Who may call the user API: users; the agent API's permission is the agent app's."""
 
 from __future__ import annotations
 
 from rest_framework import permissions
-
-from npulab.hosts.models import Host
 
 
 class IsUser(permissions.BasePermission):
@@ -17,12 +15,3 @@ class IsUser(permissions.BasePermission):
 
     def has_permission(self, request, view) -> bool:
         return bool(request.user and request.user.is_authenticated)
-
-
-class IsHostAgent(permissions.BasePermission):
-    """A host worker presenting its host token."""
-
-    message = "This endpoint is for host workers; authenticate with the host's token."
-
-    def has_permission(self, request, view) -> bool:
-        return isinstance(request.auth, Host)

@@ -1,4 +1,4 @@
-"""What every API view shares: the error format, the agent base view, fast JSON."""
+"""What every API view shares: the error format, fast JSON."""
 
 from __future__ import annotations
 
@@ -12,13 +12,9 @@ from rest_framework.parsers import JSONParser
 from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 from rest_framework.utils.encoders import JSONEncoder
-from rest_framework.views import APIView
 from rest_framework.views import exception_handler as drf_exception_handler
 
-from npulab.accounts.authentication import TokenAuthentication
-from npulab.accounts.permissions import IsHostAgent
-from npulab.runs.models import InvalidTransition
-from npulab.runs.services import Conflict, SubmissionInvalid
+from npulab.core.errors import Conflict, InvalidTransition, SubmissionInvalid
 
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
@@ -33,13 +29,6 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     if isinstance(exc, ObjectDoesNotExist):
         return Response({"detail": str(exc)}, status=status.HTTP_404_NOT_FOUND)
     return drf_exception_handler(exc, context)
-
-
-class AgentAPIView(APIView):
-    """Base of the endpoints host workers call with their host token."""
-
-    authentication_classes = [TokenAuthentication]
-    permission_classes = [IsHostAgent]
 
 
 _DRF_ENCODER = JSONEncoder()

@@ -8,7 +8,8 @@ from django.db import models
 from django.urls import reverse
 from django.utils import timezone
 
-from workers.spec import DEVICE_TYPES
+from workers.contract.devices import DEVICE_TYPE_LABELS, DEVICE_TYPES
+from workers.contract.tasks import host_queue
 
 # Host names become Celery queue names (host.<name>) and URL segments.
 HOST_NAME_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,62}$"
@@ -18,13 +19,10 @@ host_name_validator = RegexValidator(
 )
 
 
-class DeviceType(models.TextChoices):
-    CPU = "cpu", "CPU"
-    CUDA = "cuda", "CUDA GPU"
-    NPU = "npu", "Ascend NPU"
-
-
-assert tuple(DeviceType.values) == DEVICE_TYPES, "workers.spec and the model must agree"
+# The contract's device types, as model choices.
+DeviceType = models.TextChoices(
+    "DeviceType", [(name.upper(), (name, DEVICE_TYPE_LABELS[name])) for name in DEVICE_TYPES]
+)
 
 
 class Host(models.Model):
@@ -68,7 +66,7 @@ class Host(models.Model):
 
     @property
     def queue(self) -> str:
-        return f"host.{self.name}"
+        return host_queue(self.name)
 
     def is_alive(self, now: datetime | None = None) -> bool:
         """True while the last heartbeat is recent enough to place runs here."""

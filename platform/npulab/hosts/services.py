@@ -6,12 +6,10 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
 from django.utils import timezone
 
 from npulab.accounts import tokens
 from npulab.hosts.models import Host
-from npulab.runs.dispatch import request_placement
 
 
 def do_create_host(name: str, labels: list[str] | None = None) -> Host:
@@ -31,7 +29,11 @@ def do_issue_host_token(host: Host) -> str:
 
 
 def do_register_host(host: Host, facts: dict[str, Any]) -> Host:
-    """Record what the worker found on its host and mark the host online."""
+    """Record what the worker found on its host and mark the host online.
+
+    Placement is asked for by the caller (``npulab.agent.services``): hosts sit
+    below runs and do not send run messages.
+    """
     now = timezone.now()
     devices = facts["devices"]
     host.device_type = facts["device_type"]
@@ -46,18 +48,16 @@ def do_register_host(host: Host, facts: dict[str, Any]) -> Host:
     host.last_heartbeat = now
     host.registered = now
     host.save()
-    # New capacity: queued runs may fit now.
-    transaction.on_commit(request_placement)
     return host
 
 
-def do_record_heartbeat(host: Host) -> None:
+def do_record_heartbeat(host: Host) -> bool:
+    """Mark the host alive; True when it was not online before (its capacity came back)."""
     came_back = host.status != Host.Status.ONLINE
     host.last_heartbeat = timezone.now()
     host.status = Host.Status.ONLINE
     host.save(update_fields=["last_heartbeat", "status", "updated"])
-    if came_back:
-        transaction.on_commit(request_placement)
+    return came_back
 
 
 def sweep_hosts(now: datetime | None = None) -> int:

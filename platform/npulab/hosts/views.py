@@ -6,10 +6,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 
 from npulab.hosts.models import Host
-from npulab.runs.models import Run
-from npulab.snapshots.views import host_history_context
-
-RECENT_RUNS = 25
+from npulab.hosts.pages import host_page
 
 
 @login_required
@@ -22,8 +19,6 @@ def host_list(request: HttpRequest) -> HttpResponse:
 @login_required
 def host_detail(request: HttpRequest, name: str) -> HttpResponse:
     host = get_object_or_404(Host, name=name)
-    leases = {lease.device_index: lease.run for lease in host.leases.select_related("run")}
-    devices = [dict(device, run=leases.get(device["index"])) for device in host.devices]
-    runs = Run.objects.filter(host=host).select_related("submitted_by")[:RECENT_RUNS]
-    context = {"host": host, "devices": devices, "runs": runs, **host_history_context(host)}
+    # The runs app replaces the devices with ones that name the run leasing them.
+    context = {"host": host, "devices": host.devices, **host_page.context(host)}
     return render(request, "hosts/host_detail.html", context)

@@ -6,10 +6,14 @@ from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 
+from npulab.hosts.models import Host
 from npulab.runs.models import Run, RunEvent
 from npulab.snapshots.diff import version_changes
+from npulab.snapshots.models import Snapshot
 
 LOG_TAIL_LINES = 200
+RECENT_HOST_RUNS = 25
+RECENT_SNAPSHOT_RUNS = 15
 
 
 def can_cancel(user: AbstractBaseUser | AnonymousUser, run: Run) -> bool:
@@ -39,3 +43,17 @@ def environment_differences(runs: list[Run]) -> list[dict[str, Any]]:
         changes = version_changes(base, summary) if base is not None and summary is not None else []
         rows.append({"run": run, "summary": summary, "changes": changes})
     return rows
+
+
+def host_runs_context(host: Host) -> dict[str, Any]:
+    """The host page's runs: each device with the run leasing it, the newest runs there."""
+    leases = {lease.device_index: lease.run for lease in host.leases.select_related("run")}
+    devices = [dict(device, run=leases.get(device["index"])) for device in host.devices]
+    runs = Run.objects.filter(host=host).select_related("submitted_by")[:RECENT_HOST_RUNS]
+    return {"devices": devices, "runs": runs}
+
+
+def snapshot_runs_context(snapshot: Snapshot) -> dict[str, Any]:
+    """The snapshot page's runs: the newest that ran under it."""
+    runs = Run.objects.filter(snapshot=snapshot).select_related("host")[:RECENT_SNAPSHOT_RUNS]
+    return {"runs": runs}

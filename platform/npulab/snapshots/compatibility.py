@@ -1,6 +1,6 @@
 """Compatibility verdicts for a stored snapshot or a planned version set.
 
-The rules live in workers.collect.compat (shared with the collector's doctor);
+The rules live in workers.contract.compat (shared with the collector's doctor);
 running them here again means a stored snapshot is always judged by the
 current rules and table.
 """
@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from workers.collect.ascend import current_cann_version
-from workers.collect.compat import (
+from workers.contract.compat import (
     INCOMPATIBLE,
     OK,
     UNKNOWN,
     check_python_stack,
     check_stack,
+    current_cann_version,
     pair_verdicts,
     required_for,
 )

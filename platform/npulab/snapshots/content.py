@@ -14,7 +14,7 @@ import hashlib
 import json
 from typing import Any
 
-from workers.collect.ascend import current_cann_version
+from workers.contract.compat import current_cann_version
 
 SCHEMA = 1
 SECTIONS = ("host", "npu", "ascend", "python", "env", "cuda", "findings")

@@ -7,12 +7,10 @@ from datetime import datetime
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
-from django.core.exceptions import PermissionDenied
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from npulab.hosts.models import Host
-from npulab.runs.models import Run
 from npulab.snapshots.content import content_hash, python_executable, split, summarize, validate
 from npulab.snapshots.diff import change_line, diff
 from npulab.snapshots.models import HostVersion, Snapshot
@@ -26,13 +24,12 @@ class Recorded:
 
 
 @transaction.atomic
-def do_record_snapshot(
-    host: Host, document: Any, run_id: int | None = None, now: datetime | None = None
-) -> Recorded:
+def do_record_snapshot(host: Host, document: Any, now: datetime | None = None) -> Recorded:
     """Store an upload: its content once, a new history step when it changed.
 
     Raises SnapshotInvalid for a document that is not a snapshot; nothing is
-    stored then.
+    stored then. The run an upload was taken for is pointed at it by
+    ``npulab.agent.services.do_upload_snapshot``.
     """
     now = now or timezone.now()
     stable, telemetry = split(validate(document))
@@ -65,10 +62,6 @@ def do_record_snapshot(
         )
         new_version = True
 
-    if run_id is not None and not Run.objects.filter(pk=run_id, host=host).update(
-        snapshot=snapshot
-    ):
-        raise PermissionDenied(f"run {run_id} is not placed on host {host.name}")
     if host.snapshot_requested:
         Host.objects.filter(pk=host.pk).update(snapshot_requested=False)
     return Recorded(snapshot, version, new_version)

@@ -8,3 +8,13 @@ urlpatterns = [
     path("<int:pk>/", views.snapshot_detail, name="snapshot_detail"),
     path("<int:pk>/known-good/", views.snapshot_known_good, name="snapshot_known_good"),
 ]
+
+# Host pages: ``npulab.urls`` mounts them in the ``hosts`` namespace.
+host_urlpatterns = [
+    path(
+        "<str:name>/snapshot-request/",
+        views.host_snapshot_request,
+        name="host_snapshot_request",
+    ),
+    path("<str:name>/history/", views.host_history, name="host_history"),
+]

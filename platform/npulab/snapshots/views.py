@@ -8,21 +8,14 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
 from npulab.hosts.models import Host
-from npulab.runs.models import Run
 from npulab.snapshots.compatibility import snapshot_compatibility
 from npulab.snapshots.diff import diff
-from npulab.snapshots.forms import DiffForm, KnownGoodForm, PlannedTargetForm
+from npulab.snapshots.forms import DiffForm, KnownGoodForm
 from npulab.snapshots.models import HostVersion, Snapshot
-from npulab.snapshots.review import review
-from npulab.snapshots.selectors import (
-    current_snapshot,
-    current_version,
-    history,
-    history_rows,
-)
+from npulab.snapshots.pages import snapshot_page
+from npulab.snapshots.selectors import current_version, history, history_rows
 from npulab.snapshots.services import do_mark_known_good, do_request_snapshot, do_unmark_known_good
 
-RECENT_RUNS = 15
 RECENT_VERSIONS = 20
 HISTORY_PAGE = 1000
 
@@ -34,8 +27,8 @@ def snapshot_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "snapshot": snapshot,
         "data": snapshot.data,
         "compatibility": snapshot_compatibility(snapshot.data),
-        "runs": Run.objects.filter(snapshot=snapshot).select_related("host")[:RECENT_RUNS],
         "known_good_form": KnownGoodForm(initial={"note": snapshot.known_good_note}),
+        **snapshot_page.context(snapshot),
     }
     return render(request, "snapshots/snapshot_detail.html", context)
 
@@ -75,29 +68,6 @@ def host_snapshot_request(request: HttpRequest, name: str) -> HttpResponse:
     do_request_snapshot(host)
     messages.info(request, f"{host.name} sends a fresh snapshot after its next heartbeat.")
     return redirect(host)
-
-
-@login_required
-def upgrade_review(request: HttpRequest, name: str) -> HttpResponse:
-    host = get_object_or_404(Host, name=name)
-    current = current_snapshot(host)
-    candidates = Snapshot.objects.select_related("host").exclude(pk=getattr(current, "pk", None))
-    planned_form = PlannedTargetForm(request.GET if "plan" in request.GET else None)
-    context: dict = {
-        "host": host,
-        "current": current,
-        "candidates": candidates[:200],
-        "planned_form": planned_form,
-        "target_id": request.GET.get("target", ""),
-    }
-    if current is not None:
-        if request.GET.get("target", "").isdigit():
-            target = get_object_or_404(Snapshot, pk=int(request.GET["target"]))
-            context["review"] = review(current, target=target)
-        elif planned_form.is_bound and planned_form.is_valid():
-            planned = {k: v for k, v in planned_form.cleaned_data.items() if v}
-            context["review"] = review(current, planned=planned)
-    return render(request, "snapshots/upgrade_review.html", context)
 
 
 @login_required

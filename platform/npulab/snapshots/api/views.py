@@ -17,15 +17,13 @@ from npulab.snapshots.api.serializers import (
     DiffQuerySerializer,
     HostVersionSerializer,
     KnownGoodSerializer,
-    ReviewQuerySerializer,
     SnapshotDetailSerializer,
     SnapshotSerializer,
 )
 from npulab.snapshots.diff import diff
 from npulab.snapshots.models import HostVersion, Snapshot
 from npulab.snapshots.recipe import requirements_txt, rollback_recipe
-from npulab.snapshots.review import Review, review
-from npulab.snapshots.selectors import current_snapshot, history
+from npulab.snapshots.selectors import history
 from npulab.snapshots.services import (
     do_mark_known_good,
     do_request_snapshot,
@@ -106,46 +104,3 @@ class HostSnapshotRequestView(APIView):
         """Ask the host's worker for a fresh snapshot (sent after its next heartbeat)."""
         do_request_snapshot(get_object_or_404(Host, name=name))
         return Response({"requested": True}, status=status.HTTP_202_ACCEPTED)
-
-
-class UpgradeReviewView(APIView):
-    @extend_schema(
-        parameters=[
-            OpenApiParameter("target", int, description="A snapshot to move to."),
-            OpenApiParameter("cann", str, description="Or planned versions: CANN ..."),
-            OpenApiParameter("torch_npu", str),
-            OpenApiParameter("torch", str),
-            OpenApiParameter("python", str),
-        ],
-        responses={200: dict},
-    )
-    def get(self, request: Request, name: str) -> Response:
-        """Go / no-go for moving the host's current environment to a target, and why."""
-        host = get_object_or_404(Host, name=name)
-        current = current_snapshot(host)
-        if current is None:
-            return Response(
-                {"detail": f"host {name} has sent no snapshot yet"},
-                status=status.HTTP_409_CONFLICT,
-            )
-        query = ReviewQuerySerializer(data=request.query_params)
-        query.is_valid(raise_exception=True)
-        result = review(
-            current, query.validated_data.get("target"), query.validated_data["planned"]
-        )
-        return Response(review_as_dict(result, {"request": request}))
-
-
-def review_as_dict(result: Review, context: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "decision": result.decision,
-        "reasons": result.reasons,
-        "current": SnapshotSerializer(result.current, context=context).data,
-        "target": SnapshotSerializer(result.target, context=context).data
-        if result.target
-        else None,
-        "planned": result.planned,
-        "changes": result.changes,
-        "compatibility": result.compatibility,
-        "outcomes": result.outcomes,
-    }

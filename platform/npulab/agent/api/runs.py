@@ -14,16 +14,17 @@ from rest_framework import status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from npulab.core.api import AgentAPIView, FastJSONParser
-from npulab.runs.api.serializers import (
+from npulab.agent.api.base import AgentAPIView, valid
+from npulab.agent.api.serializers import (
     AttemptSerializer,
-    CheckpointSerializer,
     ClaimReplySerializer,
     EventAckSerializer,
     EventBatchSerializer,
     FinishSerializer,
 )
-from npulab.runs.checkpoints import resume_point, store_upload, stored_file
+from npulab.core.api import FastJSONParser
+from npulab.runs.api.serializers import CheckpointSerializer
+from npulab.runs.checkpoints import open_stored, resume_point, store_upload
 from npulab.runs.models import Checkpoint, RunAttempt
 from npulab.runs.services import do_claim_run, do_finish_run, do_ingest_events
 
@@ -34,7 +35,7 @@ class ClaimView(AgentAPIView):
     @extend_schema(request=AttemptSerializer, responses={200: ClaimReplySerializer})
     def post(self, request: Request, run_id: int) -> Response:
         """Take a dispatched run: 409 if it was cancelled, requeued or is another attempt."""
-        data = _valid(AttemptSerializer, request)
+        data = valid(AttemptSerializer, request)
         run = do_claim_run(request.auth, run_id, data["attempt"])
         resume = resume_point(run)
         return Response(
@@ -56,7 +57,7 @@ class EventsView(AgentAPIView):
     @extend_schema(request=EventBatchSerializer, responses={200: EventAckSerializer})
     def post(self, request: Request, run_id: int) -> Response:
         """Store a batch of events.jsonl; 409 with `expected_start` if it does not follow on."""
-        data = _valid(
+        data = valid(
             EventBatchSerializer,
             request,
             context={"max_events": settings.NPULAB["MAX_EVENTS_PER_BATCH"]},
@@ -101,19 +102,13 @@ class CheckpointFileView(AgentAPIView):
         )
         if checkpoint.run.host_id != request.auth.pk:
             raise PermissionDenied(f"run {run_id} is not placed on host {request.auth.name}")
-        return FileResponse(open(stored_file(checkpoint), "rb"))
+        return FileResponse(open_stored(checkpoint))
 
 
 class FinishView(AgentAPIView):
     @extend_schema(request=FinishSerializer, responses={200: dict})
     def post(self, request: Request, run_id: int) -> Response:
         """The runner exited and every event was sent: the platform decides the outcome."""
-        data = _valid(FinishSerializer, request)
+        data = valid(FinishSerializer, request)
         run = do_finish_run(request.auth, run_id, data["attempt"], data)
         return Response({"status": run.status, "exit_cause": run.exit_cause})
-
-
-def _valid(serializer_class: type, request: Request, context: dict | None = None) -> dict:
-    serializer = serializer_class(data=request.data, context=context or {})
-    serializer.is_valid(raise_exception=True)
-    return serializer.validated_data

@@ -13,17 +13,16 @@ from typing import Any
 
 from django.db.models import F
 
+from npulab.runs.kinds import get as get_kind
 from npulab.runs.models import Run
 from npulab.snapshots.compatibility import planned_compatibility, snapshot_compatibility
 from npulab.snapshots.diff import diff
 from npulab.snapshots.models import Snapshot
-from workers.collect.compat import INCOMPATIBLE, OK
+from workers.contract.compat import INCOMPATIBLE, OK
 
 GO, CAUTION, NO_GO = "go", "caution", "no-go"
 # A key metric this much worse under the target is a regression.
 REGRESSION = 0.10
-# Result summary numbers where lower is better; for the rest higher is.
-LOWER_IS_BETTER = ("loss_last", "loss_first")
 
 
 @dataclass
@@ -64,7 +63,14 @@ def run_outcomes(snapshot: Snapshot | None) -> dict[str, dict[str, Any]]:
     for run in newest_first.only("id", "kind", "status", "result", "exit_cause"):
         entry = kinds.setdefault(
             run.kind,
-            {"runs": 0, "succeeded": 0, "failed": 0, "last": None, "numbers": {}},
+            {
+                "runs": 0,
+                "succeeded": 0,
+                "failed": 0,
+                "last": None,
+                "numbers": {},
+                "lower_is_better": set(),
+            },
         )
         entry["runs"] += 1
         if run.status == Run.Status.SUCCEEDED:
@@ -74,11 +80,14 @@ def run_outcomes(snapshot: Snapshot | None) -> dict[str, dict[str, Any]]:
         if entry["last"] is None:
             entry["last"] = {"id": run.pk, "status": run.status}
         if run.status == Run.Status.SUCCEEDED:
-            for key, value in (run.result.get("summary") or {}).items():
-                if isinstance(value, int | float) and not isinstance(value, bool):
-                    entry["numbers"].setdefault(key, []).append(float(value))
+            # The kind says which numbers are its headlines and which way is better.
+            for key, headline in get_kind(run.kind).headlines(run).items():
+                entry["numbers"].setdefault(key, []).append(headline.value)
+                if headline.lower_is_better:
+                    entry["lower_is_better"].add(key)
     for entry in kinds.values():
         entry["numbers"] = {key: statistics.median(v) for key, v in entry["numbers"].items()}
+        entry["lower_is_better"] = sorted(entry["lower_is_better"])
     return kinds
 
 
@@ -94,7 +103,9 @@ def compare_outcomes(
                 before, after = now["numbers"][key], then["numbers"][key]
                 change = (after - before) / abs(before) if before else None
                 worse = change is not None and (
-                    change > REGRESSION if key in LOWER_IS_BETTER else change < -REGRESSION
+                    change > REGRESSION
+                    if key in {*now["lower_is_better"], *then["lower_is_better"]}
+                    else change < -REGRESSION
                 )
                 deltas.append(
                     {

@@ -20,7 +20,7 @@ def dashboard(request: HttpRequest) -> HttpResponse:
         "runs": Run.objects.select_related("host", "submitted_by")[:RECENT_RUNS],
         "counts": [(value, label, counts.get(value, 0)) for value, label in Run.Status.choices],
     }
-    template = "core/partials/dashboard_body.html" if request.htmx else "core/dashboard.html"
+    template = "web/partials/dashboard_body.html" if request.htmx else "web/dashboard.html"
     return render(request, template, context)
 
 

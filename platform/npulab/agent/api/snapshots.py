@@ -4,28 +4,15 @@ from __future__ import annotations
 
 from django.conf import settings
 from drf_spectacular.utils import extend_schema
-from rest_framework import serializers, status
+from rest_framework import status
 from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from npulab.core.api import AgentAPIView
+from npulab.agent.api.base import AgentAPIView
+from npulab.agent.api.serializers import SnapshotRecordedSerializer, SnapshotUploadSerializer
+from npulab.agent.services import do_upload_snapshot
 from npulab.snapshots.content import SnapshotInvalid
-from npulab.snapshots.services import do_record_snapshot
-
-
-class SnapshotUploadSerializer(serializers.Serializer):
-    snapshot = serializers.JSONField(help_text="The output of `python -m workers.collect`.")
-    run = serializers.IntegerField(
-        required=False, allow_null=True, min_value=1, help_text="The run about to execute in it."
-    )
-
-
-class SnapshotRecordedSerializer(serializers.Serializer):
-    id = serializers.IntegerField()
-    hash = serializers.CharField()
-    new_version = serializers.BooleanField(help_text="The host's environment changed.")
-    change = serializers.CharField(help_text="What changed from the previous version.")
 
 
 class SnapshotUploadView(AgentAPIView):
@@ -49,7 +36,7 @@ class SnapshotUploadView(AgentAPIView):
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
         try:
-            recorded = do_record_snapshot(request.auth, data["snapshot"], data.get("run"))
+            recorded = do_upload_snapshot(request.auth, data["snapshot"], data.get("run"))
         except SnapshotInvalid as exc:
             raise ValidationError({"snapshot": [str(exc)]}) from None
         body = {

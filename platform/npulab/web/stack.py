@@ -21,6 +21,8 @@ from pathlib import Path
 
 import redis
 
+from workers.contract.tasks import CONTROL_QUEUE
+
 REPO_DIR = Path(__file__).resolve().parents[3]
 PLATFORM_DIR = REPO_DIR / "platform"
 
@@ -160,7 +162,7 @@ def control_argv(schedule_file: Path, beat: bool = True) -> list[str]:
         "npulab",
         "worker",
         "--queues",
-        "control",
+        CONTROL_QUEUE,
         "--pool",
         "threads",
         "--concurrency",

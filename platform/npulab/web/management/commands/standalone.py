@@ -16,9 +16,9 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
 from npulab.accounts import tokens
-from npulab.core import stack
 from npulab.hosts.models import Host
 from npulab.hosts.services import do_create_host, do_issue_host_token
+from npulab.web import stack
 
 ADMIN_USERNAME = "admin"
 LOCAL_HOST = "local"

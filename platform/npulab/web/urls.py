@@ -1,8 +1,8 @@
 from django.urls import path
 
-from npulab.core import views
+from npulab.web import views
 
-app_name = "core"
+app_name = "web"
 urlpatterns = [
     path("", views.dashboard, name="dashboard"),
     path("healthz", views.healthz, name="healthz"),

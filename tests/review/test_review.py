@@ -5,10 +5,11 @@ from __future__ import annotations
 import pytest
 from django.utils import timezone
 
+from npulab.review.review import CAUTION, GO, NO_GO, review
 from npulab.runs.models import Run
-from npulab.snapshots.review import CAUTION, GO, NO_GO, review
 from npulab.snapshots.services import do_record_snapshot
 from tests.factories import HostFactory, RunFactory
+from workers.contract import exits
 
 pytestmark = pytest.mark.django_db
 
@@ -20,7 +21,7 @@ def finished(snapshot, status=Run.Status.SUCCEEDED, gflops=100.0, **extra) -> Ru
         status=status,
         finished_at=timezone.now(),
         result={"status": "succeeded" if status == "succeeded" else "failed", "summary": summary},
-        exit_cause=Run.ExitCause.COMPLETED if status == "succeeded" else Run.ExitCause.PROCESS_EXIT,
+        exit_cause=exits.COMPLETED if status == "succeeded" else exits.PROCESS_EXIT,
     )
 
 

@@ -1,0 +1,153 @@
+"""What host workers send and get back: the agent API's bodies."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rest_framework import serializers
+
+from npulab.hosts.models import DeviceType
+
+MAX_DEVICES_PER_HOST = 1024
+
+
+# -- registration and heartbeats ------------------------------------------
+
+
+class DeviceSerializer(serializers.Serializer):
+    index = serializers.IntegerField(min_value=0)
+    name = serializers.CharField(allow_blank=True, max_length=200)
+
+    def to_internal_value(self, data: Any) -> dict[str, Any]:
+        # Keep what the worker knows beyond index and name (NPU id, memory ...).
+        value = super().to_internal_value(data)
+        extra = {key: item for key, item in data.items() if key not in value}
+        return {**extra, **value}
+
+
+class RegisterSerializer(serializers.Serializer):
+    """What a host worker reports about its host when it starts."""
+
+    device_type = serializers.ChoiceField(choices=DeviceType.choices)
+    devices = DeviceSerializer(many=True, max_length=MAX_DEVICES_PER_HOST)
+    labels = serializers.ListField(
+        child=serializers.CharField(max_length=64), max_length=50, required=False
+    )
+    hostname = serializers.CharField(max_length=255, allow_blank=True, required=False)
+    worker_version = serializers.CharField(max_length=32, allow_blank=True, required=False)
+    python = serializers.CharField(max_length=32, allow_blank=True, required=False)
+    run_python = serializers.CharField(max_length=500, allow_blank=True, required=False)
+    platform = serializers.CharField(max_length=255, allow_blank=True, required=False)
+
+    def validate_devices(self, devices: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        indices = [device["index"] for device in devices]
+        if sorted(indices) != list(range(len(devices))):
+            raise serializers.ValidationError(
+                "devices must be numbered 0..n-1 by their logical index, each once"
+            )
+        return sorted(devices, key=lambda device: device["index"])
+
+
+class RegisterReplySerializer(serializers.Serializer):
+    name = serializers.CharField()
+    queue = serializers.CharField(help_text="The Celery queue to consume.")
+
+
+class HeartbeatSerializer(serializers.Serializer):
+    running = serializers.ListField(child=serializers.IntegerField(min_value=1), max_length=10000)
+
+
+class HeartbeatReplySerializer(serializers.Serializer):
+    cancel = serializers.ListField(
+        child=serializers.IntegerField(), help_text="Runs of this host to stop."
+    )
+    snapshot = serializers.BooleanField(help_text="Send an environment snapshot now.")
+
+
+# -- runs -----------------------------------------------------------------
+
+
+class AttemptSerializer(serializers.Serializer):
+    attempt = serializers.IntegerField(min_value=1)
+
+
+class ResumeSerializer(serializers.Serializer):
+    step = serializers.IntegerField()
+    bytes = serializers.IntegerField()
+    sha256 = serializers.CharField()
+
+
+class ClaimReplySerializer(serializers.Serializer):
+    run = serializers.IntegerField()
+    attempt = serializers.IntegerField()
+    spec = serializers.JSONField(help_text="The run's spec, unredacted: the host needs its env.")
+    devices = serializers.ListField(child=serializers.IntegerField())
+    resume = ResumeSerializer(
+        allow_null=True, help_text="The stored checkpoint a new attempt resumes from, if any."
+    )
+
+
+class PassThroughField(serializers.JSONField):
+    """Parsed JSON taken as it is.
+
+    DRF's JSONField re-encodes its value to prove it is JSON; a value that
+    came out of the request's JSON parser is, and re-encoding 10,000 events
+    costs as much as storing them.
+    """
+
+    def to_internal_value(self, data: Any) -> Any:
+        return data
+
+
+class EventBatchSerializer(AttemptSerializer):
+    start = serializers.IntegerField(min_value=0, help_text="Byte offset of the first event.")
+    end = serializers.IntegerField(min_value=0, help_text="Byte offset just past the last event.")
+    # Checked as a whole, not item by item: a batch holds thousands of events.
+    events = PassThroughField(help_text="The events, as in events.jsonl.")
+
+    def validate_events(self, value: Any) -> list[Any]:
+        limit = self.context["max_events"]
+        if not isinstance(value, list):
+            raise serializers.ValidationError("must be a list of events")
+        if len(value) > limit:
+            raise serializers.ValidationError(f"at most {limit} events a batch")
+        return value
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if attrs["end"] < attrs["start"]:
+            raise serializers.ValidationError({"end": "must not be before start"})
+        if attrs["events"] and attrs["end"] == attrs["start"]:
+            raise serializers.ValidationError({"end": "a batch with events must advance"})
+        return attrs
+
+
+class EventAckSerializer(serializers.Serializer):
+    ack = serializers.IntegerField(help_text="Offset the platform holds; send from here next.")
+    cancel = serializers.BooleanField(help_text="Stop the run: a user cancelled it.")
+    pinned = serializers.ListField(
+        child=serializers.IntegerField(), help_text="Checkpoint steps the host must keep."
+    )
+
+
+class FinishSerializer(AttemptSerializer):
+    exit_code = serializers.IntegerField(allow_null=True)
+    exited_at = serializers.FloatField(required=False, allow_null=True)
+    error = serializers.CharField(required=False, allow_blank=True, max_length=10000)
+    stop_reason = serializers.CharField(required=False, allow_blank=True, max_length=500)
+
+
+# -- snapshots ------------------------------------------------------------
+
+
+class SnapshotUploadSerializer(serializers.Serializer):
+    snapshot = serializers.JSONField(help_text="The output of `python -m workers.collect`.")
+    run = serializers.IntegerField(
+        required=False, allow_null=True, min_value=1, help_text="The run about to execute in it."
+    )
+
+
+class SnapshotRecordedSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    hash = serializers.CharField()
+    new_version = serializers.BooleanField(help_text="The host's environment changed.")
+    change = serializers.CharField(help_text="What changed from the previous version.")

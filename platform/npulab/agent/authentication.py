@@ -1,0 +1,35 @@
+"""``Authorization: Token nph_…``: a host worker authenticates as its Host."""
+
+from __future__ import annotations
+
+from django.contrib.auth.models import AnonymousUser
+from rest_framework import authentication, exceptions
+
+from npulab.accounts import tokens
+from npulab.accounts.authentication import TokenAuthentication, token_key
+from npulab.hosts.models import Host
+
+
+class HostTokenAuthentication(authentication.BaseAuthentication):
+    """A host token authenticates as its Host; every other header is left to the others.
+
+    ``request.user`` stays anonymous and ``request.auth`` is the Host, so user
+    endpoints refuse it and agent endpoints accept only it.
+    """
+
+    def authenticate(self, request):
+        key = token_key(request)
+        if key is None or not key.startswith(tokens.HOST_TOKEN_PREFIX):
+            return None
+        host = Host.objects.filter(token_digest=tokens.digest(key)).first()
+        if host is None:
+            raise exceptions.AuthenticationFailed("Invalid or revoked host token.")
+        return AnonymousUser(), host
+
+    def authenticate_header(self, request) -> str:
+        return "Token"
+
+
+# What agent endpoints authenticate with: a user token is recognised (and then
+# refused with 403 by IsHostAgent) rather than ignored (401).
+AGENT_AUTHENTICATION = [TokenAuthentication, HostTokenAuthentication]

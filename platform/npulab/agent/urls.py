@@ -1,0 +1,32 @@
+"""/api/v1/agent/: every endpoint a host worker calls with its host token.
+
+Included by ``npulab.api_urls`` without a namespace of its own, so the names
+stay ``api:agent-…``; one block per module of ``agent/api/``.
+"""
+
+from django.urls import path
+
+from npulab.agent.api.artifacts import UploadCreateView, UploadView
+from npulab.agent.api.hosts import HeartbeatView, RegisterView
+from npulab.agent.api.runs import CheckpointFileView, ClaimView, EventsView, FinishView
+from npulab.agent.api.snapshots import SnapshotUploadView
+
+urlpatterns = [
+    path("snapshots/", SnapshotUploadView.as_view(), name="agent-snapshots"),
+    path("register/", RegisterView.as_view(), name="agent-register"),
+    path("heartbeat/", HeartbeatView.as_view(), name="agent-heartbeat"),
+    path("runs/<int:run_id>/claim/", ClaimView.as_view(), name="agent-claim"),
+    path("runs/<int:run_id>/events/", EventsView.as_view(), name="agent-events"),
+    path("runs/<int:run_id>/finish/", FinishView.as_view(), name="agent-finish"),
+    path(
+        "runs/<int:run_id>/checkpoints/<int:step>/",
+        CheckpointFileView.as_view(),
+        name="agent-checkpoint",
+    ),
+    path("runs/<int:run_id>/uploads/", UploadCreateView.as_view(), name="agent-uploads"),
+    path(
+        "runs/<int:run_id>/uploads/<uuid:upload_id>/",
+        UploadView.as_view(),
+        name="agent-upload",
+    ),
+]
