@@ -10,7 +10,7 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from npulab.hosts.services import do_issue_host_token
-from npulab.runs.models import Checkpoint, Metric, MetricSeries, Run, RunAttempt
+from npulab.runs.models import Checkpoint, Run, RunAttempt
 from npulab.runs.scheduler import place_queued_runs
 from npulab.runs.services import (
     do_claim_run,
@@ -19,6 +19,7 @@ from npulab.runs.services import (
     do_submit_run,
     sweep_runs,
 )
+from npulab.series.models import Metric, MetricSeries
 from tests.conftest import register
 from tests.factories import HostFactory
 

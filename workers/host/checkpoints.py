@@ -2,8 +2,9 @@
 
 Checkpoints are written on the host (workers.track) into a directory shared by
 every attempt of the run here. The uploader sends each new one to the
-platform as soon as its event has been forwarded, so a restarted attempt can
-resume on another host; ``fetch_for_resume`` brings the platform's newest one
+platform as soon as its event has been forwarded, in chunks through the
+artifact store (workers.host.uploads), so a restarted attempt can resume on
+another host; ``fetch_for_resume`` brings the platform's newest one
 here when this host does not have it.
 """
 
@@ -18,6 +19,7 @@ import threading
 from typing import Any
 
 from workers.host.client import PlatformClient, PlatformRejected, PlatformUnavailable
+from workers.host.uploads import CHUNK_BYTES, ChunkedUpload, UploadRefused, UploadStopped
 from workers.track import checkpoint as checkpoints
 
 log = logging.getLogger(__name__)
@@ -26,10 +28,13 @@ log = logging.getLogger(__name__)
 class CheckpointUploader:
     """Uploads checkpoints one after another in a thread; ``drain`` waits for the queue."""
 
-    def __init__(self, client: PlatformClient, run_id: int, directory: str) -> None:
+    def __init__(
+        self, client: PlatformClient, run_id: int, directory: str, chunk_bytes: int = CHUNK_BYTES
+    ) -> None:
         self.client = client
         self.run_id = run_id
         self.directory = directory
+        self.chunk_bytes = chunk_bytes
         self._queue: queue.Queue[int] = queue.Queue()
         self._idle = threading.Event()
         self._idle.set()
@@ -56,23 +61,48 @@ class CheckpointUploader:
                 self._idle.set()
 
     def _upload(self, step: int) -> None:
-        path = os.path.join(self.directory, checkpoints.step_dir_name(step), checkpoints.STATE_FILE)
-        delay = 1.0
-        while not self._give_up.is_set():
-            if not os.path.exists(path):
-                log.info("run %s: checkpoint %s is gone before its upload", self.run_id, step)
-                return
-            try:
-                self.client.upload_checkpoint(self.run_id, step, path)
-                log.info("run %s: checkpoint %s stored on the platform", self.run_id, step)
-                return
-            except PlatformUnavailable as exc:
-                log.warning("run %s: checkpoint %s upload waits: %s", self.run_id, step, exc)
-                self._give_up.wait(delay)
-                delay = min(delay * 2, 30.0)
-            except PlatformRejected as exc:
-                log.warning("run %s: checkpoint %s refused: %s", self.run_id, step, exc)
-                return
+        name = checkpoints.step_dir_name(step)
+        path = os.path.join(self.directory, name, checkpoints.STATE_FILE)
+        if not os.path.exists(path):
+            log.info("run %s: checkpoint %s is gone before its upload", self.run_id, step)
+            return
+        upload = ChunkedUpload(
+            self.client,
+            self.run_id,
+            path,
+            _declaration(self.directory, step),
+            # Beside the step directories, where workers.track's retention never looks.
+            state_path=os.path.join(self.directory, f".upload-{name}.json"),
+            chunk_bytes=self.chunk_bytes,
+            give_up=self._give_up,
+        )
+        try:
+            upload.run()
+            log.info("run %s: checkpoint %s stored on the platform", self.run_id, step)
+        except (UploadRefused, OSError) as exc:
+            # OSError: the host's retention deleted it meanwhile; nothing left to send.
+            log.warning("run %s: checkpoint %s not stored: %s", self.run_id, step, exc)
+        except UploadStopped:
+            log.info("run %s: checkpoint %s upload stopped; it resumes later", self.run_id, step)
+
+
+def _declaration(directory: str, step: int) -> dict[str, Any]:
+    """The checkpoint's artifact as its manifest (the source of its event) describes it."""
+    declaration: dict[str, Any] = {
+        "name": checkpoints.STATE_FILE,
+        "kind": "checkpoint",
+        "step": step,
+    }
+    manifest_path = os.path.join(
+        directory, checkpoints.step_dir_name(step), checkpoints.MANIFEST_FILE
+    )
+    try:
+        with open(manifest_path, encoding="utf-8") as handle:
+            described = json.load(handle)["files"][checkpoints.STATE_FILE]
+        declaration.update(bytes=int(described["bytes"]), sha256=str(described["sha256"]))
+    except (OSError, ValueError, KeyError, TypeError):
+        pass  # ChunkedUpload hashes the file itself
+    return declaration
 
 
 def apply_pins(directory: str, steps: list[int]) -> None:

@@ -70,6 +70,23 @@ class PlatformClient:
                 "PUT", url, data=handle, headers={"Content-Type": "application/octet-stream"}
             )
 
+    def create_upload(self, run_id: int, declaration: dict[str, Any]) -> dict[str, Any]:
+        """Declare an artifact (name, kind, bytes, sha256, step); its upload starts at offset 0."""
+        return self._post(f"/api/v1/agent/runs/{run_id}/uploads/", declaration)
+
+    def upload_status(self, run_id: int, upload_id: str) -> dict[str, Any]:
+        """Where an upload is: ``offset`` (the next chunk's first byte) and ``status``."""
+        return self._request("GET", f"{self.url}/api/v1/agent/runs/{run_id}/uploads/{upload_id}/")
+
+    def upload_chunk(self, run_id: int, upload_id: str, offset: int, data: bytes) -> dict[str, Any]:
+        """Send the bytes at ``offset``; 409 (PlatformRejected) says the offset expected."""
+        return self._request(
+            "PUT",
+            f"{self.url}/api/v1/agent/runs/{run_id}/uploads/{upload_id}/",
+            data=data,
+            headers={"Content-Type": "application/octet-stream", "Upload-Offset": str(offset)},
+        )
+
     def download_checkpoint(self, run_id: int, step: int, destination: str) -> None:
         """Stream a stored checkpoint file to ``destination``."""
         url = f"{self.url}/api/v1/agent/runs/{run_id}/checkpoints/{step}/"

@@ -2,33 +2,33 @@
 
 A training run writes its checkpoints on its host (workers.track); the host
 worker uploads each one here, so a restarted attempt can resume on another
-host and users can download them. Files live under NPULAB_ARTIFACT_DIR;
-the ``Checkpoint`` row is the truth about each.
+host and users can download them. Each file goes through the artifact store
+(npulab.artifacts: chunked uploads, verification, storage, retention); the
+``Checkpoint`` row is the truth about each checkpoint, its artifact about the
+stored file.
 """
 
 from __future__ import annotations
 
-import hashlib
-import os
-import shutil
-from collections.abc import Iterable
-from pathlib import Path
+from collections.abc import Iterable, Iterator
 from typing import Any
 
-from django.conf import settings
+from django.core.files import File
 from django.db import transaction
 
+from npulab.artifacts.models import Artifact, ArtifactUpload
+from npulab.artifacts.services import (
+    RETENTION_REASON,
+    do_append_chunk,
+    do_apply_retention,
+    do_create_upload,
+    do_damage_upload,
+    do_pin_artifact,
+    open_artifact,
+)
 from npulab.runs.models import Checkpoint, Run
 
 STATE_FILE = "state.pt"
-
-
-def checkpoint_dir(run_id: int, step: int) -> Path:
-    return Path(settings.NPULAB["ARTIFACT_DIR"]) / "runs" / str(run_id) / "checkpoints" / str(step)
-
-
-def stored_file(checkpoint: Checkpoint) -> Path:
-    return checkpoint_dir(checkpoint.run_id, checkpoint.step) / STATE_FILE
 
 
 def record_checkpoint(run: Run, event: dict[str, Any]) -> Checkpoint | None:
@@ -51,6 +51,11 @@ def record_checkpoint(run: Run, event: dict[str, Any]) -> Checkpoint | None:
     return checkpoint
 
 
+def on_checkpoint_event(batch: Any, event: dict[str, Any]) -> None:
+    """The ingestion handler of ``checkpoint`` events (npulab.runs.events.Batch)."""
+    record_checkpoint(batch.run, event)
+
+
 def mark_damaged(run: Run, step: Any, reason: str) -> None:
     """A ``checkpoint_damaged`` event: the run found it damaged on its host."""
     Checkpoint.objects.filter(run=run, step=step, status=Checkpoint.Status.ON_HOST).update(
@@ -58,57 +63,94 @@ def mark_damaged(run: Run, step: Any, reason: str) -> None:
     )
 
 
-def store_upload(checkpoint: Checkpoint, chunks: Iterable[bytes]) -> Checkpoint:
-    """Write an uploaded checkpoint file; it is stored only if it matches its checksum."""
-    final = stored_file(checkpoint)
-    final.parent.mkdir(parents=True, exist_ok=True)
-    temporary = final.with_name(f".{STATE_FILE}.upload-{os.getpid()}")
-    digest, size = hashlib.sha256(), 0
-    with open(temporary, "wb") as handle:
-        for chunk in chunks:
-            digest.update(chunk)
-            size += len(chunk)
-            handle.write(chunk)
-        handle.flush()
-        os.fsync(handle.fileno())
-    if size != checkpoint.bytes or digest.hexdigest() != checkpoint.sha256:
-        temporary.unlink()
-        checkpoint.status = Checkpoint.Status.DAMAGED
-        checkpoint.status_reason = (
-            f"upload of {size} bytes does not match the checkpoint's {checkpoint.bytes} bytes "
-            "and SHA-256"
-        )
-    else:
-        os.replace(temporary, final)
+def start_upload(checkpoint: Checkpoint) -> ArtifactUpload:
+    """Open the artifact upload of a checkpoint's file, as its event declared it."""
+    return do_create_upload(
+        checkpoint.run_id,
+        checkpoint.attempt,
+        name=STATE_FILE,
+        kind=Artifact.Kind.CHECKPOINT,
+        size=checkpoint.bytes,
+        sha256=checkpoint.sha256,
+        step=checkpoint.step,
+    )
+
+
+def do_attach_artifact(artifact: Artifact, reason: str = "") -> Checkpoint | None:
+    """A checkpoint's upload finished: its row follows the artifact, stored or damaged."""
+    checkpoint = (
+        Checkpoint.objects.select_related("run")
+        .filter(run_id=artifact.run_id, step=artifact.step)
+        .first()
+    )
+    if checkpoint is None or artifact.status == Artifact.Status.UPLOADING:
+        return checkpoint
+    if artifact.status == Artifact.Status.STORED:
         checkpoint.status = Checkpoint.Status.STORED
         checkpoint.status_reason = ""
-    checkpoint.save(update_fields=["status", "status_reason", "updated"])
+        checkpoint.artifact = artifact
+        if artifact.pinned != checkpoint.pinned:
+            do_pin_artifact(artifact, checkpoint.pinned)
+    else:
+        checkpoint.status = Checkpoint.Status.DAMAGED
+        checkpoint.status_reason = (reason or artifact.status_reason)[:500]
+    checkpoint.save(update_fields=["status", "status_reason", "artifact", "updated"])
     apply_retention(checkpoint.run)
     return checkpoint
 
 
-@transaction.atomic
+def store_upload(checkpoint: Checkpoint, chunks: Iterable[bytes]) -> Checkpoint:
+    """A checkpoint file sent whole (one PUT): stored only if it matches its checksum."""
+    upload = start_upload(checkpoint)
+    received = 0
+
+    def counted() -> Iterator[bytes]:
+        nonlocal received
+        for chunk in chunks:
+            received += len(chunk)
+            yield chunk
+
+    body = counted()
+    upload = do_append_chunk(upload.pk, 0, body)
+    # Read what the store left unread (past the declared size), to say how much came.
+    for _ in body:
+        pass
+    reason = (
+        f"upload of {received} bytes does not match the checkpoint's {checkpoint.bytes} bytes "
+        "and SHA-256"
+    )
+    if upload.artifact.status == Artifact.Status.UPLOADING:
+        # The whole file was this one body: a short one will not be completed later.
+        upload = do_damage_upload(upload, reason)
+    attached = do_attach_artifact(upload.artifact, reason)
+    return attached if attached is not None else checkpoint
+
+
 def apply_retention(run: Run) -> list[int]:
-    """Keep the run's newest ``keep_checkpoints`` stored checkpoints and the pinned ones."""
+    """Keep what the artifact store's retention policy keeps; the rest is ``deleted``."""
     keep = int(run.spec.get("keep_checkpoints", 3))
-    stored = list(
-        Checkpoint.objects.select_for_update()
-        .filter(run=run, status=Checkpoint.Status.STORED)
-        .order_by("-step")
-    )
-    dropped = [c for c in stored[keep:] if not c.pinned]
-    for checkpoint in dropped:
-        shutil.rmtree(checkpoint_dir(run.pk, checkpoint.step), ignore_errors=True)
-    Checkpoint.objects.filter(pk__in=[c.pk for c in dropped]).update(
-        status=Checkpoint.Status.DELETED, status_reason="beyond the run's keep_checkpoints"
-    )
-    return [c.step for c in dropped]
+    with transaction.atomic():
+        dropped = do_apply_retention(run.pk, keep)
+        Checkpoint.objects.filter(
+            run=run, artifact__in=dropped, status=Checkpoint.Status.STORED
+        ).update(status=Checkpoint.Status.DELETED, status_reason=RETENTION_REASON)
+    return [artifact.step for artifact in dropped]
+
+
+def open_stored(checkpoint: Checkpoint) -> File:
+    """A stored checkpoint's file, from the artifact store."""
+    if checkpoint.artifact is None:
+        raise Checkpoint.DoesNotExist(f"checkpoint {checkpoint} has no stored file")
+    return open_artifact(checkpoint.artifact)
 
 
 def do_pin_checkpoint(checkpoint: Checkpoint, pinned: bool) -> Checkpoint:
     """Pin (kept whatever the retention says) or unpin; the host hears of it with its next batch."""
     checkpoint.pinned = pinned
     checkpoint.save(update_fields=["pinned", "updated"])
+    # The store's retention reads the artifact's pin.
+    if checkpoint.artifact is not None:
+        do_pin_artifact(checkpoint.artifact, pinned)
     if not pinned:
         apply_retention(checkpoint.run)
     return checkpoint

@@ -1,0 +1,356 @@
+"""Every change to artifacts: uploads in chunks, verification, retention, deletion.
+
+A host declares an artifact (name, kind, size, SHA-256), sends its bytes in
+chunks at the offsets the platform asks for, and resumes from the offset the
+platform last recorded after an outage or a restart. When the last byte is
+in, the file is copied to its final key while it is hashed: it is ``stored``
+if size and SHA-256 match the declaration, else ``damaged`` and deleted.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import tempfile
+from collections.abc import Iterable
+from datetime import timedelta
+from typing import Any
+
+from django.conf import settings
+from django.core.files import File
+from django.db import transaction
+from django.utils import timezone
+from django.utils.text import get_valid_filename
+from rest_framework import status
+from rest_framework.exceptions import APIException
+
+from npulab.artifacts.models import Artifact, ArtifactUpload
+from npulab.artifacts.storage import JoinedReader, artifact_storage
+
+# Chunks are spooled to disk past this, so a large chunk never sits in memory.
+SPOOL_MEMORY_BYTES = 1 << 20
+RETENTION_REASON = "beyond the run's keep_checkpoints"
+
+# The errors are API exceptions so that every endpoint that writes through the
+# store (the chunked protocol, the older single-PUT checkpoint upload) answers
+# them the same way.
+
+
+class _StoreError(APIException):
+    """An API error whose body keeps its numbers (DRF would turn them into strings)."""
+
+    def __init__(self, body: dict[str, Any]) -> None:
+        super().__init__(body["detail"])
+        self.detail = body  # type: ignore[assignment]
+
+
+class ArtifactTooLarge(_StoreError):
+    status_code = status.HTTP_413_REQUEST_ENTITY_TOO_LARGE
+    default_code = "too_large"
+
+    def __init__(self, size: int, limit: int) -> None:
+        super().__init__(
+            {
+                "detail": (
+                    f"the artifact's {size} bytes exceed the limit of {limit} bytes "
+                    "(NPULAB_MAX_ARTIFACT_BYTES)"
+                ),
+                "max_bytes": limit,
+            }
+        )
+
+
+class OffsetMismatch(_StoreError):
+    status_code = status.HTTP_409_CONFLICT
+    default_code = "offset_mismatch"
+
+    def __init__(self, offset: int, expected: int) -> None:
+        super().__init__(
+            {
+                "detail": f"the chunk starts at byte {offset}; the upload is at byte {expected}",
+                "expected_offset": expected,
+            }
+        )
+
+
+class UploadFinished(_StoreError):
+    status_code = status.HTTP_409_CONFLICT
+    default_code = "upload_finished"
+
+    def __init__(self, upload: ArtifactUpload) -> None:
+        artifact = upload.artifact
+        super().__init__(
+            {
+                "detail": f"the upload is finished: the artifact is {artifact.status}",
+                "status": artifact.status,
+                "expected_offset": upload.bytes_received,
+            }
+        )
+
+
+def max_artifact_bytes() -> int:
+    return int(settings.NPULAB["MAX_ARTIFACT_BYTES"])
+
+
+def final_key(artifact: Artifact) -> str:
+    """Where a stored artifact goes: ``runs/<run>/<kind>s/[<step>/]<name>``."""
+    folder = f"runs/{artifact.run_id}/{artifact.kind}s"
+    if artifact.step is not None:
+        folder += f"/{artifact.step}"
+    return f"{folder}/{get_valid_filename(artifact.name)}"
+
+
+def _part_keys(upload: ArtifactUpload) -> list[str]:
+    keys, offset = [], 0
+    for size in upload.parts:
+        keys.append(_part_key(upload, offset))
+        offset += size
+    return keys
+
+
+def _part_key(upload: ArtifactUpload, offset: int) -> str:
+    # Zero-padded so a listing sorts them in file order.
+    return f"uploads/{upload.pk}/{offset:020d}"
+
+
+def do_create_upload(
+    run: Any,
+    attempt: int,
+    *,
+    name: str,
+    kind: str,
+    size: int,
+    sha256: str,
+    step: int | None = None,
+) -> ArtifactUpload:
+    """Declare an artifact and open its upload at offset 0; 413 past the size limit."""
+    limit = max_artifact_bytes()
+    if size > limit:
+        raise ArtifactTooLarge(size, limit)
+    run_id = getattr(run, "pk", run)
+    with transaction.atomic():
+        artifact = Artifact.objects.create(
+            run_id=run_id,
+            attempt=attempt,
+            name=name,
+            kind=kind,
+            step=step,
+            bytes=size,
+            sha256=sha256.lower(),
+        )
+        upload = ArtifactUpload.objects.create(artifact=artifact)
+        if size == 0:
+            _finish(upload)
+    return upload
+
+
+def do_append_chunk(upload_id: Any, offset: int, chunks: Iterable[bytes]) -> ArtifactUpload:
+    """Add the bytes of one chunk at ``offset``; the last one finishes the upload.
+
+    409 with the expected offset when the chunk does not start where the
+    upload is (the host asks for the offset and goes on from there). A chunk
+    that would run past the declared size makes the artifact ``damaged``.
+    """
+    with transaction.atomic():
+        upload = (
+            ArtifactUpload.objects.select_for_update().select_related("artifact").get(pk=upload_id)
+        )
+        if upload.finished:
+            raise UploadFinished(upload)
+        if offset != upload.bytes_received:
+            raise OffsetMismatch(offset, upload.bytes_received)
+        artifact = upload.artifact
+        remaining = artifact.bytes - upload.bytes_received
+        with tempfile.SpooledTemporaryFile(max_size=SPOOL_MEMORY_BYTES) as spool:
+            count = 0
+            for data in chunks:
+                count += len(data)
+                if count > remaining:
+                    _damage(
+                        upload,
+                        f"upload of more than the declared {artifact.bytes} bytes",
+                    )
+                    return upload
+                spool.write(data)
+            if count == 0:
+                return upload
+            spool.seek(0)
+            storage = artifact_storage()
+            key = _part_key(upload, offset)
+            # A chunk written before a crash, but never recorded, is sent again.
+            if storage.exists(key):
+                storage.delete(key)
+            storage.save(key, File(spool, name=key.rsplit("/", 1)[-1]))
+        upload.bytes_received += count
+        upload.parts = [*upload.parts, count]
+        upload.save(update_fields=["bytes_received", "parts", "updated"])
+        if upload.bytes_received == artifact.bytes:
+            _finish(upload)
+    return upload
+
+
+def _finish(upload: ArtifactUpload) -> None:
+    """Copy the chunks to the artifact's key while hashing them; keep it only if it matches."""
+    artifact = upload.artifact
+    storage = artifact_storage()
+    digest = hashlib.sha256()
+    total = 0
+
+    def observe(data: bytes) -> None:
+        nonlocal total
+        digest.update(data)
+        total += len(data)
+
+    key = final_key(artifact)
+    with JoinedReader(storage, _part_keys(upload), observe) as reader:
+        name = storage.save(key, File(reader, name=key.rsplit("/", 1)[-1]))
+    _delete_parts(upload)
+    if total != artifact.bytes or digest.hexdigest() != artifact.sha256:
+        storage.delete(name)
+        _damage(
+            upload,
+            f"upload of {total} bytes does not match the declared {artifact.bytes} bytes "
+            "and SHA-256",
+        )
+        return
+    artifact.status = Artifact.Status.STORED
+    artifact.status_reason = ""
+    artifact.storage_key = name
+    artifact.save(update_fields=["status", "status_reason", "storage_key", "updated"])
+    # A later attempt that saves the same thing again replaces it.
+    replaced = Artifact.objects.filter(
+        run_id=artifact.run_id,
+        kind=artifact.kind,
+        step=artifact.step,
+        name=artifact.name,
+        status=Artifact.Status.STORED,
+    ).exclude(pk=artifact.pk)
+    for older in replaced:
+        _delete(older, "replaced by a later upload")
+
+
+def do_damage_upload(upload: ArtifactUpload, reason: str) -> ArtifactUpload:
+    """Give up an unfinished upload: its chunks go, the artifact is ``damaged``."""
+    with transaction.atomic():
+        upload = (
+            ArtifactUpload.objects.select_for_update().select_related("artifact").get(pk=upload.pk)
+        )
+        if not upload.finished:
+            _damage(upload, reason)
+    return upload
+
+
+def _damage(upload: ArtifactUpload, reason: str) -> None:
+    _delete_parts(upload)
+    artifact = upload.artifact
+    artifact.status = Artifact.Status.DAMAGED
+    artifact.status_reason = reason[:500]
+    artifact.save(update_fields=["status", "status_reason", "updated"])
+
+
+def _delete_parts(upload: ArtifactUpload) -> None:
+    storage = artifact_storage()
+    for key in _part_keys(upload):
+        storage.delete(key)
+
+
+def _delete(artifact: Artifact, reason: str) -> None:
+    key = artifact.storage_key
+    artifact.status = Artifact.Status.DELETED
+    artifact.status_reason = reason[:500]
+    artifact.save(update_fields=["status", "status_reason", "updated"])
+    # A store that overwrites (S3) may have put a newer artifact at the same key.
+    if (
+        key
+        and not Artifact.objects.filter(storage_key=key)
+        .exclude(status=Artifact.Status.DELETED)
+        .exists()
+    ):
+        artifact_storage().delete(key)
+
+
+def do_delete_artifact(artifact: Artifact, reason: str) -> Artifact:
+    """Delete a stored artifact's file; the row stays, ``deleted`` with the reason."""
+    if artifact.status != Artifact.Status.DELETED:
+        _delete(artifact, reason)
+    return artifact
+
+
+def do_pin_artifact(artifact: Artifact, pinned: bool) -> Artifact:
+    """Pin (kept whatever the retention says) or unpin; unpinning may not delete at once."""
+    artifact.pinned = pinned
+    artifact.save(update_fields=["pinned", "updated"])
+    return artifact
+
+
+def retention_drops(artifacts: Iterable[Artifact], keep_checkpoints: int) -> list[Artifact]:
+    """The retention policy: which of a run's stored artifacts go.
+
+    Checkpoints: all but the newest ``keep_checkpoints`` by step, and never a
+    pinned one. Every other kind is kept.
+    """
+    checkpoints = sorted(
+        (
+            a
+            for a in artifacts
+            if a.kind == Artifact.Kind.CHECKPOINT and a.status == Artifact.Status.STORED
+        ),
+        key=lambda a: (a.step if a.step is not None else -1, a.created, a.pk),
+        reverse=True,
+    )
+    return [a for a in checkpoints[max(keep_checkpoints, 0) :] if not a.pinned]
+
+
+@transaction.atomic
+def do_apply_retention(run: Any, keep_checkpoints: int) -> list[Artifact]:
+    """Delete what the retention policy drops from a run's stored artifacts; return those."""
+    run_id = getattr(run, "pk", run)
+    stored = Artifact.objects.select_for_update().filter(
+        run_id=run_id, status=Artifact.Status.STORED
+    )
+    dropped = retention_drops(stored, keep_checkpoints)
+    for artifact in dropped:
+        _delete(artifact, RETENTION_REASON)
+    return dropped
+
+
+def open_artifact(artifact: Artifact) -> File:
+    """A stored artifact's file, opened for reading from the storage."""
+    return artifact_storage().open(artifact.storage_key, "rb")
+
+
+def do_expire_uploads(max_age_s: int) -> int:
+    """Give up uploads no chunk has reached for ``max_age_s``: their chunks would stay forever."""
+    cutoff = timezone.now() - timedelta(seconds=max_age_s)
+    stale = ArtifactUpload.objects.filter(
+        artifact__status=Artifact.Status.UPLOADING, updated__lt=cutoff
+    ).select_related("artifact")
+    count = 0
+    for upload in stale:
+        do_damage_upload(upload, f"upload abandoned: no chunk for {max_age_s} s")
+        count += 1
+    return count
+
+
+def on_artifact_deleted(instance: Artifact, **kwargs: Any) -> None:
+    """A deleted row (its run was deleted) takes its file along, once the deletion commits."""
+    key = instance.storage_key
+    if not key or instance.status == Artifact.Status.DELETED:
+        return
+
+    def delete_file() -> None:
+        if (
+            not Artifact.objects.filter(storage_key=key)
+            .exclude(status=Artifact.Status.DELETED)
+            .exists()
+        ):
+            artifact_storage().delete(key)
+
+    transaction.on_commit(delete_file)
+
+
+def on_upload_deleted(instance: ArtifactUpload, **kwargs: Any) -> None:
+    """A deleted upload takes its waiting chunks along, once the deletion commits."""
+    keys = _part_keys(instance)
+    if keys:
+        storage = artifact_storage()
+        transaction.on_commit(lambda: [storage.delete(key) for key in keys])
