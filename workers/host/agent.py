@@ -16,8 +16,10 @@ import time
 from typing import Any
 
 from workers import __version__
-from workers.backends import BACKENDS
-from workers.events import EVENTS_FILE, EventWriter
+from workers.contract.devices import VISIBLE_DEVICES_ENV
+from workers.contract.events import EVENTS_FILE, RUNNER
+from workers.contract.exits import EXIT_INVALID_SPEC
+from workers.events import EventWriter
 from workers.host.checkpoints import CheckpointUploader, apply_pins, fetch_for_resume
 from workers.host.client import PlatformClient, PlatformRejected, PlatformUnavailable
 from workers.host.config import HostConfig
@@ -237,7 +239,7 @@ class RunExecution:
             return
         if self.stop_reason:
             report["stop_reason"] = self.stop_reason
-        if exit_code == 2:
+        if exit_code == EXIT_INVALID_SPEC:
             report["error"] = self._supervisor_output()
         self._finish(report)
         os.unlink(pid_file)
@@ -248,14 +250,14 @@ class RunExecution:
         try:
             reply = collect_and_send(self.agent.client, python, self.run_id)
             change = reply.get("change") if reply.get("new_version") else "unchanged"
-            events.log("runner", f"environment snapshot {reply['hash'][:12]} ({change})")
+            events.log(RUNNER, f"environment snapshot {reply['hash'][:12]} ({change})")
         except SnapshotFailed as exc:
-            events.log("runner", f"no environment snapshot: {exc}")
+            events.log(RUNNER, f"no environment snapshot: {exc}")
         if self.resume is not None:
             note = fetch_for_resume(
                 self.agent.client, self.run_id, self.checkpoint_dir, self.resume
             )
-            events.log("runner", f"attempt {self.attempt}: {note}")
+            events.log(RUNNER, f"attempt {self.attempt}: {note}")
         events.close()
 
     def _hand_over(self, forwarder: Forwarder, uploader: CheckpointUploader) -> None:
@@ -289,6 +291,9 @@ class RunExecution:
             self._hand_over(forwarder, uploader)
             if forwarder.cancel_requested:
                 self.stop("cancel requested")
+            if self.agent.shutting_down.is_set():
+                # Also a shutdown that came before there was a process to stop.
+                self.stop("the host worker is shutting down")
             now = time.monotonic()
             if now > hard_deadline:
                 self.stop("supervisor exceeded its timeout")
@@ -315,7 +320,7 @@ class RunExecution:
         env["NPULAB_RUN_ID"] = str(self.run_id)
         env["NPULAB_ATTEMPT"] = str(self.attempt)
         env["NPULAB_CHECKPOINT_DIR"] = self.checkpoint_dir
-        variable = BACKENDS[self.spec["device_type"]].visible_devices_env
+        variable = VISIBLE_DEVICES_ENV[self.spec["device_type"]]
         if variable:
             env[variable] = ",".join(str(index) for index in self.devices)
         return env

@@ -14,7 +14,8 @@ import os
 import threading
 import time
 
-from workers.events import EVENTS_FILE, read_batch
+from workers.contract.events import EVENTS_FILE
+from workers.events import read_batch
 from workers.host.client import PlatformClient, PlatformRejected, PlatformUnavailable
 
 log = logging.getLogger(__name__)
@@ -69,6 +70,12 @@ class Forwarder:
                 # The platform holds a different offset (a reply was lost):
                 # resume from what it has.
                 log.info("run %s: resuming events from offset %s", self.run_id, expected)
+                if expected > self.offset:
+                    # It stored those bytes from us: their checkpoints are acknowledged.
+                    held, _ = read_batch(
+                        self.events_path, self.offset, self.max_events, expected - self.offset
+                    )
+                    self._collect_checkpoints(held)
                 self._save_offset(expected)
                 return True
             raise RunGone(str(exc)) from exc
@@ -76,13 +83,16 @@ class Forwarder:
         self.cancel_requested = bool(reply.get("cancel"))
         if isinstance(reply.get("pinned"), list):
             self.pinned = reply["pinned"]
+        self._collect_checkpoints(events)
+        self._save_offset(int(reply.get("ack", end)))
+        return bool(events)
+
+    def _collect_checkpoints(self, events: list[dict]) -> None:
         self._checkpoints += [
             event["step"]
             for event in events
             if event.get("type") == "checkpoint" and isinstance(event.get("step"), int)
         ]
-        self._save_offset(int(reply.get("ack", end)))
-        return bool(events)
 
     def take_checkpoints(self) -> list[int]:
         """Steps of the checkpoint events the platform acknowledged since the last call."""
