@@ -17,8 +17,13 @@ os.environ.setdefault("NPULAB_SECRET_KEY", "tests-only-not-a-secret")
 # test can read exactly the messages it caused; the end-to-end stack gets a
 # real Redis.
 os.environ["NPULAB_BROKER_URL"] = "memory://"
+# The test-only run kind, brought in as a site's own kind would be; the
+# processes the tests start (runners, the e2e stack) see it too.
+os.environ["NPULAB_KINDS"] = "tests.kinds.echo"
 
 from npulab.settings import *  # noqa: E402, F403
+
+INSTALLED_APPS = [*INSTALLED_APPS, "tests.kinds.echo"]  # noqa: F405
 
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":  # noqa: F405
     # A fresh clone has no var/ yet; SQLite will not create the folder.

@@ -1,18 +1,14 @@
-"""/api/v1/: the user API (router) and the host workers' agent API."""
+"""/api/v1/: the user API (router) and the host workers' agent API (``npulab.agent.urls``)."""
 
-from django.urls import path
+from django.urls import include, path
 from rest_framework.routers import DefaultRouter
 
-from npulab.hosts.api.views import HeartbeatView, HostViewSet, RegisterView
-from npulab.runs.api.agent import CheckpointFileView, ClaimView, EventsView, FinishView
+from npulab.artifacts.api.views import ArtifactDownloadView, RunArtifactListView
+from npulab.hosts.api.views import HostViewSet
+from npulab.review.api.views import UpgradeReviewView
+from npulab.runs.api.kinds import KindViewSet
 from npulab.runs.api.views import CheckpointFileDownloadView, CheckpointPinView, RunViewSet
-from npulab.snapshots.api.agent import SnapshotUploadView
-from npulab.snapshots.api.views import (
-    HostHistoryView,
-    HostSnapshotRequestView,
-    SnapshotViewSet,
-    UpgradeReviewView,
-)
+from npulab.snapshots.api.views import HostHistoryView, HostSnapshotRequestView, SnapshotViewSet
 
 app_name = "api"
 
@@ -20,6 +16,7 @@ router = DefaultRouter()
 router.register("runs", RunViewSet, basename="run")
 router.register("hosts", HostViewSet, basename="host")
 router.register("snapshots", SnapshotViewSet, basename="snapshot")
+router.register("kinds", KindViewSet, basename="kind")
 
 urlpatterns = [
     *router.urls,
@@ -33,6 +30,12 @@ urlpatterns = [
         CheckpointPinView.as_view(),
         name="checkpoint-pin",
     ),
+    path("runs/<int:run_id>/artifacts/", RunArtifactListView.as_view(), name="run-artifacts"),
+    path(
+        "runs/<int:run_id>/artifacts/<int:artifact_id>/download/",
+        ArtifactDownloadView.as_view(),
+        name="artifact-download",
+    ),
     path("hosts/<str:name>/history/", HostHistoryView.as_view(), name="host-history"),
     path(
         "hosts/<str:name>/snapshot-request/",
@@ -42,15 +45,5 @@ urlpatterns = [
     path(
         "hosts/<str:name>/upgrade-review/", UpgradeReviewView.as_view(), name="host-upgrade-review"
     ),
-    path("agent/snapshots/", SnapshotUploadView.as_view(), name="agent-snapshots"),
-    path("agent/register/", RegisterView.as_view(), name="agent-register"),
-    path("agent/heartbeat/", HeartbeatView.as_view(), name="agent-heartbeat"),
-    path("agent/runs/<int:run_id>/claim/", ClaimView.as_view(), name="agent-claim"),
-    path("agent/runs/<int:run_id>/events/", EventsView.as_view(), name="agent-events"),
-    path("agent/runs/<int:run_id>/finish/", FinishView.as_view(), name="agent-finish"),
-    path(
-        "agent/runs/<int:run_id>/checkpoints/<int:step>/",
-        CheckpointFileView.as_view(),
-        name="agent-checkpoint",
-    ),
+    path("agent/", include("npulab.agent.urls")),
 ]

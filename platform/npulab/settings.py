@@ -9,7 +9,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from django.core.exceptions import ImproperlyConfigured
+
 from npulab.conf import Env
+from workers.contract import tasks
 
 env = Env(os.environ)
 
@@ -36,9 +39,17 @@ INSTALLED_APPS = [
     "django_htmx",
     "npulab.core",
     "npulab.accounts",
+    "npulab.artifacts",
     "npulab.hosts",
     "npulab.runs",
+    # Run kinds on the web side (their declarations: workers/kinds/).
+    "npulab.smoke",
+    "npulab.training",
+    "npulab.series",
     "npulab.snapshots",
+    "npulab.review",
+    "npulab.agent",
+    "npulab.web",
 ]
 
 MIDDLEWARE = [
@@ -86,7 +97,7 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
 ]
 LOGIN_URL = "login"
-LOGIN_REDIRECT_URL = "core:dashboard"
+LOGIN_REDIRECT_URL = "web:dashboard"
 LOGOUT_REDIRECT_URL = "login"
 
 LANGUAGE_CODE = "en-us"
@@ -112,6 +123,7 @@ if env.bool("NPULAB_BEHIND_TLS_PROXY", False):
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "npulab.accounts.authentication.TokenAuthentication",
+        "npulab.agent.authentication.HostTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["npulab.accounts.permissions.IsUser"],
@@ -146,13 +158,14 @@ SPECTACULAR_SETTINGS = {
     "ENUM_NAME_OVERRIDES": {
         "RunStatusEnum": "npulab.runs.models.Run.Status",
         "HostStatusEnum": "npulab.hosts.models.Host.Status",
+        "ExitCauseEnum": "npulab.runs.api.serializers.EXIT_CAUSES",
     },
 }
 
 # Celery: the control worker (queue "control") and beat. Host workers run
 # their own app (workers.host.celery_app) on queues "host.<name>".
 CELERY_BROKER_URL = env.str("NPULAB_BROKER_URL", f"redis+socket://{VAR_DIR / 'redis.sock'}")
-CELERY_TASK_DEFAULT_QUEUE = "control"
+CELERY_TASK_DEFAULT_QUEUE = tasks.CONTROL_QUEUE
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_TASK_IGNORE_RESULT = True
@@ -172,20 +185,65 @@ NPULAB = {
     "DISPATCH_TIMEOUT_S": env.int("NPULAB_DISPATCH_TIMEOUT_S", 120, minimum=5),
     # How often the control worker retries placement and looks for lost runs.
     "SCHEDULER_TICK_S": env.int("NPULAB_SCHEDULER_TICK_S", 5, minimum=1),
+    # The kind the submit form opens with.
+    "DEFAULT_KIND": env.str("NPULAB_DEFAULT_KIND", "smoke"),
     "MAX_EVENTS_PER_BATCH": env.int("NPULAB_MAX_EVENTS_PER_BATCH", 10000, minimum=100),
     # Where uploaded checkpoints (and later other artifacts) are kept.
     "ARTIFACT_DIR": str(env.path("NPULAB_ARTIFACT_DIR", VAR_DIR / "artifacts")),
     # A snapshot upload larger than this is refused (HTTP 413).
     "MAX_SNAPSHOT_BYTES": env.int("NPULAB_MAX_SNAPSHOT_BYTES", 4 * 1024 * 1024, minimum=64 * 1024),
+    # An artifact (a checkpoint, a trace, a report) larger than this is refused (HTTP 413).
+    "MAX_ARTIFACT_BYTES": env.int(
+        "NPULAB_MAX_ARTIFACT_BYTES", 64 * 1024 * 1024 * 1024, minimum=1024 * 1024
+    ),
+    # An upload no chunk has reached for this long is given up (its chunks deleted).
+    "ARTIFACT_UPLOAD_EXPIRY_S": env.int(
+        "NPULAB_ARTIFACT_UPLOAD_EXPIRY_S", 2 * 24 * 3600, minimum=60
+    ),
+}
+
+# Artifact files: a directory (NPULAB_ARTIFACT_DIR) unless an S3-compatible
+# store is configured; the artifacts app reaches them through this alias only.
+ARTIFACT_STORAGE = env.str("NPULAB_ARTIFACT_STORAGE", "local").strip().lower()
+if ARTIFACT_STORAGE == "local":
+    _artifacts_storage: dict = {"BACKEND": "npulab.artifacts.storage.LocalArtifactStorage"}
+elif ARTIFACT_STORAGE == "s3":
+    if not env.str("NPULAB_S3_BUCKET", "").strip():
+        raise ImproperlyConfigured("NPULAB_ARTIFACT_STORAGE=s3 needs NPULAB_S3_BUCKET")
+    _artifacts_storage = {
+        "BACKEND": "storages.backends.s3.S3Storage",
+        "OPTIONS": {
+            "bucket_name": env.str("NPULAB_S3_BUCKET", "").strip(),
+            # Unset: AWS itself; set for MinIO, Ceph, moto and the like.
+            "endpoint_url": env.str("NPULAB_S3_ENDPOINT_URL", "") or None,
+            "region_name": env.str("NPULAB_S3_REGION", "") or None,
+            # Unset: boto3's own chain (AWS_* variables, an instance role).
+            "access_key": env.str("NPULAB_S3_ACCESS_KEY_ID", "") or None,
+            "secret_key": env.str("NPULAB_S3_SECRET_ACCESS_KEY", "") or None,
+            "location": env.str("NPULAB_S3_PREFIX", "").strip("/"),
+            # Downloads stream through the platform, which checks who may read.
+            "querystring_auth": False,
+            "default_acl": None,
+        },
+    }
+else:
+    raise ImproperlyConfigured(
+        f"NPULAB_ARTIFACT_STORAGE must be local or s3, got {ARTIFACT_STORAGE!r}"
+    )
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+    "artifacts": _artifacts_storage,
 }
 
 # The control plane's periodic work, in one table. Placement is also
 # requested on every event that can free or add capacity; the tick is the
 # safety net for anything missed (a lost message, a host that came back).
 CELERY_BEAT_SCHEDULE = {
-    "place-queued-runs": {"task": "runs.place_runs", "schedule": NPULAB["SCHEDULER_TICK_S"]},
-    "sweep-runs": {"task": "runs.sweep_runs", "schedule": NPULAB["SCHEDULER_TICK_S"]},
-    "sweep-hosts": {"task": "hosts.sweep_hosts", "schedule": NPULAB["SCHEDULER_TICK_S"]},
+    "place-queued-runs": {"task": tasks.PLACE_RUNS, "schedule": NPULAB["SCHEDULER_TICK_S"]},
+    "sweep-runs": {"task": tasks.SWEEP_RUNS, "schedule": NPULAB["SCHEDULER_TICK_S"]},
+    "sweep-hosts": {"task": tasks.SWEEP_HOSTS, "schedule": NPULAB["SCHEDULER_TICK_S"]},
+    "expire-artifact-uploads": {"task": "artifacts.expire_uploads", "schedule": 3600},
 }
 
 DATA_UPLOAD_MAX_MEMORY_SIZE = env.int(

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import ast
+import re
 import sys
+from pathlib import Path
 
 from django.apps import apps
 
 from tests.paths import REPO_DIR
+from workers.contract import kinds
 
 
 def test_platform_is_a_source_root_not_a_package() -> None:
@@ -57,4 +60,65 @@ def test_runner_side_modules_need_only_the_standard_library() -> None:
             else:
                 continue
             offenders += [f"{path.name}: {m}" for m in modules if m.split(".")[0] not in allowed]
+    assert offenders == []
+
+
+# The code every run goes through, whatever its kind.
+GENERIC_RUN_CODE = [
+    *(REPO_DIR / "platform" / "npulab" / "runs").rglob("*.py"),
+    REPO_DIR / "workers" / "run.py",
+    *(REPO_DIR / "workers" / "host").rglob("*.py"),
+]
+GENERIC_RUN_TEMPLATES = list((REPO_DIR / "templates" / "runs").rglob("*.html"))
+
+
+def _string_constants(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text())
+    docstrings = {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef)
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+    }
+    return {
+        node.value
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant) and isinstance(node.value, str)
+        if id(node) not in docstrings
+    }
+
+
+def test_generic_run_code_names_no_kind() -> None:
+    names = set(kinds.names())
+    offenders = [
+        f"{path.relative_to(REPO_DIR)}: {sorted(names & _string_constants(path))}"
+        for path in GENERIC_RUN_CODE
+        if "migrations" not in path.parts and names & _string_constants(path)
+    ]
+    for path in GENERIC_RUN_TEMPLATES:
+        text = path.read_text()
+        if re.search(r"kind\s*==\s*[\"']", text) or any(f'"{name}"' in text for name in names):
+            offenders.append(str(path.relative_to(REPO_DIR)))
+    assert offenders == []
+
+
+def test_kind_declarations_import_only_the_standard_library_and_the_contract() -> None:
+    """The platform imports them to validate submissions: no torch, no runner code."""
+    allowed = sys.stdlib_module_names | {"__future__", "workers"}
+    offenders = []
+    for kind in kinds.all_kinds():
+        module = sys.modules[kind.runner.rsplit(".", 1)[0]]
+        for node in ast.walk(ast.parse(Path(module.__file__).read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                imported = node.module
+            elif isinstance(node, ast.Import):
+                imported = node.names[0].name
+            else:
+                continue
+            top = imported.split(".")[0]
+            if top not in allowed or (
+                top == "workers" and not imported.startswith("workers.contract")
+            ):
+                offenders.append(f"{kind.name}: {imported}")
     assert offenders == []

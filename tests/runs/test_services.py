@@ -7,7 +7,7 @@ from django.core.exceptions import PermissionDenied
 from django.utils import timezone
 
 from npulab.hosts.models import Host
-from npulab.runs.models import DeviceLease, Metric, Run, RunEvent
+from npulab.runs.models import DeviceLease, Run, RunEvent
 from npulab.runs.scheduler import place_queued_runs
 from npulab.runs.services import (
     Conflict,
@@ -20,6 +20,7 @@ from npulab.runs.services import (
     do_submit_run,
     sweep_runs,
 )
+from npulab.series.models import Metric
 from tests.conftest import register
 from tests.factories import HostFactory
 

@@ -5,6 +5,7 @@ import itertools
 import pytest
 
 from npulab.runs.models import InvalidTransition, Run
+from workers.contract import exits
 
 S = Run.Status
 ALLOWED = {
@@ -71,6 +72,6 @@ def test_a_new_attempt_keeps_the_first_start_and_clears_the_end() -> None:
 
 def test_lost_and_worker_causes_count_as_infrastructure_failures() -> None:
     assert Run(status=S.LOST).infrastructure_failure
-    assert Run(status=S.FAILED, exit_cause=Run.ExitCause.START_FAILED).infrastructure_failure
-    assert not Run(status=S.FAILED, exit_cause=Run.ExitCause.PROCESS_EXIT).infrastructure_failure
-    assert not Run(status=S.FAILED, exit_cause=Run.ExitCause.TIMEOUT).infrastructure_failure
+    assert Run(status=S.FAILED, exit_cause=exits.START_FAILED).infrastructure_failure
+    assert not Run(status=S.FAILED, exit_cause=exits.PROCESS_EXIT).infrastructure_failure
+    assert not Run(status=S.FAILED, exit_cause=exits.TIMEOUT).infrastructure_failure

@@ -60,8 +60,13 @@ def test_a_section_of_the_wrong_type_is_refused(document) -> None:
 
 
 def test_diff_of_a_cann_and_torch_npu_upgrade(document) -> None:
-    before = split(document(torch_npu="2.1.0.post8", packages={"tqdm": "4.0"}))[0]
-    after_doc = document(cann="8.1.RC1", torch_npu="2.5.1", packages={"tqdm": None, "rich": "13.0"})
+    # The collected environment is this machine's: name packages it cannot have.
+    before = split(document(torch_npu="2.1.0.post8", packages={"old-pkg": "4.0", "new-pkg": None}))[
+        0
+    ]
+    after_doc = document(
+        cann="8.1.RC1", torch_npu="2.5.1", packages={"old-pkg": None, "new-pkg": "13.0"}
+    )
     before["ascend"]["cann"]["installs"][0]["version"] = "8.0.RC3"
     before["ascend"]["cann"]["links"][0]["target"] = "8.0.RC3"
     after = split(after_doc)[0]
@@ -71,8 +76,8 @@ def test_diff_of_a_cann_and_torch_npu_upgrade(document) -> None:
         "CANN": ("8.0.RC3", "8.1.RC1"),
         "torch_npu": ("2.1.0.post8", "2.5.1"),
     }
-    assert changes["packages"]["added"] == {"rich": "13.0"}
-    assert changes["packages"]["removed"] == {"tqdm": "4.0"}
+    assert changes["packages"]["added"] == {"new-pkg": "13.0"}
+    assert changes["packages"]["removed"] == {"old-pkg": "4.0"}
     assert changes["packages"]["changed"] == {"torch-npu": ["2.1.0.post8", "2.5.1"]}
     assert change_line(changes) == (
         "CANN 8.0.RC3 → 8.1.RC1, torch_npu 2.1.0.post8 → 2.5.1, +1 −1 ~1 packages"

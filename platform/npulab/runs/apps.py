@@ -5,3 +5,15 @@ class RunsConfig(AppConfig):
     name = "npulab.runs"
     label = "runs"
     verbose_name = "Runs"
+
+    def ready(self) -> None:
+        from npulab.hosts.pages import host_page
+        from npulab.runs import checkpoints, events
+        from npulab.runs.selectors import host_runs_context, snapshot_runs_context
+        from npulab.snapshots.pages import snapshot_page
+        from workers.contract.events import CHECKPOINT
+
+        host_page.add(host_runs_context)
+        snapshot_page.add(snapshot_runs_context)
+        # Checkpoints are a core event type: any kind may write them.
+        events.register_handler(CHECKPOINT, checkpoints.on_checkpoint_event)

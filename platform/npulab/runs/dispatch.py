@@ -11,16 +11,14 @@ from __future__ import annotations
 import logging
 
 from npulab.celery import app
+from workers.contract.tasks import CONTROL_QUEUE, EXECUTE_RUN, PLACE_RUNS
 
 log = logging.getLogger(__name__)
-
-PLACE_RUNS = "runs.place_runs"
-EXECUTE_RUN = "runs.execute_run"
 
 
 def request_placement() -> None:
     try:
-        app.send_task(PLACE_RUNS, queue="control")
+        app.send_task(PLACE_RUNS, queue=CONTROL_QUEUE)
     except Exception:
         log.exception("could not request placement; the scheduler tick will retry")
 

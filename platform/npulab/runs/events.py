@@ -1,17 +1,27 @@
-"""Turning events.jsonl batches into rows (the format is in DESIGN.md)."""
+"""Turning events.jsonl batches into rows (the format is in docs/events.md).
+
+The core types are handled here; any other type belongs to an app (a run
+kind, a store) that registers a handler for it with ``register_handler``.
+Every event of a known type is checked against its declaration in the
+contract first: one that does not fit is kept as a visible log line saying
+what was wrong, and the rest of the batch is applied.
+"""
 
 from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from datetime import UTC, datetime
 from math import isfinite
 from typing import Any
 
-from npulab.runs.checkpoints import mark_damaged, record_checkpoint
-from npulab.runs.ingest import Point, drop_points_after, insert_metrics
-from npulab.runs.models import Run, RunAttempt, RunEvent
-from workers.redact import REDACTED, is_secret_name
+from npulab.runs.models import Run, RunEvent
+from npulab.series.ingest import Point, insert_points
+from npulab.series.owners import Owner
+from workers.contract import events as contract_events
+from workers.contract import kinds as contract_kinds
+from workers.contract.redact import REDACTED, is_secret_name
 
 MAX_TYPE_CHARS = 32
 MAX_KEY_CHARS = 200
@@ -19,62 +29,90 @@ _STEP_MIN, _STEP_MAX = -(2**63), 2**63 - 1
 # Tokens of this platform, should a user's program print one.
 _TOKEN = re.compile(r"\bnp[lh]_[A-Za-z0-9_-]{20,}")
 # Events that only prove liveness; storing them would only cost.
-_NOT_STORED = {"heartbeat"}
+_NOT_STORED = {contract_events.HEARTBEAT}
+
+
+class Batch:
+    """One events batch of a run while it is stored: what handlers may use.
+
+    Metric points are gathered and written together at the end; a handler
+    whose event changes the points already stored (a resume cuts them back)
+    calls ``flush_points`` first, so the points before it in the batch are in.
+    """
+
+    def __init__(self, run: Run, now: datetime) -> None:
+        self.run = run
+        self.now = now
+        self.points: dict[str, list[Point]] = {}
+
+    def flush_points(self) -> None:
+        insert_points(Owner.of_run(self.run.pk), self.points, attempt=self.run.attempt)
+        self.points = {}
+
+
+# Returns True when it stored the event itself (in a table of its own), so
+# no RunEvent row is written for it.
+Handler = Callable[[Batch, dict[str, Any]], bool | None]
+_handlers: dict[str, Handler] = {}
+
+
+class HandlerConflict(ValueError):
+    """An event type has a handler already, or is declared nowhere."""
+
+
+def register_handler(event_type: str, handler: Handler) -> None:
+    """Let ``handler`` act on every event of ``event_type`` (called from AppConfig.ready)."""
+    if event_type not in contract_kinds.event_types():
+        raise HandlerConflict(f"event type {event_type!r} is declared by no kind nor the core")
+    if _handlers.get(event_type, handler) is not handler:
+        raise HandlerConflict(f"event type {event_type!r} has a handler already")
+    _handlers[event_type] = handler
 
 
 def store_events(run: Run, events: list[Any], now: datetime) -> dict[str, Any] | None:
     """Bulk-insert one batch; returns the batch's result event (without type/time), if any.
 
     Nothing is dropped silently: an event that does not fit the contract is
-    stored as a ``runner`` log line saying what was wrong with it. Three
-    types also act: ``checkpoint`` and ``checkpoint_damaged`` keep the run's
-    checkpoint list, and ``resume`` (an attempt went on from a checkpoint)
-    drops the metric points after that step, which the new attempt logs anew.
+    stored as a ``runner`` log line saying what was wrong with it.
     """
     secrets = _secret_values(run)
+    declared = contract_kinds.event_types()
+    batch = Batch(run, now)
     rows: list[RunEvent] = []
-    points: dict[str, list[Point]] = {}
     result = None
     stamp = now.timestamp()
     for raw in events:
         kind = raw.get("type") if isinstance(raw, dict) else None
-        if kind == "metric":
+        if kind == contract_events.METRIC:
             key, point = _metric(raw, stamp)
             if point is None:
                 rows.append(_malformed(run, raw, "a metric needs key, integer step and value", now))
             else:
-                points.setdefault(key, []).append(point)
+                batch.points.setdefault(key, []).append(point)
             continue
         if not isinstance(kind, str) or not 0 < len(kind) <= MAX_TYPE_CHARS:
             rows.append(_malformed(run, raw, "no valid type", now))
             continue
         if kind in _NOT_STORED:
             continue
+        declaration = declared.get(kind)
+        problem = declaration.problem(raw) if declaration else None
+        if problem:
+            rows.append(_malformed(run, raw, problem, now))
+            continue
         data = {key: value for key, value in raw.items() if key not in ("type", "time")}
-        if kind == "log":
+        if kind == contract_events.LOG:
             data["line"] = _scrub(str(data.get("line", "")), secrets)
-        elif kind == "result":
+        elif kind == contract_events.RESULT:
             result = data
-        elif kind == "checkpoint":
-            record_checkpoint(run, data)
-        elif kind == "checkpoint_damaged":
-            mark_damaged(run, data.get("step"), str(data.get("reason", "")))
-        elif kind == "resume" and (data.get("step") is None or type(data["step"]) is int):
-            # Points of this batch before the resume were logged by the lost run too.
-            insert_metrics(run, points)
-            points = {}
-            _resumed(run, data.get("step"))
+        handler = _handlers.get(kind)
+        if handler is not None and handler(batch, data):
+            continue
         time = _time(raw.get("time"), now)
         rows.append(RunEvent(run=run, attempt=run.attempt, type=kind, time=time, data=data))
     RunEvent.objects.bulk_create(rows, batch_size=1000)
-    insert_metrics(run, points)
+    batch.flush_points()
     return result
-
-
-def _resumed(run: Run, step: int | None) -> None:
-    """Drop what the new attempt logs anew: points after ``step``, or all (no checkpoint)."""
-    drop_points_after(run, step)
-    RunAttempt.objects.filter(run=run, number=run.attempt).update(resumed_from_step=step)
 
 
 def _metric(raw: dict[str, Any], stamp: float) -> tuple[str, Point | None]:
@@ -118,7 +156,11 @@ def _malformed(run: Run, raw: Any, why: str, now: datetime) -> RunEvent:
     text = json.dumps(raw, default=str)[:500]
     line = f"malformed event ({why}) stored as text: {text}"
     return RunEvent(
-        run=run, attempt=run.attempt, type="log", time=now, data={"stream": "runner", "line": line}
+        run=run,
+        attempt=run.attempt,
+        type=contract_events.LOG,
+        time=now,
+        data={"stream": contract_events.RUNNER, "line": line},
     )
 
 

@@ -1,4 +1,4 @@
-"""The run submission form, built from the kind's spec fields in workers.spec."""
+"""The run submission form, built from the kind's spec fields (workers.contract.kinds)."""
 
 from __future__ import annotations
 
@@ -6,10 +6,12 @@ import shlex
 from typing import Any
 
 from django import forms
+from django.conf import settings
 
 from npulab.hosts.models import DeviceType, Host
 from npulab.runs.services import PRIORITY_RANGE, SubmissionInvalid
-from workers.spec import KINDS, Field
+from workers.contract import kinds
+from workers.contract.spec import Field
 
 # Shown in every kind's form, in this order, before the kind's own fields.
 COMMON_SPEC_FIELDS = ("device_type", "devices", "timeout_s")
@@ -20,7 +22,7 @@ API_ONLY_FIELDS = ("kind", "python", "env")
 class RunSubmitForm(forms.Form):
     """Queueing fields plus the spec fields of one run kind."""
 
-    kind = forms.ChoiceField(choices=[(kind.name, kind.name) for kind in KINDS.values()])
+    kind = forms.ChoiceField()
     host = forms.ChoiceField(required=False, help_text="Any host that fits, or this one.")
     name = forms.CharField(max_length=200, required=False)
     tags = forms.CharField(required=False, help_text="Comma-separated.")
@@ -30,7 +32,10 @@ class RunSubmitForm(forms.Form):
 
     def __init__(self, *args: Any, kind: str | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.kind = KINDS.get(kind or self.data.get("kind") or "smoke") or KINDS["smoke"]
+        declared = kinds.all_kinds()
+        self.fields["kind"].choices = [(each.name, each.name) for each in declared]
+        default = kinds.get(settings.NPULAB["DEFAULT_KIND"]) or declared[0]
+        self.kind = kinds.get(kind or self.data.get("kind") or default.name) or default
         self.fields["kind"].initial = self.kind.name
         self.kind_title = self.kind.title
         hosts = Host.objects.order_by("name").values_list("name", "device_type", "status")

@@ -7,13 +7,22 @@ from django.db import models
 from django.urls import reverse
 from django.utils import timezone
 
+from npulab.core.errors import InvalidTransition
 from npulab.hosts.models import DeviceType, Host
-from workers.redact import redact_env
-from workers.spec import KINDS
+from workers.contract import kinds
+from workers.contract.redact import redact_env
 
 
-class InvalidTransition(Exception):
-    """A run was asked to move to a status its current status cannot reach."""
+def cause_label(name: str) -> str:
+    """How a page names an exit cause (the contract's label; the name if none declares it)."""
+    cause = kinds.cause(name)
+    return cause.label if cause else name
+
+
+def is_infrastructure(name: str) -> bool:
+    """A failure of the machine or the platform, not of the job: CI may rerun it."""
+    cause = kinds.cause(name)
+    return bool(cause and cause.infrastructure)
 
 
 class Run(models.Model):
@@ -31,18 +40,6 @@ class Run(models.Model):
         FAILED = "failed", "Failed"
         CANCELLED = "cancelled", "Cancelled"
         LOST = "lost", "Lost"
-
-    class ExitCause(models.TextChoices):
-        NONE = "", "—"
-        COMPLETED = "completed", "Completed"
-        PROCESS_EXIT = "process_exit", "Process exited"
-        TIMEOUT = "timeout", "Timed out"
-        CANCELLED = "cancelled", "Cancelled"
-        WORKER_LOST = "worker_lost", "Worker lost"
-        TERMINATED = "terminated", "Terminated on the host"
-        SPEC_INVALID = "spec_invalid", "Spec refused by the host"
-        START_FAILED = "start_failed", "Could not start"
-        HEARTBEAT_TIMEOUT = "heartbeat_timeout", "Heartbeat stopped"
 
     ACTIVE = (Status.QUEUED, Status.DISPATCHED, Status.RUNNING)
     # Which status may follow which: every change goes through transition_to.
@@ -62,25 +59,8 @@ class Run(models.Model):
         Status.CANCELLED: {Status.QUEUED},
         Status.LOST: {Status.QUEUED},
     }
-    # Failures of the infrastructure rather than of the job: CI may rerun these.
-    # A stopped heartbeat is a hung collective far more often than a bug.
-    INFRASTRUCTURE_CAUSES = (
-        ExitCause.WORKER_LOST,
-        ExitCause.TERMINATED,
-        ExitCause.START_FAILED,
-        ExitCause.HEARTBEAT_TIMEOUT,
-    )
     # A run is never placed again on a host where it failed this often.
     FAILURES_BEFORE_AVOIDING = 2
-    # Endings after which a run with restarts left goes on as a new attempt.
-    RESTARTABLE_CAUSES = (
-        ExitCause.PROCESS_EXIT,
-        ExitCause.WORKER_LOST,
-        ExitCause.TERMINATED,
-        ExitCause.START_FAILED,
-        ExitCause.HEARTBEAT_TIMEOUT,
-    )
-
     kind = models.CharField(max_length=32)
     name = models.CharField(max_length=200, blank=True)
     tags = models.JSONField(default=list, blank=True)
@@ -125,9 +105,9 @@ class Run(models.Model):
 
     queue_reason = models.CharField(max_length=500, blank=True)
     cancel_requested = models.BooleanField(default=False)
-    exit_cause = models.CharField(
-        max_length=20, choices=ExitCause.choices, default=ExitCause.NONE, blank=True
-    )
+    # Causes are declared in the contract (workers.contract.exits) and by
+    # run kinds; no database choices, so a new kind needs no migration here.
+    exit_cause = models.CharField(max_length=32, default="", blank=True)
     exit_reason = models.TextField(blank=True)
     exit_code = models.IntegerField(null=True, blank=True)
     result = models.JSONField(default=dict, blank=True, help_text="The runner's result event.")
@@ -171,7 +151,11 @@ class Run(models.Model):
 
     @property
     def infrastructure_failure(self) -> bool:
-        return self.status == self.Status.LOST or self.exit_cause in self.INFRASTRUCTURE_CAUSES
+        return self.status == self.Status.LOST or is_infrastructure(self.exit_cause)
+
+    @property
+    def exit_cause_label(self) -> str:
+        return cause_label(self.exit_cause)
 
     @property
     def duration(self) -> timedelta | None:
@@ -185,7 +169,7 @@ class Run(models.Model):
 
         (PostgreSQL's jsonb keeps no key order of its own.)
         """
-        kind = KINDS.get(self.kind)
+        kind = kinds.get(self.kind)
         order = [field.name for field in kind.fields] if kind else []
         spec = {key: self.spec[key] for key in order if key in self.spec}
         spec.update({key: value for key, value in self.spec.items() if key not in spec})
@@ -227,7 +211,7 @@ class RunAttempt(models.Model):
     started_at = models.DateTimeField()
     finished_at = models.DateTimeField(null=True, blank=True)
     status = models.CharField(max_length=12, choices=Run.Status.choices, default=Run.Status.RUNNING)
-    exit_cause = models.CharField(max_length=20, choices=Run.ExitCause.choices, blank=True)
+    exit_cause = models.CharField(max_length=32, blank=True)
     exit_reason = models.TextField(blank=True)
     exit_code = models.IntegerField(null=True, blank=True)
     resumed_from_step = models.BigIntegerField(null=True, blank=True)
@@ -240,6 +224,14 @@ class RunAttempt(models.Model):
 
     def __str__(self) -> str:
         return f"run {self.run_id} attempt {self.number}"
+
+    @property
+    def exit_cause_label(self) -> str:
+        return cause_label(self.exit_cause)
+
+    @property
+    def infrastructure_failure(self) -> bool:
+        return is_infrastructure(self.exit_cause)
 
     @property
     def duration(self) -> timedelta:
@@ -264,6 +256,16 @@ class Checkpoint(models.Model):
     status = models.CharField(max_length=8, choices=Status.choices, default=Status.ON_HOST)
     status_reason = models.CharField(max_length=500, blank=True)
     pinned = models.BooleanField(default=False, help_text="Kept whatever the retention says.")
+    # The stored file, in the artifact store; the artifact's own row says
+    # whether it is stored, damaged or deleted.
+    artifact = models.ForeignKey(
+        "artifacts.Artifact",
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+        help_text="The uploaded file in the artifact store.",
+    )
     created = models.DateTimeField(auto_now_add=True)
     updated = models.DateTimeField(auto_now=True)
 
@@ -293,89 +295,6 @@ class RunEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.type} of run {self.run_id}"
-
-
-class MetricSeries(models.Model):
-    """One metric of a run: its points' owner, with the counts a run page lists."""
-
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="metric_series")
-    key = models.CharField(max_length=200)
-    points = models.BigIntegerField(default=0)
-    last_step = models.BigIntegerField(null=True, blank=True)
-
-    class Meta:
-        constraints = [
-            models.UniqueConstraint(fields=["run", "key"], name="metricseries_run_key"),
-        ]
-
-    def __str__(self) -> str:
-        return f"{self.key} of run {self.run_id}"
-
-
-class Metric(models.Model):
-    """One point of a series: written in bulk (COPY on PostgreSQL), read in step order.
-
-    No foreign-key constraint and a float ``time`` (Unix seconds): at a
-    hundred thousand points a second, a constraint check and a timestamp
-    conversion per row are most of the cost. The series owns its points;
-    deleting one deletes them (Django's collector, one statement).
-    """
-
-    series = models.ForeignKey(
-        MetricSeries,
-        on_delete=models.CASCADE,
-        related_name="+",
-        db_constraint=False,
-        db_index=False,
-    )
-    attempt = models.PositiveIntegerField()
-    step = models.BigIntegerField()
-    value = models.FloatField(null=True, help_text="Null for a NaN or infinite value.")
-    time = models.FloatField(help_text="Unix seconds, as the runner logged it.")
-
-    class Meta:
-        # INCLUDE makes a whole-series read an index-only scan on PostgreSQL;
-        # other databases build the index without it (check models.W040).
-        indexes = [
-            models.Index(fields=["series", "step"], include=["value"], name="metric_series_step")
-        ]
-
-    def __str__(self) -> str:
-        return f"{self.series_id}[{self.step}]={self.value}"
-
-
-class MetricRollup(models.Model):
-    """Aggregates of a series over blocks of ``size`` steps starting at ``start``.
-
-    A chart of a million points reads a thousand of these instead of the
-    points; npulab.runs.rollups keeps them equal to the points they cover.
-    """
-
-    series = models.ForeignKey(
-        MetricSeries,
-        on_delete=models.CASCADE,
-        related_name="+",
-        db_constraint=False,
-        db_index=False,  # the unique constraint leads with it
-    )
-    size = models.IntegerField()
-    start = models.BigIntegerField()
-    points = models.IntegerField(help_text="Points in the block, NaN included.")
-    counted = models.IntegerField(help_text="Points with a finite value.")
-    total = models.FloatField(null=True)
-    minimum = models.FloatField(null=True)
-    maximum = models.FloatField(null=True)
-    first_step = models.BigIntegerField()
-
-    class Meta:
-        constraints = [
-            models.UniqueConstraint(
-                fields=["series", "size", "start"], name="metricrollup_series_size_start"
-            ),
-        ]
-
-    def __str__(self) -> str:
-        return f"{self.series_id}[{self.start}+{self.size}]"
 
 
 class DeviceLease(models.Model):

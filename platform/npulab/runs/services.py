@@ -7,6 +7,7 @@ status itself.
 from __future__ import annotations
 
 import functools
+import logging
 import re
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -17,33 +18,22 @@ from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.utils import timezone
 
+from npulab.core.errors import Conflict, SubmissionInvalid
 from npulab.hosts.models import HOST_NAME_PATTERN, Host
 from npulab.runs.checkpoints import pinned_steps
 from npulab.runs.dispatch import request_placement, send_execute
 from npulab.runs.events import store_events
+from npulab.runs.kinds import get as get_kind
 from npulab.runs.models import DeviceLease, Run, RunAttempt
-from workers.spec import SpecError, split_submission, validate
+from npulab.snapshots.models import Snapshot
+from workers.contract import exits, kinds
+from workers.contract.spec import SpecError, split_submission
+
+log = logging.getLogger(__name__)
 
 MAX_TAGS = 20
 MAX_TAG_CHARS = 64
 PRIORITY_RANGE = (-1000, 1000)
-
-
-class SubmissionInvalid(Exception):
-    """A submission was refused; ``errors`` maps each field to why."""
-
-    def __init__(self, errors: dict[str, str]) -> None:
-        self.errors = errors
-        super().__init__("; ".join(f"{key}: {msg}" for key, msg in errors.items()))
-
-
-class Conflict(Exception):
-    """A request that does not fit the run's current state (HTTP 409)."""
-
-    def __init__(self, detail: str, **extra: Any) -> None:
-        self.detail = detail
-        self.extra = extra
-        super().__init__(detail)
 
 
 # -- submission -------------------------------------------------------------
@@ -57,7 +47,7 @@ def do_submit_run(user: AbstractBaseUser | None, document: Any) -> Run:
     errors: dict[str, str] = {}
     spec: dict[str, Any] = {}
     try:
-        spec = validate(spec_doc)
+        spec = kinds.validate(spec_doc)
     except SpecError as exc:
         errors.update(exc.errors)
     queueing = _clean_submission(submission, errors)
@@ -227,25 +217,27 @@ def do_finish_run(host: Host, run_id: int, attempt: int, report: dict[str, Any])
 def _outcome(run: Run, report: dict[str, Any]) -> tuple[str, str, str]:
     exit_code = report.get("exit_code")
     if run.cancel_requested:
-        return Run.Status.CANCELLED, Run.ExitCause.CANCELLED, run.exit_reason or "cancelled"
+        return Run.Status.CANCELLED, exits.CANCELLED, run.exit_reason or "cancelled"
     if report.get("error"):
-        cause = Run.ExitCause.SPEC_INVALID if exit_code == 2 else Run.ExitCause.START_FAILED
+        cause = exits.SPEC_INVALID if exit_code == exits.EXIT_INVALID_SPEC else exits.START_FAILED
         return Run.Status.FAILED, cause, str(report["error"]).strip()[-2000:]
     result = run.result
-    if result.get("status") == "succeeded":
-        if exit_code == 0:
-            return Run.Status.SUCCEEDED, Run.ExitCause.COMPLETED, result.get("reason", "")
+    if result.get("status") == exits.SUCCEEDED:
+        if exit_code == exits.EXIT_SUCCEEDED:
+            return Run.Status.SUCCEEDED, exits.COMPLETED, result.get("reason", "")
         reason = f"the runner reported success but exited with code {exit_code}"
-        return Run.Status.FAILED, Run.ExitCause.PROCESS_EXIT, reason
-    if result.get("status") == "failed":
-        cause = result.get("cause") or Run.ExitCause.PROCESS_EXIT
-        if cause not in Run.ExitCause.values:
-            cause = Run.ExitCause.PROCESS_EXIT
+        return Run.Status.FAILED, exits.PROCESS_EXIT, reason
+    if result.get("status") == exits.FAILED:
+        cause = result.get("cause") or exits.PROCESS_EXIT
+        if kinds.cause(cause) is None:
+            # Runners cannot write one (Outcome refuses it); a hand-made events file can.
+            log.error("run %s reported exit cause %r, which no kind declares", run.pk, cause)
+            cause = exits.PROCESS_EXIT
         return Run.Status.FAILED, cause, result.get("reason", "")
     reason = f"the runner exited with code {exit_code} and no result"
     if report.get("stop_reason"):
         reason += f" ({report['stop_reason']})"
-    return Run.Status.FAILED, Run.ExitCause.PROCESS_EXIT, reason
+    return Run.Status.FAILED, exits.PROCESS_EXIT, reason
 
 
 # -- users' actions -----------------------------------------------------------
@@ -266,7 +258,7 @@ def do_cancel_run(run_id: int, user: AbstractBaseUser) -> Run:
         # the process group; the run ends when the worker reports the exit.
         run.save(update_fields=["cancel_requested", "exit_reason", "updated"])
         return run
-    run.exit_cause = Run.ExitCause.CANCELLED
+    run.exit_cause = exits.CANCELLED
     run.transition_to(Run.Status.CANCELLED)
     run.save()
     _release(run)
@@ -344,9 +336,9 @@ def do_mark_run_lost(run_id: int, now: datetime, reason: str) -> int:
         return 0
     if run.cancel_requested:
         reason = f"{run.exit_reason}; {reason}"
-        _end_attempt(run, Run.Status.CANCELLED, Run.ExitCause.CANCELLED, reason, now)
+        _end_attempt(run, Run.Status.CANCELLED, exits.CANCELLED, reason, now)
     else:
-        _end_attempt(run, Run.Status.LOST, Run.ExitCause.WORKER_LOST, reason, now)
+        _end_attempt(run, Run.Status.LOST, exits.WORKER_LOST, reason, now)
     return 1
 
 
@@ -360,9 +352,10 @@ def _end_attempt(run: Run, status: str, cause: str, reason: str, now: datetime) 
         exit_code=run.exit_code,
     )
     host = run.host.name if run.host else "?"
-    max_restarts = int(run.spec.get("max_restarts", 0))
+    max_restarts = get_kind(run.kind).max_restarts(run)
     restarted = False
-    if status in (Run.Status.FAILED, Run.Status.LOST) and cause in Run.RESTARTABLE_CAUSES:
+    declared = kinds.cause(cause)
+    if status in (Run.Status.FAILED, Run.Status.LOST) and declared and declared.restartable:
         run.failed_hosts = dict(run.failed_hosts, **{host: run.failed_hosts.get(host, 0) + 1})
         if run.restarts < max_restarts and _hosts_left(run):
             run.restarts += 1
@@ -404,7 +397,7 @@ def _requeue_as_new_attempt(run: Run, now: datetime) -> None:
     run.host = None
     run.device_indices = []
     run.cancel_requested = False
-    run.exit_cause = Run.ExitCause.NONE
+    run.exit_cause = exits.NONE
     run.exit_reason = ""
     run.exit_code = None
     run.exited_at = None
@@ -430,3 +423,9 @@ def _release(run: Run) -> None:
     """Give the run's devices back and let the scheduler use them."""
     if DeviceLease.objects.filter(run=run).delete()[0]:
         transaction.on_commit(request_placement)
+
+
+def do_attach_snapshot(host: Host, run_id: int, snapshot: Snapshot) -> None:
+    """Point a run of ``host`` at the snapshot of the environment it is about to run in."""
+    if not Run.objects.filter(pk=run_id, host=host).update(snapshot=snapshot):
+        raise PermissionDenied(f"run {run_id} is not placed on host {host.name}")

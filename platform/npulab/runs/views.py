@@ -14,7 +14,7 @@ from django_htmx.http import HttpResponseClientRedirect
 from npulab.hosts.models import Host
 from npulab.runs.checkpoints import do_pin_checkpoint
 from npulab.runs.forms import RunSubmitForm
-from npulab.runs.metrics import keys
+from npulab.runs.kinds import get as get_kind
 from npulab.runs.models import Checkpoint, Run
 from npulab.runs.selectors import can_cancel, environment_differences, log_tail, steps
 from npulab.runs.services import (
@@ -24,6 +24,8 @@ from npulab.runs.services import (
     do_restart_run,
     do_submit_run,
 )
+from npulab.series.owners import Owner
+from npulab.series.reads import keys
 
 RUNS_PER_PAGE = 50
 MAX_COMPARED = 20
@@ -82,18 +84,22 @@ def _initial(request: HttpRequest) -> dict[str, str]:
 def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
     run = get_object_or_404(Run.objects.select_related("host", "submitted_by", "snapshot"), pk=pk)
     may = can_cancel(request.user, run)
+    kind = get_kind(run.kind)
     context = {
         "run": run,
+        "kind": kind,
+        "panels": [panel.template for panel in kind.panels],
         "steps": steps(run),
         "log": log_tail(run),
-        "metric_summary": keys(run),
+        "metric_summary": keys(Owner.of_run(run.pk)),
         "attempts": list(run.attempts.select_related("host")),
-        "checkpoints": list(run.checkpoints.all()),
-        "infrastructure_causes": Run.INFRASTRUCTURE_CAUSES,
+        "resumable": run.checkpoints.exists(),
         "can_cancel": run.is_active and may,
         "can_restart": run.status in RESTARTABLE_STATUSES and may,
         "can_manage": may,
     }
+    for panel in kind.panels:
+        context.update(panel.render_context(run))
     if request.htmx:
         return render(request, "runs/partials/run_live.html", context)
     return render(request, "runs/run_detail.html", context)
@@ -181,7 +187,7 @@ def run_compare(request: HttpRequest) -> HttpResponse:
     if missing := [pk for pk in ids if pk not in found]:
         messages.warning(request, "No such run: " + ", ".join(f"#{pk}" for pk in missing))
     runs = [found[pk] for pk in ids if pk in found]
-    available = sorted({key for run in runs for key in keys(run)})
+    available = sorted({key for run in runs for key in keys(Owner.of_run(run.pk))})
     key = request.GET.get("key") or ("loss" if "loss" in available else (available or [""])[0])
     context = {
         "runs": runs,
@@ -198,7 +204,28 @@ def run_compare(request: HttpRequest) -> HttpResponse:
             ]
         ),
         "environments": environment_differences(runs),
-        "recent": Run.objects.filter(kind="training").select_related("host")[:RECENT_TO_PICK],
+        "kind_sections": _compare_sections(runs),
+        "recent": _recent_to_pick(runs),
         "max_compared": MAX_COMPARED,
     }
     return render(request, "runs/run_compare.html", context)
+
+
+def _compare_sections(runs: list[Run]) -> list[dict]:
+    """The compare panels of the runs' kind, when they are all of one kind."""
+    kinds = {run.kind for run in runs}
+    if len(kinds) != 1:
+        return []
+    sections = []
+    for panel in get_kind(kinds.pop()).compare_panels:
+        extra = panel.context(runs) if panel.context else {}
+        sections.append({"template": panel.template, **extra})
+    return sections
+
+
+def _recent_to_pick(runs: list[Run]) -> list[Run]:
+    """Recent runs to add: of the kinds already chosen, or of any kind."""
+    recent = Run.objects.select_related("host")
+    if runs:
+        recent = recent.filter(kind__in={run.kind for run in runs})
+    return list(recent[:RECENT_TO_PICK])

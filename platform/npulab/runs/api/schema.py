@@ -1,4 +1,4 @@
-"""The OpenAPI shape of a run submission, generated from workers.spec so it cannot drift."""
+"""The OpenAPI shape of a run submission, generated from the kinds' declarations."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import copy
 from typing import Any
 
 from npulab.runs.services import MAX_TAG_CHARS, MAX_TAGS, PRIORITY_RANGE
-from workers.spec import KINDS
+from workers.contract import kinds
 
 _STRINGS = {
     "type": "array",
@@ -35,7 +35,7 @@ SUBMISSION_PROPERTIES: dict[str, Any] = {
 def submission_schema() -> dict[str, Any]:
     """A run spec of any kind, plus the queueing fields."""
     variants = []
-    for kind in KINDS.values():
+    for kind in kinds.all_kinds():
         schema = copy.deepcopy(kind.json_schema())
         schema["properties"].update(SUBMISSION_PROPERTIES)
         variants.append(schema)

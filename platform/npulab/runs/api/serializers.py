@@ -6,6 +6,10 @@ from rest_framework import serializers
 
 from npulab.runs.models import Checkpoint, Run, RunAttempt, RunEvent
 from npulab.runs.selectors import steps
+from workers.contract import kinds
+
+# Every cause the contract and the kinds declare; a kind's new cause adds to the enum.
+EXIT_CAUSES = [(name, cause.label) for name, cause in kinds.causes().items()]
 
 
 class RunSerializer(serializers.ModelSerializer):
@@ -18,6 +22,7 @@ class RunSerializer(serializers.ModelSerializer):
     spec = serializers.SerializerMethodField()
     duration_s = serializers.SerializerMethodField()
     infrastructure_failure = serializers.BooleanField(read_only=True)
+    exit_cause = serializers.ChoiceField(choices=EXIT_CAUSES, read_only=True)
 
     class Meta:
         model = Run
@@ -98,78 +103,6 @@ class RunEventSerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
 
-# -- the agent API --------------------------------------------------------
-
-
-class AttemptSerializer(serializers.Serializer):
-    attempt = serializers.IntegerField(min_value=1)
-
-
-class ResumeSerializer(serializers.Serializer):
-    step = serializers.IntegerField()
-    bytes = serializers.IntegerField()
-    sha256 = serializers.CharField()
-
-
-class ClaimReplySerializer(serializers.Serializer):
-    run = serializers.IntegerField()
-    attempt = serializers.IntegerField()
-    spec = serializers.JSONField(help_text="The run's spec, unredacted: the host needs its env.")
-    devices = serializers.ListField(child=serializers.IntegerField())
-    resume = ResumeSerializer(
-        allow_null=True, help_text="The stored checkpoint a new attempt resumes from, if any."
-    )
-
-
-class PassThroughField(serializers.JSONField):
-    """Parsed JSON taken as it is.
-
-    DRF's JSONField re-encodes its value to prove it is JSON; a value that
-    came out of the request's JSON parser is, and re-encoding 10,000 events
-    costs as much as storing them.
-    """
-
-    def to_internal_value(self, data: Any) -> Any:
-        return data
-
-
-class EventBatchSerializer(AttemptSerializer):
-    start = serializers.IntegerField(min_value=0, help_text="Byte offset of the first event.")
-    end = serializers.IntegerField(min_value=0, help_text="Byte offset just past the last event.")
-    # Checked as a whole, not item by item: a batch holds thousands of events.
-    events = PassThroughField(help_text="The events, as in events.jsonl.")
-
-    def validate_events(self, value: Any) -> list[Any]:
-        limit = self.context["max_events"]
-        if not isinstance(value, list):
-            raise serializers.ValidationError("must be a list of events")
-        if len(value) > limit:
-            raise serializers.ValidationError(f"at most {limit} events a batch")
-        return value
-
-    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
-        if attrs["end"] < attrs["start"]:
-            raise serializers.ValidationError({"end": "must not be before start"})
-        if attrs["events"] and attrs["end"] == attrs["start"]:
-            raise serializers.ValidationError({"end": "a batch with events must advance"})
-        return attrs
-
-
-class EventAckSerializer(serializers.Serializer):
-    ack = serializers.IntegerField(help_text="Offset the platform holds; send from here next.")
-    cancel = serializers.BooleanField(help_text="Stop the run: a user cancelled it.")
-    pinned = serializers.ListField(
-        child=serializers.IntegerField(), help_text="Checkpoint steps the host must keep."
-    )
-
-
-class FinishSerializer(AttemptSerializer):
-    exit_code = serializers.IntegerField(allow_null=True)
-    exited_at = serializers.FloatField(required=False, allow_null=True)
-    error = serializers.CharField(required=False, allow_blank=True, max_length=10000)
-    stop_reason = serializers.CharField(required=False, allow_blank=True, max_length=500)
-
-
 class CheckpointSerializer(serializers.ModelSerializer):
     class Meta:
         model = Checkpoint
@@ -189,6 +122,7 @@ class CheckpointSerializer(serializers.ModelSerializer):
 
 class RunAttemptSerializer(serializers.ModelSerializer):
     host = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    exit_cause = serializers.ChoiceField(choices=EXIT_CAUSES, read_only=True)
     infrastructure_failure = serializers.SerializerMethodField()
 
     class Meta:
@@ -209,4 +143,4 @@ class RunAttemptSerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
     def get_infrastructure_failure(self, attempt: RunAttempt) -> bool:
-        return attempt.exit_cause in Run.INFRASTRUCTURE_CAUSES
+        return attempt.infrastructure_failure

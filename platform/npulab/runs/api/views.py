@@ -20,11 +20,12 @@ from npulab.runs.api.serializers import (
     RunEventSerializer,
     RunSerializer,
 )
-from npulab.runs.checkpoints import do_pin_checkpoint, stored_file
-from npulab.runs.metrics import MAX_POINTS, series, summary
+from npulab.runs.checkpoints import do_pin_checkpoint, open_stored
 from npulab.runs.models import Checkpoint, Run, RunEvent
 from npulab.runs.selectors import can_cancel
 from npulab.runs.services import do_cancel_run, do_restart_run, do_submit_run
+from npulab.series.owners import Owner
+from npulab.series.reads import MAX_POINTS, series, summary
 
 
 class RunFilterSet(filters.FilterSet):
@@ -131,14 +132,14 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
         """Without `key`: each metric's name, point count and last step.
         With `key`: that metric's [step, value] points in step order; with `points` as well
         and more points than that, [first step, mean, min, max] per bucket of steps."""
-        run = self.get_object()
+        owner = Owner.of_run(self.get_object().pk)
         key = request.query_params.get("key")
         if key:
             points = request.query_params.get("points")
             if points is not None and (not points.isdigit() or not 1 <= int(points) <= MAX_POINTS):
                 raise ValidationError({"points": [f"must be an integer from 1 to {MAX_POINTS}"]})
-            return Response(series(run, key, int(points) if points else None))
-        return Response({"metrics": summary(run)})
+            return Response(series(owner, key, int(points) if points else None))
+        return Response({"metrics": summary(owner)})
 
 
 class CheckpointFileDownloadView(APIView):
@@ -149,7 +150,7 @@ class CheckpointFileDownloadView(APIView):
             Checkpoint, run_id=run_id, step=step, status=Checkpoint.Status.STORED
         )
         name = f"run-{run_id}-step-{step}.pt"
-        return FileResponse(open(stored_file(checkpoint), "rb"), as_attachment=True, filename=name)
+        return FileResponse(open_stored(checkpoint), as_attachment=True, filename=name)
 
 
 class CheckpointPinView(APIView):

@@ -1,0 +1,116 @@
+"""The web side of run kinds: what the generic run code asks of a kind.
+
+A kind's app subclasses ``RunKind`` and registers an instance from its
+``AppConfig.ready`` (see npulab.smoke, npulab.training). The run page, the
+compare page, ingestion, the restart decision and the upgrade review ask
+the registry; none of them names a kind. A kind declared in the contract
+(``workers.contract.kinds``) without a web app gets the plain ``RunKind``:
+the generic page, no restarts, its result summary's numbers as headlines.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from workers.contract import kinds as contract_kinds
+
+if TYPE_CHECKING:
+    from npulab.runs.models import Run
+
+# A panel's context: what its template needs beyond ``run`` (the page has it).
+PanelContext = Callable[["Run"], dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class Panel:
+    """A card on a page: its template, and the extra context it needs."""
+
+    template: str
+    context: PanelContext | None = None
+
+    def render_context(self, run: Run) -> dict[str, Any]:
+        return self.context(run) if self.context else {}
+
+
+@dataclass(frozen=True)
+class ComparePanel:
+    """A section of the compare page for runs of one kind."""
+
+    template: str
+    context: Callable[[list[Run]], dict[str, Any]] | None = None
+
+
+@dataclass
+class Headline:
+    """A number a kind gives the upgrade review for a succeeded run."""
+
+    value: float
+    lower_is_better: bool = False
+    unit: str = ""
+
+
+@dataclass
+class RunKind:
+    """One kind's answers to the generic code; the defaults fit a kind with nothing special."""
+
+    name: str
+    # Cards shown on the run page under the run's facts, in this order.
+    panels: tuple[Panel, ...] = ()
+    # The right-hand card beside the facts lists the steps, even before any arrived.
+    reports_steps: bool = False
+    # The attempts table is shown even for a run with one attempt.
+    shows_attempts: bool = False
+    compare_panels: tuple[ComparePanel, ...] = ()
+    # Summary numbers of a succeeded run where less is better (a loss).
+    lower_is_better: frozenset[str] = field(default_factory=frozenset)
+
+    @property
+    def contract(self) -> contract_kinds.Kind | None:
+        return contract_kinds.get(self.name)
+
+    @property
+    def title(self) -> str:
+        declared = self.contract
+        return declared.title if declared else self.name
+
+    def max_restarts(self, run: Run) -> int:
+        """How many automatic restarts the run may have (after restartable causes)."""
+        return 0
+
+    def headlines(self, run: Run) -> dict[str, Headline]:
+        """The numbers of a succeeded run that the upgrade review compares across stacks."""
+        summary = run.result.get("summary") or {}
+        return {
+            key: Headline(float(value), lower_is_better=key in self.lower_is_better)
+            for key, value in summary.items()
+            if isinstance(value, int | float) and not isinstance(value, bool)
+        }
+
+
+class KindNotDeclared(LookupError):
+    """A web kind was registered for a name the contract does not declare."""
+
+
+_registry: dict[str, RunKind] = {}
+
+
+def register(kind: RunKind) -> RunKind:
+    if contract_kinds.get(kind.name) is None:
+        raise KindNotDeclared(
+            f"run kind {kind.name!r} has a web app but no declaration in workers.contract.kinds"
+        )
+    _registry[kind.name] = kind
+    return kind
+
+
+def get(name: str) -> RunKind:
+    """The web kind of ``name``; a plain one for a declared kind without an app."""
+    found = _registry.get(name)
+    return found if found is not None else RunKind(name)
+
+
+def all_kinds() -> list[RunKind]:
+    """A web kind for every declared kind, in name order."""
+    return [get(kind.name) for kind in contract_kinds.all_kinds()]

@@ -1,0 +1,16 @@
+from django.apps import AppConfig
+
+
+class EchoConfig(AppConfig):
+    """The test-only echo kind's web side, registered the way every kind's app registers."""
+
+    name = "tests.kinds.echo"
+    label = "echo"
+
+    def ready(self) -> None:
+        from npulab.runs import events, kinds
+        from tests.kinds.echo import ECHO
+        from tests.kinds.echo.kind import ECHO_KIND, on_echo
+
+        kinds.register(ECHO_KIND)
+        events.register_handler(ECHO, on_echo)

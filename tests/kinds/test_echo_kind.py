@@ -1,0 +1,129 @@
+"""A kind defined only in the tests goes through every generic path with no change to them."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.test import Client
+from rest_framework.test import APIClient
+
+from npulab.runs.models import Run, RunEvent
+from npulab.runs.scheduler import place_queued_runs
+from tests.kinds.echo import ECHO, REFUSED
+from tests.kinds.echo.models import EchoWord
+from tests.paths import REPO_DIR
+from workers.contract import exits
+from workers.contract.events import EVENTS_FILE
+from workers.events import iter_events
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def run_by_hand(spec: dict[str, Any], run_dir: Path) -> int:
+    """``python -m workers.run`` as a user runs it on a host: no platform at all."""
+    spec_file = run_dir.parent / "spec.json"
+    spec_file.write_text(json.dumps(spec))
+    return subprocess.run(
+        [sys.executable, "-m", "workers.run", str(spec_file), "--run-dir", str(run_dir)],
+        cwd=REPO_DIR,
+        env=dict(os.environ),
+        timeout=300,
+        check=False,
+    ).returncode
+
+
+def execute_on_host(host_api: APIClient, run_id: int, run_dir: Path) -> Run:
+    """What the host worker does with a placed run: claim, run, forward the events, finish."""
+    assert place_queued_runs() == [run_id]
+    claim = host_api.post(f"/api/v1/agent/runs/{run_id}/claim/", {"attempt": 1}, format="json")
+    assert claim.status_code == 200, claim.content
+    code = run_by_hand(claim.json()["spec"], run_dir)
+    events_file = run_dir / EVENTS_FILE
+    batch = {
+        "attempt": 1,
+        "start": 0,
+        "end": events_file.stat().st_size,
+        "events": list(iter_events(str(events_file))),
+    }
+    stored = host_api.post(f"/api/v1/agent/runs/{run_id}/events/", batch, format="json")
+    assert stored.status_code == 200, stored.content
+    finish = {"attempt": 1, "exit_code": code}
+    reply = host_api.post(f"/api/v1/agent/runs/{run_id}/finish/", finish, format="json")
+    assert reply.status_code == 200, reply.content
+    return Run.objects.get(pk=run_id)
+
+
+def test_the_test_kind_is_refused_with_its_own_field_named(api: APIClient, cpu_host: Any) -> None:
+    reply = api.post(
+        "/api/v1/runs/", {"kind": "echo", "device_type": "cpu", "repeat": 0}, format="json"
+    )
+    assert reply.status_code == 400
+    assert "repeat" in reply.json()
+
+
+def test_the_test_kind_runs_ingests_into_its_own_table_and_shows_its_panel(
+    api: APIClient, host_api: APIClient, owner: Any, tmp_path: Path
+) -> None:
+    submitted = api.post(
+        "/api/v1/runs/",
+        {"kind": "echo", "device_type": "cpu", "words": ["alpha", "beta"], "repeat": 2},
+        format="json",
+    )
+    assert submitted.status_code == 201, submitted.content
+
+    run = execute_on_host(host_api, submitted.json()["id"], tmp_path / "run")
+
+    assert run.status == Run.Status.SUCCEEDED
+    assert run.result["summary"] == {"echoed": 4}
+    words = list(EchoWord.objects.filter(run=run).values_list("index", "word"))
+    assert words == [(0, "alpha"), (1, "alpha"), (2, "beta"), (3, "beta")]
+    assert not RunEvent.objects.filter(run=run, type=ECHO).exists()
+    page = Client()
+    page.force_login(owner)
+    html = page.get(f"/runs/{run.pk}/").content.decode()
+    assert 'id="echo-words"' in html
+    assert '<span class="badge text-bg-light border me-1" data-index="3">beta</span>' in html
+
+
+def test_a_cause_only_the_test_kind_declares_is_recorded_as_it_is(
+    api: APIClient, host_api: APIClient, tmp_path: Path
+) -> None:
+    submitted = api.post(
+        "/api/v1/runs/",
+        {"kind": "echo", "device_type": "cpu", "words": ["fine", "refuse"]},
+        format="json",
+    )
+
+    run = execute_on_host(host_api, submitted.json()["id"], tmp_path / "run")
+
+    assert run.status == Run.Status.FAILED
+    assert run.exit_cause == REFUSED
+    assert run.exit_cause_label == "Refused to echo"
+    assert run.exit_code == exits.EXIT_FAILED
+    assert list(EchoWord.objects.filter(run=run).values_list("word", flat=True)) == ["fine"]
+
+
+def test_the_kinds_endpoint_lists_the_test_kind_with_its_fields(api: APIClient) -> None:
+    listed = api.get("/api/v1/kinds/").json()
+    assert [kind["name"] for kind in listed] == ["echo", "smoke", "training"]
+    echo = api.get("/api/v1/kinds/echo/").json()
+    assert echo["causes"] == [REFUSED]
+    assert echo["event_types"] == [ECHO]
+    repeat = next(field for field in echo["fields"] if field["name"] == "repeat")
+    assert repeat == {
+        "name": "repeat",
+        "type": "integer",
+        "required": False,
+        "default": 1,
+        "minimum": 1,
+        "maximum": 10,
+        "choices": None,
+        "help": "Times each word.",
+    }
+    assert api.get("/api/v1/kinds/nope/").status_code == 404
