@@ -243,7 +243,7 @@ CELERY_BEAT_SCHEDULE = {
     "place-queued-runs": {"task": tasks.PLACE_RUNS, "schedule": NPULAB["SCHEDULER_TICK_S"]},
     "sweep-runs": {"task": tasks.SWEEP_RUNS, "schedule": NPULAB["SCHEDULER_TICK_S"]},
     "sweep-hosts": {"task": tasks.SWEEP_HOSTS, "schedule": NPULAB["SCHEDULER_TICK_S"]},
-    "expire-artifact-uploads": {"task": "artifacts.expire_uploads", "schedule": 3600},
+    "expire-artifact-uploads": {"task": tasks.EXPIRE_UPLOADS, "schedule": 3600},
 }
 
 DATA_UPLOAD_MAX_MEMORY_SIZE = env.int(

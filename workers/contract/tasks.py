@@ -7,6 +7,7 @@ CONTROL_QUEUE = "control"
 PLACE_RUNS = "runs.place_runs"
 SWEEP_RUNS = "runs.sweep_runs"
 SWEEP_HOSTS = "hosts.sweep_hosts"
+EXPIRE_UPLOADS = "artifacts.expire_uploads"
 # Host workers: "execute attempt K of run N", on the host's own queue.
 EXECUTE_RUN = "runs.execute_run"
 

@@ -6,8 +6,7 @@ from celery import shared_task
 from django.conf import settings
 
 from npulab.artifacts.services import do_expire_uploads
-
-EXPIRE_UPLOADS = "artifacts.expire_uploads"
+from workers.contract.tasks import EXPIRE_UPLOADS
 
 
 @shared_task(name=EXPIRE_UPLOADS, ignore_result=True)
