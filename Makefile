@@ -10,13 +10,15 @@ PY := $(VENV)/bin/python
 TORCH ?= torch==2.13.0
 PORT ?= 8000
 PYTEST_ARGS ?=
+# The REST API's last release: `make lint` fails on a change that breaks its clients.
+API_RELEASE ?= docs/api-releases/0.1.0.yaml
 
 .PHONY: help run test lint fmt schema bench vendor clean
 
 help:
 	@echo "make run      start web, control worker, embedded Redis and a CPU host worker"
 	@echo "make test     install test dependencies and run the tests"
-	@echo "make lint     ruff, Python 3.8 check of workers/, import layers, Django checks, migrations, schema"
+	@echo "make lint     ruff, Python 3.8 check of workers/, import layers, Django checks, migrations, schema and its compatibility"
 	@echo "make fmt      format the code"
 	@echo "make schema   regenerate docs/openapi.yaml"
 	@echo "make bench    run the benchmarks in bench/ (results: docs/benchmarks.md)"
@@ -51,6 +53,7 @@ lint: $(VENV)/.test-deps var/secret_key
 	$(PY) manage.py makemigrations --check --dry-run
 	$(PY) manage.py spectacular --validate --fail-on-warn | diff -u docs/openapi.yaml - \
 		|| (echo "docs/openapi.yaml is stale: make schema" && false)
+	$(PY) manage.py api_compat $(API_RELEASE)
 
 fmt: $(VENV)/.test-deps
 	$(PY) -m ruff check --fix .

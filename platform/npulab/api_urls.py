@@ -6,6 +6,7 @@ from rest_framework.routers import DefaultRouter
 from npulab.artifacts.api.views import ArtifactDownloadView, RunArtifactListView
 from npulab.hosts.api.views import HostViewSet
 from npulab.review.api.views import UpgradeReviewView
+from npulab.runs.api.compare import RunCompareView
 from npulab.runs.api.kinds import KindViewSet
 from npulab.runs.api.views import CheckpointFileDownloadView, CheckpointPinView, RunViewSet
 from npulab.snapshots.api.views import HostHistoryView, HostSnapshotRequestView, SnapshotViewSet
@@ -19,6 +20,8 @@ router.register("snapshots", SnapshotViewSet, basename="snapshot")
 router.register("kinds", KindViewSet, basename="kind")
 
 urlpatterns = [
+    # Before the router's runs/<pk>/, which would take "compare" for an id.
+    path("runs/compare/", RunCompareView.as_view(), name="run-compare"),
     *router.urls,
     path(
         "runs/<int:run_id>/checkpoints/<int:step>/download/",

@@ -10,6 +10,7 @@ from npulab.runs.models import Run
 from npulab.snapshots.services import do_record_snapshot
 from tests.factories import HostFactory, RunFactory
 from workers.contract import exits
+from workers.contract.kinds import validate
 
 pytestmark = pytest.mark.django_db
 
@@ -104,3 +105,28 @@ def test_a_planned_version_set_says_what_it_needs(current) -> None:
 def test_a_plan_the_table_rules_out_is_no_go(current) -> None:
     result = review(current, planned={"cann": "8.0.RC3", "torch_npu": "2.6.0", "python": "3.8"})
     assert result.decision == NO_GO
+
+
+def test_the_kinds_say_which_numbers_count_and_which_way_is_better(current, staging) -> None:
+    """Training's final loss is a headline where lower is better; smoke's device count is none."""
+
+    def trained(snapshot, loss_last: float) -> Run:
+        return RunFactory(
+            spec=validate({"kind": "training", "device_type": "cpu", "entry": "builtin:cnn"}),
+            snapshot=snapshot,
+            status=Run.Status.SUCCEEDED,
+            finished_at=timezone.now(),
+            result={"status": "succeeded", "summary": {"loss_last": loss_last, "exit_code": 0}},
+            exit_cause=exits.COMPLETED,
+        )
+
+    trained(current, 0.50)
+    trained(staging, 0.60)
+    finished(staging, device_count=8)
+    result = review(current, target=staging)
+    rows = {row["kind"]: row for row in result.outcomes}
+    training = {delta["key"]: delta for delta in rows["training"]["deltas"]}
+    assert list(training) == ["loss_last"]
+    assert training["loss_last"]["worse"]
+    assert "training loss_last 20% worse under the target" in result.reasons
+    assert "device_count" not in rows["smoke"]["target"]["numbers"]

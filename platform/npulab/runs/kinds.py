@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from workers.contract import kinds as contract_kinds
+from workers.contract.exits import SUCCEEDED
 
 if TYPE_CHECKING:
     from npulab.runs.models import Run
@@ -52,6 +53,22 @@ class Headline:
 
 
 @dataclass
+class Comparison:
+    """One headline of two runs side by side, and whether the candidate regressed."""
+
+    name: str
+    baseline: float | str | None
+    candidate: float | str | None
+    change: float | None
+    lower_is_better: bool
+    regression: bool
+
+
+# A candidate this much worse than its baseline is a regression, unless the caller says.
+DEFAULT_THRESHOLD = 0.05
+
+
+@dataclass
 class RunKind:
     """One kind's answers to the generic code; the defaults fit a kind with nothing special."""
 
@@ -63,7 +80,9 @@ class RunKind:
     # The attempts table is shown even for a run with one attempt.
     shows_attempts: bool = False
     compare_panels: tuple[ComparePanel, ...] = ()
-    # Summary numbers of a succeeded run where less is better (a loss).
+    # The summary numbers of a succeeded run that are its headlines; None: every number.
+    headline_keys: frozenset[str] | None = None
+    # Those where less is better (a loss).
     lower_is_better: frozenset[str] = field(default_factory=frozenset)
 
     @property
@@ -85,8 +104,36 @@ class RunKind:
         return {
             key: Headline(float(value), lower_is_better=key in self.lower_is_better)
             for key, value in summary.items()
-            if isinstance(value, int | float) and not isinstance(value, bool)
+            if isinstance(value, int | float)
+            and not isinstance(value, bool)
+            and (self.headline_keys is None or key in self.headline_keys)
         }
+
+    def compare(
+        self, baseline: Run, candidate: Run, threshold: float = DEFAULT_THRESHOLD
+    ) -> list[Comparison]:
+        """The candidate against the baseline: how it ended, then each common headline.
+
+        A kind with results of its own (an op matrix) adds its rows by overriding this.
+        """
+        rows = [
+            Comparison(
+                "status",
+                baseline.status,
+                candidate.status,
+                None,
+                False,
+                baseline.status == SUCCEEDED and candidate.status != SUCCEEDED,
+            )
+        ]
+        before, after = self.headlines(baseline), self.headlines(candidate)
+        for key in sorted(before.keys() & after.keys()):
+            old, new = before[key].value, after[key].value
+            change = (new - old) / abs(old) if old else None
+            lower = before[key].lower_is_better
+            worse = change is not None and (change > threshold if lower else change < -threshold)
+            rows.append(Comparison(key, old, new, change, lower, worse))
+        return rows
 
 
 class KindNotDeclared(LookupError):

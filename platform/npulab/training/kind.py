@@ -45,5 +45,6 @@ TRAINING = TrainingKind(
     "training",
     shows_attempts=True,
     panels=(Panel("training/partials/checkpoints.html", checkpoints_panel),),
-    lower_is_better=frozenset({"loss_last", "loss_first"}),
+    headline_keys=frozenset({"loss_first", "loss_last"}),
+    lower_is_better=frozenset({"loss_first", "loss_last"}),
 )
