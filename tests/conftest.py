@@ -11,6 +11,7 @@ from celery.signals import before_task_publish
 from django.conf import settings
 from rest_framework.test import APIClient
 
+from npulab.accounts.models import Scope
 from npulab.accounts.services import do_issue_api_token
 from npulab.hosts.models import Host
 from npulab.hosts.services import do_issue_host_token, do_register_host
@@ -40,9 +41,14 @@ def staff(db: None) -> Any:
     return UserFactory(username="staff", is_staff=True)
 
 
-def token_client(user: Any) -> APIClient:
+def token_client(user: Any, scopes: list[str] | None = None) -> APIClient:
+    """A client with a new token of ``user``: every scope unless ``scopes`` says otherwise.
+
+    Every scope, so the permission tests of the other apps are about who may, not
+    which scope (tests/accounts covers the scopes).
+    """
     client = APIClient()
-    _, token = do_issue_api_token(user)
+    _, token = do_issue_api_token(user, scopes=Scope.values if scopes is None else scopes)
     client.credentials(HTTP_AUTHORIZATION=f"Token {token}")
     return client
 

@@ -3,6 +3,7 @@
 from django.urls import include, path
 from rest_framework.routers import DefaultRouter
 
+from npulab.accounts.api.views import ApiTokenViewSet
 from npulab.artifacts.api.views import ArtifactDownloadView, RunArtifactListView
 from npulab.hosts.api.views import HostViewSet
 from npulab.review.api.views import UpgradeReviewView
@@ -18,6 +19,7 @@ router.register("runs", RunViewSet, basename="run")
 router.register("hosts", HostViewSet, basename="host")
 router.register("snapshots", SnapshotViewSet, basename="snapshot")
 router.register("kinds", KindViewSet, basename="kind")
+router.register("tokens", ApiTokenViewSet, basename="token")
 
 urlpatterns = [
     # Before the router's runs/<pk>/, which would take "compare" for an id.

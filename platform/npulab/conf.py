@@ -14,6 +14,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
+_PERIODS = {"s": 1, "sec": 1, "min": 60, "m": 60, "h": 3600, "hour": 3600, "d": 86400, "day": 86400}
 
 
 class Env:
@@ -47,6 +48,18 @@ class Env:
         if minimum is not None and value < minimum:
             raise ImproperlyConfigured(f"{name} must be at least {minimum}, got {value}")
         return value
+
+    def rate(self, name: str, default: str) -> tuple[int, int]:
+        """``N/period`` (period: s, min, h or day) as (N requests, period in seconds)."""
+        raw = self.environ.get(name) or default
+        count, _, period = raw.strip().partition("/")
+        seconds = _PERIODS.get(period.strip().lower())
+        if not count.strip().isdigit() or int(count) < 1 or seconds is None:
+            raise ImproperlyConfigured(
+                f"{name} must be a number of requests per s, min, h or day "
+                f"(e.g. 1200/min), got {raw!r}"
+            )
+        return int(count), seconds
 
     def list(self, name: str, default: list[str]) -> list[str]:
         raw = self.environ.get(name)

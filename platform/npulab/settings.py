@@ -91,6 +91,21 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 # Covering indexes (INCLUDE) are a PostgreSQL speed-up; SQLite builds the plain index.
 SILENCED_SYSTEM_CHECKS = ["models.W040"]
 
+# The API's rate limit counts requests here. The default is each process's own
+# memory, so with N web workers a token gets up to N times NPULAB_API_RATE;
+# a Redis URL shares the counts between workers and servers.
+CACHE_URL = env.str("NPULAB_CACHE_URL", "").strip()
+if not CACHE_URL:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+elif CACHE_URL.startswith(("redis://", "rediss://", "unix://")):
+    CACHES = {
+        "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": CACHE_URL}
+    }
+else:
+    raise ImproperlyConfigured(
+        f"NPULAB_CACHE_URL must be empty (memory) or a redis:// URL, got {CACHE_URL!r}"
+    )
+
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
@@ -126,7 +141,11 @@ REST_FRAMEWORK = {
         "npulab.agent.authentication.HostTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
-    "DEFAULT_PERMISSION_CLASSES": ["npulab.accounts.permissions.IsUser"],
+    # A user, and a user token only within its scopes (safe methods: read, others: submit,
+    # unless the view names its scope); sessions are not scoped.
+    "DEFAULT_PERMISSION_CLASSES": ["npulab.accounts.permissions.HasTokenScope"],
+    # NPULAB_API_RATE per token (per user for sessions); host tokens are not limited.
+    "DEFAULT_THROTTLE_CLASSES": ["npulab.accounts.throttling.TokenRateThrottle"],
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
     "PAGE_SIZE": 50,
@@ -142,7 +161,8 @@ SPECTACULAR_SETTINGS = {
     "TITLE": "npulab API",
     "DESCRIPTION": (
         "Submit and follow runs on accelerator hosts. Authenticate with "
-        "`Authorization: Token <key>` (`manage.py api_token USERNAME` makes one)."
+        "`Authorization: Token <key>` (the API tokens page or `manage.py api_token USERNAME` "
+        "makes one). Every error body has a `code` and a `detail`."
     ),
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
@@ -158,6 +178,8 @@ SPECTACULAR_SETTINGS = {
     "ENUM_NAME_OVERRIDES": {
         "RunStatusEnum": "npulab.runs.models.Run.Status",
         "HostStatusEnum": "npulab.hosts.models.Host.Status",
+        "ApiTokenStatusEnum": "npulab.accounts.models.ApiToken.Status",
+        "TokenScopeEnum": "npulab.accounts.models.Scope",
         "ExitCauseEnum": "npulab.runs.api.serializers.EXIT_CAUSES",
     },
 }
@@ -188,6 +210,8 @@ NPULAB = {
     # The kind the submit form opens with.
     "DEFAULT_KIND": env.str("NPULAB_DEFAULT_KIND", "smoke"),
     "MAX_EVENTS_PER_BATCH": env.int("NPULAB_MAX_EVENTS_PER_BATCH", 10000, minimum=100),
+    # Requests a user token (or a browser session) may make to the API: (count, seconds).
+    "API_RATE": env.rate("NPULAB_API_RATE", "1200/min"),
     # Where uploaded checkpoints (and later other artifacts) are kept.
     "ARTIFACT_DIR": str(env.path("NPULAB_ARTIFACT_DIR", VAR_DIR / "artifacts")),
     # A snapshot upload larger than this is refused (HTTP 413).

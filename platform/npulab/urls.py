@@ -19,6 +19,7 @@ urlpatterns = [
     path("runs/", include("npulab.runs.urls")),
     path("hosts/", include((host_pages, host_urls.app_name))),
     path("snapshots/", include("npulab.snapshots.urls")),
+    path("account/", include("npulab.accounts.urls")),
     path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
@@ -27,3 +28,7 @@ urlpatterns = [
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
     path("api/redoc/", SpectacularRedocView.as_view(url_name="schema"), name="api-redoc"),
 ]
+
+# Under /api/, an unknown URL and a crash are answered with an error body (code, detail).
+handler404 = "npulab.core.api.not_found"
+handler500 = "npulab.core.api.server_error"

@@ -178,7 +178,7 @@ def test_only_the_host_the_attempt_ran_on_may_upload(local_store, run, host_api,
 def test_a_declaration_is_checked_field_by_field(local_store, run, host_api) -> None:
     reply = declare(host_api, run, name="../etc/passwd", sha256="xyz", bytes=-1, kind="video")
     assert reply.status_code == 400
-    assert set(reply.json()) == {"name", "sha256", "bytes", "kind"}
+    assert set(reply.json()) == {"code", "detail", "name", "sha256", "bytes", "kind"}
     assert host_api.post("/api/v1/agent/runs/999999/uploads/", {}, format="json").status_code in (
         400,
         404,

@@ -64,7 +64,9 @@ def test_submit_queues_the_run_and_returns_it(
 def test_bad_submissions_get_400_naming_the_field(api, body: object, errors: dict) -> None:
     response = api.post(RUNS, body, format="json")
     assert response.status_code == 400
-    assert response.json() == errors
+    # Each field's messages at the top level, beside the code and a detail for people.
+    detail = "; ".join(f"{field}: {' '.join(messages)}" for field, messages in errors.items())
+    assert response.json() == {"code": "invalid", "detail": detail, **errors}
     assert Run.objects.count() == 0
 
 

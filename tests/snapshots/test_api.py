@@ -34,7 +34,11 @@ def test_upload_new_then_unchanged(host_api, document) -> None:
 def test_uploads_that_are_not_snapshots_get_400_and_store_nothing(host_api, body, error) -> None:
     response = host_api.post(UPLOAD, body, format="json")
     assert response.status_code == 400
-    assert response.json() == {"snapshot": [error]}
+    assert response.json() == {
+        "code": "invalid",
+        "detail": f"snapshot: {error}",
+        "snapshot": [error],
+    }
     assert Snapshot.objects.count() == 0
 
 

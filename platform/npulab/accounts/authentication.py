@@ -5,10 +5,12 @@ from __future__ import annotations
 from datetime import timedelta
 
 from django.utils import timezone
+from django.utils.formats import date_format
 from rest_framework import authentication, exceptions
 
 from npulab.accounts import tokens
 from npulab.accounts.models import ApiToken
+from npulab.core import errors
 
 # Recording every use would turn each read into a write.
 LAST_USED_RESOLUTION = timedelta(minutes=1)
@@ -29,10 +31,12 @@ def token_key(request) -> str | None:
 
 
 class TokenAuthentication(authentication.BaseAuthentication):
-    """A user token authenticates its user.
+    """A user token authenticates its user; ``request.auth`` is the ApiToken.
 
-    A host token is left to ``npulab.agent.authentication.HostTokenAuthentication``,
-    listed after this class wherever both kinds are accepted.
+    An expired or revoked token is refused (401) saying which, so a pipeline
+    knows to ask for a new one rather than retry. A host token is left to
+    ``npulab.agent.authentication.HostTokenAuthentication``, listed after this
+    class wherever both kinds are accepted.
     """
 
     def authenticate(self, request):
@@ -51,8 +55,22 @@ class TokenAuthentication(authentication.BaseAuthentication):
             .first()
         )
         if token is None:
-            raise exceptions.AuthenticationFailed("Invalid or revoked token.")
+            raise exceptions.AuthenticationFailed("Invalid token.")
         now = timezone.now()
+        if token.revoked is not None:
+            raise exceptions.AuthenticationFailed(
+                f"This token ({token.display}…) was revoked on {_when(token.revoked)}.",
+                code=errors.TOKEN_REVOKED,
+            )
+        if token.expires is not None and token.expires <= now:
+            raise exceptions.AuthenticationFailed(
+                f"This token ({token.display}…) expired on {_when(token.expires)}.",
+                code=errors.TOKEN_EXPIRED,
+            )
         if token.last_used is None or now - token.last_used > LAST_USED_RESOLUTION:
             ApiToken.objects.filter(pk=token.pk).update(last_used=now)
         return token.user, token
+
+
+def _when(moment) -> str:
+    return date_format(timezone.localtime(moment), "Y-m-d H:i T")

@@ -13,7 +13,10 @@ class TokenAuthenticationScheme(OpenApiAuthenticationExtension):
             "in": "header",
             "name": "Authorization",
             "description": (
-                "`Token <key>`. User tokens (npl_…) come from `manage.py api_token USERNAME`; "
-                "host tokens (nph_…) from `manage.py host_token NAME` and work only on /agent/."
+                "`Token <key>`. User tokens (npl_…) come from the API tokens page or "
+                "`manage.py api_token USERNAME`, with scopes: `read` (GET), `submit` (submit, "
+                "cancel, restart runs; pin checkpoints), `admin` (known-good marks, snapshot "
+                "requests). Host tokens (nph_…) come from `manage.py host_token NAME` and work "
+                "only on /agent/."
             ),
         }

@@ -25,6 +25,7 @@ from rest_framework.exceptions import APIException
 
 from npulab.artifacts.models import Artifact, ArtifactUpload
 from npulab.artifacts.storage import JoinedReader, artifact_storage
+from npulab.core import errors
 
 # Chunks are spooled to disk past this, so a large chunk never sits in memory.
 SPOOL_MEMORY_BYTES = 1 << 20
@@ -45,7 +46,7 @@ class _StoreError(APIException):
 
 class ArtifactTooLarge(_StoreError):
     status_code = status.HTTP_413_REQUEST_ENTITY_TOO_LARGE
-    default_code = "too_large"
+    default_code = errors.PAYLOAD_TOO_LARGE
 
     def __init__(self, size: int, limit: int) -> None:
         super().__init__(
@@ -61,7 +62,7 @@ class ArtifactTooLarge(_StoreError):
 
 class OffsetMismatch(_StoreError):
     status_code = status.HTTP_409_CONFLICT
-    default_code = "offset_mismatch"
+    default_code = errors.OFFSET_MISMATCH
 
     def __init__(self, offset: int, expected: int) -> None:
         super().__init__(
@@ -74,7 +75,7 @@ class OffsetMismatch(_StoreError):
 
 class UploadFinished(_StoreError):
     status_code = status.HTTP_409_CONFLICT
-    default_code = "upload_finished"
+    default_code = errors.UPLOAD_FINISHED
 
     def __init__(self, upload: ArtifactUpload) -> None:
         artifact = upload.artifact

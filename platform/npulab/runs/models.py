@@ -120,12 +120,32 @@ class Run(models.Model):
     failed_hosts = models.JSONField(
         default=dict, blank=True, help_text="Host name -> attempts of this run that failed there."
     )
+    # The submitter's Idempotency-Key (POST /api/v1/runs/): a retried submission
+    # with the same key gets this run back instead of a second one. A database
+    # default too, so rows written without the columns (older code, historical
+    # models in migrations) have no key.
+    idempotency_key = models.CharField(max_length=200, blank=True, default="", db_default="")
+    idempotency_digest = models.CharField(
+        max_length=64,
+        blank=True,
+        default="",
+        db_default="",
+        help_text="SHA-256 of the submitted document.",
+    )
 
     class Meta:
         ordering = ["-created", "-id"]
         indexes = [
             models.Index(fields=["status", "-priority", "created"], name="run_queue_order"),
             models.Index(fields=["host", "status"], name="run_host_status"),
+        ]
+        constraints = [
+            # The database decides between two concurrent retries: one row per key and user.
+            models.UniqueConstraint(
+                fields=["submitted_by", "idempotency_key"],
+                condition=~models.Q(idempotency_key=""),
+                name="run_idempotency_key_unique",
+            )
         ]
 
     def __str__(self) -> str:

@@ -7,6 +7,8 @@ status itself.
 from __future__ import annotations
 
 import functools
+import hashlib
+import json
 import logging
 import re
 from datetime import UTC, datetime, timedelta
@@ -15,10 +17,10 @@ from typing import Any
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import PermissionDenied
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from npulab.core.errors import Conflict, SubmissionInvalid
+from npulab.core.errors import IDEMPOTENCY_CONFLICT, Conflict, SubmissionInvalid
 from npulab.hosts.models import HOST_NAME_PATTERN, Host
 from npulab.runs.checkpoints import pinned_steps
 from npulab.runs.dispatch import request_placement, send_execute
@@ -39,10 +41,24 @@ PRIORITY_RANGE = (-1000, 1000)
 # -- submission -------------------------------------------------------------
 
 
-def do_submit_run(user: AbstractBaseUser | None, document: Any) -> Run:
-    """Validate a submission (spec plus queueing fields) and queue the run."""
+def do_submit_run(user: AbstractBaseUser | None, document: Any, idempotency_key: str = "") -> Run:
+    """Validate a submission (spec plus queueing fields) and queue the run.
+
+    With an ``idempotency_key`` (the API's Idempotency-Key header), a second
+    submission by the same user with the same key queues nothing: the same
+    document gets the first run back, with ``run.replayed`` true, and another
+    document raises Conflict (``idempotency_conflict``). The unique constraint
+    on (submitted_by, idempotency_key) decides between two that arrive at once.
+    """
     if not isinstance(document, dict):
         raise SubmissionInvalid({"spec": "must be a JSON object"})
+    digest = _document_digest(document) if idempotency_key else ""
+    if idempotency_key:
+        # Before validation: a replay answers what was queued even if the
+        # document would not validate today (its host since deleted ...).
+        earlier = _idempotent_replay(user, idempotency_key, digest)
+        if earlier is not None:
+            return earlier
     spec_doc, submission = split_submission(document)
     errors: dict[str, str] = {}
     spec: dict[str, Any] = {}
@@ -54,16 +70,48 @@ def do_submit_run(user: AbstractBaseUser | None, document: Any) -> Run:
     if errors:
         raise SubmissionInvalid(errors)
 
-    run = Run.objects.create(
-        kind=spec["kind"],
-        spec=spec,
-        device_type=spec["device_type"],
-        devices=spec["devices"],
-        submitted_by=user,
-        queue_reason="waiting for the scheduler",
-        **queueing,
-    )
+    try:
+        with transaction.atomic():
+            run = Run.objects.create(
+                kind=spec["kind"],
+                spec=spec,
+                device_type=spec["device_type"],
+                devices=spec["devices"],
+                submitted_by=user,
+                queue_reason="waiting for the scheduler",
+                idempotency_key=idempotency_key,
+                idempotency_digest=digest,
+                **queueing,
+            )
+    except IntegrityError:
+        # A concurrent submission with the same key committed first: its run is the answer.
+        earlier = _idempotent_replay(user, idempotency_key, digest) if idempotency_key else None
+        if earlier is None:
+            raise
+        return earlier
+    run.replayed = False
     transaction.on_commit(request_placement)
+    return run
+
+
+def _document_digest(document: dict[str, Any]) -> str:
+    canonical = json.dumps(document, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+def _idempotent_replay(user: AbstractBaseUser | None, key: str, digest: str) -> Run | None:
+    """The run an earlier submission with ``key`` queued, if any; Conflict if its body differs."""
+    run = Run.objects.filter(submitted_by=user, idempotency_key=key).first()
+    if run is None:
+        return None
+    if run.idempotency_digest != digest:
+        raise Conflict(
+            f"Idempotency-Key {key!r} was used for run {run.pk} with a different body; "
+            "use a new key for a new submission",
+            code=IDEMPOTENCY_CONFLICT,
+            run=run.pk,
+        )
+    run.replayed = True
     return run
 
 

@@ -25,6 +25,7 @@ from npulab.agent.api.base import AgentAPIView, valid
 from npulab.artifacts.api.serializers import UploadCreateSerializer, UploadSerializer
 from npulab.artifacts.models import Artifact, ArtifactUpload
 from npulab.artifacts.services import do_append_chunk, do_create_upload
+from npulab.core import errors
 from npulab.runs.checkpoints import do_attach_artifact, start_upload
 from npulab.runs.models import Checkpoint, Run, RunAttempt
 
@@ -38,7 +39,11 @@ def _check_host(request: Request, run_id: int, attempt: int) -> None:
 
 
 def _reply(upload: ArtifactUpload, code: int = status.HTTP_200_OK) -> Response:
-    response = Response(UploadSerializer(upload).data, status=code)
+    body = UploadSerializer(upload).data
+    if code == status.HTTP_422_UNPROCESSABLE_ENTITY:
+        # An error body like every other (code, detail), with where the upload stands.
+        body = {"code": errors.UNPROCESSABLE, "detail": upload.artifact.status_reason, **body}
+    response = Response(body, status=code)
     response[OFFSET_HEADER] = str(upload.bytes_received)
     return response
 
@@ -64,8 +69,9 @@ class UploadCreateView(AgentAPIView):
             if (data["bytes"], data["sha256"].lower()) != (checkpoint.bytes, checkpoint.sha256):
                 return Response(
                     {
+                        "code": errors.UNPROCESSABLE,
                         "detail": f"the checkpoint event of step {checkpoint.step} declared "
-                        f"{checkpoint.bytes} bytes and SHA-256 {checkpoint.sha256}"
+                        f"{checkpoint.bytes} bytes and SHA-256 {checkpoint.sha256}",
                     },
                     status=status.HTTP_422_UNPROCESSABLE_ENTITY,
                 )

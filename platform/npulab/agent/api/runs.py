@@ -22,6 +22,7 @@ from npulab.agent.api.serializers import (
     EventBatchSerializer,
     FinishSerializer,
 )
+from npulab.core import errors
 from npulab.core.api import FastJSONParser
 from npulab.runs.api.serializers import CheckpointSerializer
 from npulab.runs.checkpoints import open_stored, resume_point, store_upload
@@ -90,7 +91,8 @@ class CheckpointFileView(AgentAPIView):
         checkpoint = store_upload(checkpoint, iter(lambda: stream.read(UPLOAD_CHUNK), b""))
         if checkpoint.status != Checkpoint.Status.STORED:
             return Response(
-                {"detail": checkpoint.status_reason}, status=status.HTTP_422_UNPROCESSABLE_ENTITY
+                {"code": errors.UNPROCESSABLE, "detail": checkpoint.status_reason},
+                status=status.HTTP_422_UNPROCESSABLE_ENTITY,
             )
         return Response(CheckpointSerializer(checkpoint).data, status=status.HTTP_201_CREATED)
 

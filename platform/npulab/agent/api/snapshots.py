@@ -12,6 +12,7 @@ from rest_framework.response import Response
 from npulab.agent.api.base import AgentAPIView
 from npulab.agent.api.serializers import SnapshotRecordedSerializer, SnapshotUploadSerializer
 from npulab.agent.services import do_upload_snapshot
+from npulab.core import errors
 from npulab.snapshots.content import SnapshotInvalid
 
 
@@ -27,8 +28,9 @@ class SnapshotUploadView(AgentAPIView):
         if size > limit:
             return Response(
                 {
+                    "code": errors.PAYLOAD_TOO_LARGE,
                     "detail": f"snapshot upload of {size} bytes is over the limit of "
-                    f"{limit} bytes (NPULAB_MAX_SNAPSHOT_BYTES)"
+                    f"{limit} bytes (NPULAB_MAX_SNAPSHOT_BYTES)",
                 },
                 status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
             )

@@ -3,7 +3,7 @@ from __future__ import annotations
 from django.http import FileResponse
 from django.shortcuts import get_object_or_404
 from django_filters import rest_framework as filters
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import PermissionDenied, ValidationError
@@ -12,7 +12,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from npulab.core.api import FastJSONRenderer
+from npulab.core.api import ErrorSerializer, FastJSONRenderer
 from npulab.runs.api.schema import submission_schema
 from npulab.runs.api.serializers import (
     CheckpointSerializer,
@@ -26,6 +26,10 @@ from npulab.runs.selectors import can_cancel
 from npulab.runs.services import do_cancel_run, do_restart_run, do_submit_run
 from npulab.series.owners import Owner
 from npulab.series.reads import MAX_POINTS, series, summary
+
+IDEMPOTENCY_HEADER = "Idempotency-Key"
+REPLAYED_HEADER = "Idempotent-Replayed"
+MAX_IDEMPOTENCY_KEY = 200
 
 
 class RunFilterSet(filters.FilterSet):
@@ -51,7 +55,29 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
 
     @extend_schema(
         request={"application/json": submission_schema()},
-        responses={201: RunDetailSerializer},
+        parameters=[
+            OpenApiParameter(
+                IDEMPOTENCY_HEADER,
+                str,
+                OpenApiParameter.HEADER,
+                description=(
+                    "1-200 printable ASCII characters, unique per submission (e.g. the CI "
+                    "job's id). A retry with the same key and body gets the run queued "
+                    "the first time (200, `Idempotent-Replayed: true`) instead of a "
+                    "second run; the same key with another body is a 409 "
+                    "`idempotency_conflict`."
+                ),
+            )
+        ],
+        responses={
+            201: RunDetailSerializer,
+            200: OpenApiResponse(
+                RunDetailSerializer,
+                description="A replay: the run an earlier request with this key queued.",
+            ),
+            400: ErrorSerializer,
+            409: ErrorSerializer,
+        },
         description=(
             "Queue a run. The body is the run's spec (as `python -m workers.run` takes it) "
             "plus optional `host`, `labels`, `name`, `tags` and `priority`. "
@@ -59,10 +85,23 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
         ),
     )
     def create(self, request: Request) -> Response:
+        key = request.headers.get(IDEMPOTENCY_HEADER)
+        if key is not None and not (
+            1 <= len(key) <= MAX_IDEMPOTENCY_KEY and all(" " <= c <= "~" for c in key)
+        ):
+            raise ValidationError(
+                {
+                    IDEMPOTENCY_HEADER: [
+                        f"must be 1 to {MAX_IDEMPOTENCY_KEY} printable ASCII characters"
+                    ]
+                }
+            )
         if not isinstance(request.data, dict):
             raise ValidationError({"spec": ["must be a JSON object"]})
-        run = do_submit_run(request.user, dict(request.data))
+        run = do_submit_run(request.user, dict(request.data), idempotency_key=key or "")
         body = RunDetailSerializer(run, context=self.get_serializer_context()).data
+        if run.replayed:
+            return Response(body, headers={REPLAYED_HEADER: "true"})
         return Response(body, status=status.HTTP_201_CREATED)
 
     @extend_schema(request=None, responses={200: RunDetailSerializer})

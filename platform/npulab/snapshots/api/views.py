@@ -12,6 +12,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from npulab.accounts.models import Scope
 from npulab.hosts.models import Host
 from npulab.snapshots.api.serializers import (
     DiffQuerySerializer,
@@ -37,12 +38,15 @@ class SnapshotViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets
     queryset = Snapshot.objects.select_related("host", "known_good_by")
     serializer_class = SnapshotSerializer
     filterset_fields = {"host__name": ["exact"], "known_good_at": ["isnull"]}
+    # The scope a token needs (npulab.accounts.permissions); actions set their own.
+    token_scope: str | None = None
 
     def get_serializer_class(self) -> type[SnapshotSerializer]:
         return SnapshotDetailSerializer if self.action == "retrieve" else SnapshotSerializer
 
     @extend_schema(request=KnownGoodSerializer, responses={200: SnapshotSerializer})
-    @action(detail=True, methods=["post", "delete"], url_path="known-good")
+    # An operator's judgement, not a pipeline's: tokens need the admin scope.
+    @action(detail=True, methods=["post", "delete"], url_path="known-good", token_scope=Scope.ADMIN)
     def known_good(self, request: Request, pk: str) -> Response:
         """POST marks the snapshot known good (with a note); DELETE takes the mark back."""
         snapshot = self.get_object()
@@ -99,6 +103,8 @@ class HostHistoryView(ListAPIView):
 
 
 class HostSnapshotRequestView(APIView):
+    token_scope = Scope.ADMIN  # an operator action (npulab.accounts.permissions)
+
     @extend_schema(request=None, responses={202: dict})
     def post(self, request: Request, name: str) -> Response:
         """Ask the host's worker for a fresh snapshot (sent after its next heartbeat)."""

@@ -1,0 +1,39 @@
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from django import forms
+from django.utils import timezone
+
+from npulab.accounts.models import DEFAULT_SCOPES, Scope
+
+MAX_EXPIRY_DAYS = 3650
+
+
+class TokenCreateForm(forms.Form):
+    """A new API token: what it is for, what it may do, how long it lives."""
+
+    name = forms.CharField(
+        max_length=100,
+        required=False,
+        help_text="What the token is for, e.g. the pipeline that uses it.",
+    )
+    scopes = forms.MultipleChoiceField(
+        choices=Scope.choices,
+        initial=DEFAULT_SCOPES,
+        widget=forms.CheckboxSelectMultiple,
+        error_messages={"required": "Choose at least one scope."},
+    )
+    expires_days = forms.IntegerField(
+        label="Expires after (days)",
+        min_value=1,
+        max_value=MAX_EXPIRY_DAYS,
+        required=False,
+        initial=90,
+        help_text="Empty: the token never expires.",
+    )
+
+    def expires(self) -> Any:
+        days = self.cleaned_data.get("expires_days")
+        return timezone.now() + timedelta(days=days) if days else None

@@ -1,0 +1,64 @@
+"""An API token made on the tokens page, in real headless Chromium, used against the API."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+import requests
+
+from tests.e2e.conftest import require
+from tests.e2e.platform import CHROMIUM_ARGS, Platform, chromium_path
+
+pytestmark = [pytest.mark.e2e, pytest.mark.browser]
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[object]:
+    executable = chromium_path()
+    require(executable is not None, "no chromium on PATH (Debian: apt-get install chromium)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
+
+
+def test_make_a_read_token_in_the_browser_use_it_then_revoke_it(
+    platform: Platform, browser
+) -> None:
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    platform.log_in(page)
+    page.click("#nav-api-tokens")
+    page.wait_for_selector("#token-form")
+
+    page.fill("#id_name", "from the browser")
+    page.uncheck("input[name=scopes][value=submit]")
+    page.fill("#id_expires_days", "1")
+    page.click("#token-form button[type=submit]")
+    page.wait_for_selector("#new-token")
+    plain = page.input_value("#new-token-value")
+    assert plain.startswith("npl_")
+    row = page.locator("#token-table tbody tr", has_text="from the browser")
+    assert row.get_attribute("data-status") == "active"
+    assert row.locator("[data-scope]").all_inner_texts() == ["read"]
+    page.screenshot(path=str(platform.var_dir / "tokens-page.png"), full_page=True)
+
+    api = requests.Session()
+    api.headers["Authorization"] = f"Token {plain}"
+    assert api.get(f"{platform.url}/api/v1/runs/", timeout=30).status_code == 200
+    refused = api.post(
+        f"{platform.url}/api/v1/runs/", json={"kind": "smoke", "device_type": "cpu"}, timeout=30
+    )
+    assert refused.status_code == 403
+    assert refused.json()["code"] == "insufficient_scope"
+    assert "`submit`" in refused.json()["detail"]
+
+    # Revoke over htmx, confirming the browser's dialog.
+    page.on("dialog", lambda dialog: dialog.accept())
+    row.locator(".revoke-token").click()
+    page.wait_for_selector('#token-table tr[data-status="revoked"]')
+    assert page.locator("#new-token").count() == 0
+    gone = api.get(f"{platform.url}/api/v1/runs/", timeout=30)
+    assert (gone.status_code, gone.json()["code"]) == (401, "token_revoked")
