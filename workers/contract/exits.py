@@ -61,3 +61,13 @@ CORE_CAUSES = {
         Cause(START_FAILED, "Could not start", infrastructure=True, restartable=True),
     )
 }
+
+
+# The `npulab` CLI's exit codes: what a CI pipeline gates on (docs/ci.md).
+CLI_SUCCEEDED = 0
+CLI_JOB_FAILED = 1  # the run failed through the job: its code, its data, its spec
+CLI_USAGE = 2  # invalid input or usage: nothing was submitted
+CLI_INFRASTRUCTURE = 3  # worker lost, host unhealthy, timeout on the host: safe to retry
+CLI_GAVE_UP = 4  # --timeout passed before the run ended; it goes on
+CLI_CANCELLED = 5
+CLI_UNREACHABLE = 6  # the platform could not be reached, or refused the token

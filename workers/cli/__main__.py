@@ -1,0 +1,5 @@
+"""``python -m workers.cli`` is the ``npulab`` command."""
+
+from workers.cli.main import main
+
+main()
