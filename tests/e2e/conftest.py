@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 from django.conf import settings
 
-from tests.e2e.platform import Platform, launched_platform
+from tests.e2e.platform import CHROMIUM_ARGS, Platform, chromium_path, launched_platform
 from tests.services import in_ci
 
 
@@ -31,3 +31,16 @@ def require(condition: bool, reason: str) -> None:
     if in_ci():
         pytest.fail(f"CI=true: {reason}")
     pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[object]:
+    """Debian's Chromium driven by Playwright (its own browser download fails here)."""
+    executable = chromium_path()
+    require(executable is not None, "no chromium on PATH (Debian: apt-get install chromium)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()

@@ -4,27 +4,13 @@ from __future__ import annotations
 
 import copy
 import re
-from collections.abc import Iterator
 
 import pytest
 import requests
 
-from tests.e2e.conftest import require
-from tests.e2e.platform import CHROMIUM_ARGS, HOST, PASSWORD, USER, Platform, chromium_path
+from tests.e2e.platform import HOST, PASSWORD, USER, Platform
 
 pytestmark = [pytest.mark.e2e, pytest.mark.browser]
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[object]:
-    executable = chromium_path()
-    require(executable is not None, "no chromium on PATH (Debian: apt-get install chromium)")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
-        yield browser
-        browser.close()
 
 
 def test_log_in_submit_a_smoke_run_and_watch_it_succeed(platform: Platform, browser) -> None:

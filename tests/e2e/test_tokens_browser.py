@@ -2,27 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 import requests
 
-from tests.e2e.conftest import require
-from tests.e2e.platform import CHROMIUM_ARGS, Platform, chromium_path
+from tests.e2e.platform import Platform
 
 pytestmark = [pytest.mark.e2e, pytest.mark.browser]
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[object]:
-    executable = chromium_path()
-    require(executable is not None, "no chromium on PATH (Debian: apt-get install chromium)")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
-        yield browser
-        browser.close()
 
 
 def test_make_a_read_token_in_the_browser_use_it_then_revoke_it(
