@@ -77,6 +77,9 @@ class KindConflict(ValueError):
 
 
 _kinds: dict[str, Kind] = {}
+# Merged once per registration: ingestion and every serialized run ask for them.
+_causes: dict[str, Cause] = dict(CORE_CAUSES)
+_event_types: dict[str, EventType] = dict(CORE_EVENT_TYPES)
 _loaded = False
 _lock = threading.RLock()
 
@@ -96,6 +99,8 @@ def register(kind: Kind) -> Kind:
             if taken:
                 raise KindConflict(f"event type {name!r} of kind {kind.name} is taken")
         _kinds[kind.name] = kind
+        _causes.update(kind.causes)
+        _event_types.update(kind.event_types)
     return kind
 
 
@@ -141,11 +146,9 @@ def names() -> list[str]:
 
 
 def causes() -> dict[str, Cause]:
-    """Every exit cause: the core ones and those the kinds declare."""
-    found = dict(CORE_CAUSES)
-    for kind in all_kinds():
-        found.update(kind.causes)
-    return found
+    """Every exit cause: the core ones and those the kinds declare (do not change it)."""
+    load()
+    return _causes
 
 
 def cause(name: str) -> Cause | None:
@@ -153,11 +156,9 @@ def cause(name: str) -> Cause | None:
 
 
 def event_types() -> dict[str, EventType]:
-    """Every event type: the core ones and those the kinds add."""
-    found = dict(CORE_EVENT_TYPES)
-    for kind in all_kinds():
-        found.update(kind.event_types)
-    return found
+    """Every event type: the core ones and those the kinds add (do not change it)."""
+    load()
+    return _event_types
 
 
 def validate(doc: Any) -> dict[str, Any]:

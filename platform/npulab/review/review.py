@@ -14,6 +14,7 @@ from typing import Any
 from django.db.models import F
 
 from npulab.runs.kinds import get as get_kind
+from npulab.runs.kinds import judge
 from npulab.runs.models import Run
 from npulab.snapshots.compatibility import planned_compatibility, snapshot_compatibility
 from npulab.snapshots.diff import diff
@@ -101,12 +102,8 @@ def compare_outcomes(
         if now and then:
             for key in sorted(now["numbers"].keys() & then["numbers"].keys()):
                 before, after = now["numbers"][key], then["numbers"][key]
-                change = (after - before) / abs(before) if before else None
-                worse = change is not None and (
-                    change > REGRESSION
-                    if key in {*now["lower_is_better"], *then["lower_is_better"]}
-                    else change < -REGRESSION
-                )
+                lower = key in {*now["lower_is_better"], *then["lower_is_better"]}
+                change, worse = judge(before, after, lower, REGRESSION)
                 deltas.append(
                     {
                         "key": key,

@@ -49,7 +49,6 @@ class Headline:
 
     value: float
     lower_is_better: bool = False
-    unit: str = ""
 
 
 @dataclass
@@ -84,15 +83,6 @@ class RunKind:
     headline_keys: frozenset[str] | None = None
     # Those where less is better (a loss).
     lower_is_better: frozenset[str] = field(default_factory=frozenset)
-
-    @property
-    def contract(self) -> contract_kinds.Kind | None:
-        return contract_kinds.get(self.name)
-
-    @property
-    def title(self) -> str:
-        declared = self.contract
-        return declared.title if declared else self.name
 
     def max_restarts(self, run: Run) -> int:
         """How many automatic restarts the run may have (after restartable causes)."""
@@ -129,11 +119,19 @@ class RunKind:
         before, after = self.headlines(baseline), self.headlines(candidate)
         for key in sorted(before.keys() & after.keys()):
             old, new = before[key].value, after[key].value
-            change = (new - old) / abs(old) if old else None
             lower = before[key].lower_is_better
-            worse = change is not None and (change > threshold if lower else change < -threshold)
+            change, worse = judge(old, new, lower, threshold)
             rows.append(Comparison(key, old, new, change, lower, worse))
         return rows
+
+
+def judge(
+    before: float, after: float, lower_is_better: bool, threshold: float
+) -> tuple[float | None, bool]:
+    """The change as a fraction of ``before``; whether it is worse by more than ``threshold``."""
+    change = (after - before) / abs(before) if before else None
+    worse = change is not None and (change > threshold if lower_is_better else change < -threshold)
+    return change, worse
 
 
 class KindNotDeclared(LookupError):
@@ -156,8 +154,3 @@ def get(name: str) -> RunKind:
     """The web kind of ``name``; a plain one for a declared kind without an app."""
     found = _registry.get(name)
     return found if found is not None else RunKind(name)
-
-
-def all_kinds() -> list[RunKind]:
-    """A web kind for every declared kind, in name order."""
-    return [get(kind.name) for kind in contract_kinds.all_kinds()]
