@@ -5,6 +5,7 @@ from rest_framework.routers import DefaultRouter
 
 from npulab.accounts.api.views import ApiTokenViewSet
 from npulab.artifacts.api.views import ArtifactDownloadView, RunArtifactListView
+from npulab.coverage.api.views import CoverageCompareView, CoverageSummaryView, OpResultListView
 from npulab.hosts.api.views import HostViewSet
 from npulab.review.api.views import UpgradeReviewView
 from npulab.runs.api.compare import RunCompareView
@@ -40,6 +41,17 @@ urlpatterns = [
         "runs/<int:run_id>/artifacts/<int:artifact_id>/download/",
         ArtifactDownloadView.as_view(),
         name="artifact-download",
+    ),
+    path("runs/<int:run_id>/coverage/", OpResultListView.as_view(), name="run-coverage"),
+    path(
+        "runs/<int:run_id>/coverage/summary/",
+        CoverageSummaryView.as_view(),
+        name="run-coverage-summary",
+    ),
+    path(
+        "runs/<int:run_id>/coverage/compare/",
+        CoverageCompareView.as_view(),
+        name="run-coverage-compare",
     ),
     path("hosts/<str:name>/history/", HostHistoryView.as_view(), name="host-history"),
     path(

@@ -45,6 +45,7 @@ INSTALLED_APPS = [
     # Run kinds on the web side (their declarations: workers/kinds/).
     "npulab.smoke",
     "npulab.training",
+    "npulab.coverage",
     "npulab.series",
     "npulab.snapshots",
     "npulab.review",
@@ -181,6 +182,7 @@ SPECTACULAR_SETTINGS = {
         "ApiTokenStatusEnum": "npulab.accounts.models.ApiToken.Status",
         "TokenScopeEnum": "npulab.accounts.models.Scope",
         "ExitCauseEnum": "npulab.runs.api.serializers.EXIT_CAUSES",
+        "OpStatusEnum": "workers.kinds.coverage.STATUSES",
     },
 }
 

@@ -17,6 +17,7 @@ host_pages = [
 urlpatterns = [
     path("", include("npulab.web.urls")),
     path("runs/", include("npulab.runs.urls")),
+    path("runs/", include("npulab.coverage.urls")),
     path("hosts/", include((host_pages, host_urls.app_name))),
     path("snapshots/", include("npulab.snapshots.urls")),
     path("account/", include("npulab.accounts.urls")),

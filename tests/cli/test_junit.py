@@ -158,3 +158,31 @@ def test_a_kind_plugs_in_its_own_cases_by_name(tmp_path, monkeypatch) -> None:
     assert list(cases(suite)) == ["matmul[fp16]", "conv2d[bf16]", "result"]
     assert asked == [{"path": "runs/7/coverage/"}]
     assert suite.name == "npulab.coverage.run-7"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_coverage_run_is_one_case_per_cell_read_page_by_page(npulab, owner, tmp_path) -> None:
+    from tests.coverage.builders import coverage_run, ingest, op_result
+
+    run = coverage_run(submitted_by=owner)
+    cells = [op_result(f"op{i:04d}", "float32") for i in range(1203)]
+    cells += [
+        op_result("sort", "float16", "unsupported"),
+        op_result("linalg.svd", "float32", "crash", error="SIGSEGV"),
+        op_result("add", "float32", "mismatch", phase="backward"),
+    ]
+    ingest(run, cells)
+    report = tmp_path / "coverage.xml"
+
+    shown = npulab("runs", "show", str(run.pk), "--junit", str(report))
+
+    assert shown.exit_code == exits.CLI_SUCCEEDED, shown.output
+    (suite,) = read(report)
+    found = cases(suite)
+    assert len(found) == 1206 + 1  # every cell across two pages, and the result
+    assert outcome(found["sort float16"]) == "skipped"
+    assert outcome(found["linalg.svd float32"]) == "failure"
+    assert found["linalg.svd float32"].result[0].type == "crash"
+    assert found["linalg.svd float32"].classname == "npulab.coverage.linalg"
+    assert outcome(found["add float32 backward"]) == "failure"
+    assert outcome(found["op1202 float32"]) == "passed"

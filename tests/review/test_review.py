@@ -130,3 +130,25 @@ def test_the_kinds_say_which_numbers_count_and_which_way_is_better(current, stag
     assert training["loss_last"]["worse"]
     assert "training loss_last 20% worse under the target" in result.reasons
     assert "device_count" not in rows["smoke"]["target"]["numbers"]
+
+
+def test_coverage_regressions_between_the_stacks_are_a_reason_for_caution(current, staging) -> None:
+    from tests.coverage.builders import with_results
+
+    finished(staging, gflops=104.0)
+    cells = {("add", "float32"): "pass", ("add", "bfloat16"): "pass"}
+    with_results(cells, snapshot=current, result={"status": "succeeded", "summary": {"pass": 2}})
+    with_results(
+        {**cells, ("add", "bfloat16"): "crash"},
+        snapshot=staging,
+        result={"status": "succeeded", "summary": {"pass": 1}},
+    )
+    result = review(current, target=staging)
+    coverage = next(row for row in result.outcomes if row["kind"] == "coverage")
+    deltas = {delta["key"]: delta for delta in coverage["deltas"]}
+    assert (deltas["pass"]["current"], deltas["pass"]["target"]) == (2.0, 1.0)
+    assert (deltas["op_regressions"]["target"], deltas["op_regressions"]["worse"]) == (1, True)
+    assert (deltas["op_fixes"]["target"], deltas["op_fixes"]["worse"]) == (0, False)
+    assert result.decision == CAUTION
+    assert "coverage op_regressions: 0 → 1 under the target" in result.reasons
+    assert "coverage pass 50% worse under the target" in result.reasons

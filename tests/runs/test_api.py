@@ -49,14 +49,14 @@ def test_submit_queues_the_run_and_returns_it(
     [
         (
             {"kind": "teleport", "device_type": "cpu"},
-            {"kind": ["unknown kind 'teleport'; one of: echo, smoke, training"]},
+            {"kind": ["unknown kind 'teleport'; one of: coverage, echo, smoke, training"]},
         ),
         ({**SMOKE, "devices": 0}, {"devices": ["must be at least 1"]}),
         ({**SMOKE, "matmul_size": "big"}, {"matmul_size": ["must be an integer"]}),
         ({**SMOKE, "host": "no-such-host"}, {"host": ["no host named 'no-such-host'"]}),
         (
             {"device_type": "cpu"},
-            {"kind": ["this field is required; one of: echo, smoke, training"]},
+            {"kind": ["this field is required; one of: coverage, echo, smoke, training"]},
         ),
         ([SMOKE], {"spec": ["must be a JSON object"]}),
     ],

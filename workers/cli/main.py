@@ -14,7 +14,8 @@ from typing import Any, Sequence
 
 import click
 
-from workers.cli import browse, gates, output, submit
+# coverage registers its JUnit case builder on import.
+from workers.cli import browse, coverage, gates, output, submit  # noqa: F401
 from workers.cli.base import State, handled, json_option, report_error, state_of
 from workers.cli.client import (
     DEFAULT_URL,

@@ -15,7 +15,7 @@ import importlib
 import os
 import pkgutil
 import threading
-from typing import Any
+from typing import Any, Callable
 
 from workers.contract.events import CORE_EVENT_TYPES, EventType
 from workers.contract.exits import CORE_CAUSES, Cause
@@ -31,6 +31,8 @@ class Kind:
     ``runner``: the module with ``run(ctx) -> Outcome``, imported only in the
     run's own process. ``causes``: exit causes only this kind's runner
     reports. ``event_types``: the event types it adds to events.jsonl.
+    ``check``: what is wrong across fields of a spec whose fields are each
+    valid (``ops`` is required when ``op_set`` is ``list``), by field name.
     """
 
     def __init__(
@@ -41,6 +43,7 @@ class Kind:
         fields: list[Field],
         causes: tuple[Cause, ...] = (),
         event_types: tuple[EventType, ...] = (),
+        check: Callable[[dict[str, Any]], dict[str, str]] | None = None,
     ) -> None:
         self.name = name
         self.title = title
@@ -49,9 +52,14 @@ class Kind:
         self.by_name = {field.name: field for field in self.fields}
         self.causes = {cause.name: cause for cause in causes}
         self.event_types = {event_type.name: event_type for event_type in event_types}
+        self.check = check
 
     def validate(self, doc: dict[str, Any]) -> dict[str, Any]:
-        return clean_fields(self.fields, doc, self.name)
+        spec = clean_fields(self.fields, doc, self.name)
+        errors = self.check(spec) if self.check else {}
+        if errors:
+            raise SpecError(errors)
+        return spec
 
     def json_schema(self) -> dict[str, Any]:
         return {

@@ -13,6 +13,8 @@ import os
 import runpy
 import sys
 
+from workers.contract.entries import BUILTIN_PREFIX
+
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
@@ -21,10 +23,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     entry, args = argv[0], argv[1:]
     announce()
-    if entry.startswith("builtin:"):
+    if entry.startswith(BUILTIN_PREFIX):
         from workers.training.builtin import main as run_builtin
 
-        return run_builtin(entry[len("builtin:") :], args)
+        return run_builtin(entry[len(BUILTIN_PREFIX) :], args)
     if entry.endswith(".py"):
         script = os.path.abspath(entry)
         sys.argv = [script, *args]

@@ -71,6 +71,7 @@ def run_outcomes(snapshot: Snapshot | None) -> dict[str, dict[str, Any]]:
                 "last": None,
                 "numbers": {},
                 "lower_is_better": set(),
+                "last_succeeded": None,
             },
         )
         entry["runs"] += 1
@@ -80,6 +81,8 @@ def run_outcomes(snapshot: Snapshot | None) -> dict[str, dict[str, Any]]:
             entry["failed"] += 1
         if entry["last"] is None:
             entry["last"] = {"id": run.pk, "status": run.status}
+        if run.status == Run.Status.SUCCEEDED and entry["last_succeeded"] is None:
+            entry["last_succeeded"] = run.pk
         if run.status == Run.Status.SUCCEEDED:
             # The kind says which numbers are its headlines and which way is better.
             for key, headline in get_kind(run.kind).headlines(run).items():
@@ -113,8 +116,27 @@ def compare_outcomes(
                         "worse": worse,
                     }
                 )
+            deltas += result_changes(kind, now["last_succeeded"], then["last_succeeded"])
         rows.append({"kind": kind, "current": now, "target": then, "deltas": deltas})
     return rows
+
+
+def result_changes(kind: str, current_id: int | None, target_id: int | None) -> list[dict]:
+    """What the kind finds changed between the newest succeeded run on each side (an op
+    matrix's regressions), beside the medians of the headline numbers."""
+    if current_id is None or target_id is None:
+        return []
+    runs = Run.objects.in_bulk([current_id, target_id])
+    return [
+        {
+            "key": row.name,
+            "current": row.baseline,
+            "target": row.candidate,
+            "change": row.change,
+            "worse": row.regression,
+        }
+        for row in get_kind(kind).result_changes(runs[current_id], runs[target_id])
+    ]
 
 
 def decide(
@@ -135,11 +157,7 @@ def decide(
         last = row["target"]["last"]
         if last["status"] == Run.Status.FAILED and row["target"]["failed"]:
             stop.append(f"the last {row['kind']} run under the target failed (run #{last['id']})")
-        doubt += [
-            f"{row['kind']} {delta['key']} {abs(delta['change']):.0%} worse under the target"
-            for delta in row["deltas"]
-            if delta["worse"]
-        ]
+        doubt += [_worse(row["kind"], delta) for delta in row["deltas"] if delta["worse"]]
     succeeded = [row for row in target_runs if row["target"]["succeeded"]]
     if not succeeded and target is not None:
         doubt.append(
@@ -155,6 +173,12 @@ def decide(
         return CAUTION, doubt
     kinds = ", ".join(row["kind"] for row in succeeded)
     return GO, [f"compatible, no error findings, {kinds} runs succeeded under the target"]
+
+
+def _worse(kind: str, delta: dict[str, Any]) -> str:
+    if delta["change"] is None:  # a count, such as op regressions, has no percentage
+        return f"{kind} {delta['key']}: {delta['current']} → {delta['target']} under the target"
+    return f"{kind} {delta['key']} {abs(delta['change']):.0%} worse under the target"
 
 
 def _incompatible(compatibility: dict[str, Any]) -> list[str]:

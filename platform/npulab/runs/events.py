@@ -32,22 +32,42 @@ _TOKEN = re.compile(r"\bnp[lh]_[A-Za-z0-9_-]{20,}")
 _NOT_STORED = {contract_events.HEARTBEAT}
 
 
+class MalformedEvent(ValueError):
+    """Raised by a handler for an event its declaration's types cannot reject (a bad status)."""
+
+
 class Batch:
     """One events batch of a run while it is stored: what handlers may use.
 
     Metric points are gathered and written together at the end; a handler
     whose event changes the points already stored (a resume cuts them back)
     calls ``flush_points`` first, so the points before it in the batch are in.
+    A handler that stores many rows gathers them with ``pending`` and writes
+    them all at once when the batch ends.
     """
 
     def __init__(self, run: Run, now: datetime) -> None:
         self.run = run
         self.now = now
         self.points: dict[str, list[Point]] = {}
+        self._pending: dict[str, tuple[list[Any], Callable[[Run, list[Any]], None]]] = {}
 
     def flush_points(self) -> None:
         insert_points(Owner.of_run(self.run.pk), self.points, attempt=self.run.attempt)
         self.points = {}
+
+    def pending(self, name: str, flush: Callable[[Run, list[Any]], None]) -> list[Any]:
+        """The batch's list ``name``; ``flush(run, items)`` writes it once, after the last event."""
+        if name not in self._pending:
+            self._pending[name] = ([], flush)
+        return self._pending[name][0]
+
+    def finish(self) -> None:
+        self.flush_points()
+        for items, flush in self._pending.values():
+            if items:
+                flush(self.run, items)
+        self._pending = {}
 
 
 # Returns True when it stored the event itself (in a table of its own), so
@@ -77,6 +97,7 @@ def store_events(run: Run, events: list[Any], now: datetime) -> dict[str, Any] |
     """
     secrets = _secret_values(run)
     declared = contract_kinds.event_types()
+    owners = _owners()
     batch = Batch(run, now)
     rows: list[RunEvent] = []
     result = None
@@ -97,6 +118,9 @@ def store_events(run: Run, events: list[Any], now: datetime) -> dict[str, Any] |
             continue
         declaration = declared.get(kind)
         problem = declaration.problem(raw) if declaration else None
+        owner = owners.get(kind) if declaration else None
+        if owner is not None and owner != run.kind:
+            problem = f"{kind} events belong to {owner} runs, not to a {run.kind} run"
         if problem:
             rows.append(_malformed(run, raw, problem, now))
             continue
@@ -106,13 +130,22 @@ def store_events(run: Run, events: list[Any], now: datetime) -> dict[str, Any] |
         elif kind == contract_events.RESULT:
             result = data
         handler = _handlers.get(kind)
-        if handler is not None and handler(batch, data):
+        try:
+            if handler is not None and handler(batch, data):
+                continue
+        except MalformedEvent as exc:
+            rows.append(_malformed(run, raw, str(exc), now))
             continue
         time = _time(raw.get("time"), now)
         rows.append(RunEvent(run=run, attempt=run.attempt, type=kind, time=time, data=data))
     RunEvent.objects.bulk_create(rows, batch_size=1000)
-    batch.flush_points()
+    batch.finish()
     return result
+
+
+def _owners() -> dict[str, str]:
+    """Each kind's own event types, by the kind that declares them (core types are anyone's)."""
+    return {name: kind.name for kind in contract_kinds.all_kinds() for name in kind.event_types}
 
 
 def _metric(raw: dict[str, Any], stamp: float) -> tuple[str, Point | None]:

@@ -99,13 +99,16 @@ class RunKind:
             and (self.headline_keys is None or key in self.headline_keys)
         }
 
+    def result_changes(self, baseline: Run, candidate: Run) -> list[Comparison]:
+        """What changed between two runs' own results beyond their headlines (an op matrix's
+        regressions); the compare API and the upgrade review show these rows too."""
+        return []
+
     def compare(
         self, baseline: Run, candidate: Run, threshold: float = DEFAULT_THRESHOLD
     ) -> list[Comparison]:
-        """The candidate against the baseline: how it ended, then each common headline.
-
-        A kind with results of its own (an op matrix) adds its rows by overriding this.
-        """
+        """The candidate against the baseline: how it ended, each common headline, then
+        ``result_changes``."""
         rows = [
             Comparison(
                 "status",
@@ -122,7 +125,7 @@ class RunKind:
             lower = before[key].lower_is_better
             change, worse = judge(old, new, lower, threshold)
             rows.append(Comparison(key, old, new, change, lower, worse))
-        return rows
+        return rows + self.result_changes(baseline, candidate)
 
 
 def judge(

@@ -2,27 +2,13 @@
 
 from __future__ import annotations
 
-import re
-
+from workers.contract.entries import check_entry
 from workers.contract.events import EventType
 from workers.contract.exits import Cause
 from workers.contract.kinds import Kind
 from workers.contract.spec import Field, common_fields
 
-BUILTIN_JOBS = ("cnn", "lm")
 PRECISIONS = ("fp32", "fp16", "bf16")
-_MODULE_ENTRY = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
-
-
-def check_entry(entry: str) -> str | None:
-    """A script path, ``package.module:function`` or ``builtin:<job>``."""
-    if entry.startswith("builtin:"):
-        job = entry[len("builtin:") :]
-        return None if job in BUILTIN_JOBS else "builtin jobs: " + ", ".join(BUILTIN_JOBS)
-    if entry.endswith(".py") or _MODULE_ENTRY.match(entry):
-        return None
-    return "must be a script path ending in .py, package.module:function or builtin:<job>"
-
 
 FIELDS = [
     *common_fields(default_timeout_s=7 * 24 * 3600),

@@ -1,0 +1,32 @@
+"""Text from a host, made storable on every database."""
+
+from __future__ import annotations
+
+
+def storable(text: str, limit: int | None = None) -> str:
+    """``text`` without what PostgreSQL refuses (NUL, lone surrogates), cut to ``limit``.
+
+    A user's program chose these bytes: they must not fail the row they are in.
+    """
+    if limit is not None and len(text) > limit:
+        text = text[:limit] + f" [... {len(text) - limit} chars cut]"
+    if "\x00" in text:
+        text = text.replace("\x00", "\ufffd")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = text.encode("utf-8", "replace").decode("utf-8")
+    return text
+
+
+def storable_json(value: object, depth: int = 20) -> object:
+    """A JSON value with every string made ``storable`` (PostgreSQL's jsonb refuses \\u0000)."""
+    if isinstance(value, str):
+        return storable(value)
+    if depth <= 0:
+        return None
+    if isinstance(value, dict):
+        return {storable(str(key)): storable_json(item, depth - 1) for key, item in value.items()}
+    if isinstance(value, list):
+        return [storable_json(item, depth - 1) for item in value]
+    return value
