@@ -77,6 +77,13 @@ def check_spec(spec: dict) -> dict[str, str]:
         errors["entry"] = "op_set model needs the entry whose ops are recorded"
     if spec["op_set"] != MODEL and spec["entry"]:
         errors["entry"] = "only op_set model runs an entry"
+    if spec["op_set"] == MODEL:
+        # A model's run tests exactly the calls it recorded, each recorded signature a sample.
+        for name in ("include", "exclude"):
+            if spec[name]:
+                errors[name] = "op_set model tests the ops the entry called; filter with dtypes"
+        if spec["backward"]:
+            errors["backward"] = "op_set model records the backward ops and tests them as ops"
     return errors
 
 
