@@ -27,6 +27,9 @@ help:
 $(VENV)/.run-deps: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install --quiet "$(TORCH)" numpy
+	# The local CPU worker's runs use this interpreter: coverage runs read PyTorch's
+	# operator database, which imports expecttest.
+	$(PY) -c "import expecttest" 2>/dev/null || $(PY) -m pip install --quiet expecttest
 	$(PY) -m pip install --quiet -e .
 	touch $@
 
@@ -66,6 +69,8 @@ bench: $(VENV)/.test-deps var/secret_key
 	$(PY) bench/dispatch.py
 	$(PY) bench/snapshots.py
 	$(PY) bench/training.py
+	$(PY) bench/coverage.py
+	$(PY) bench/coverage_page.py
 
 vendor:
 	bash platform/npulab/core/static/vendor/fetch.sh

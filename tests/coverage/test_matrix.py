@@ -85,6 +85,7 @@ def test_the_matrix_page_renders_every_cell_and_filters_with_htmx(client, owner)
     assert html.count('<td class="s-') == 9  # six results and three untested cells
     assert '<tr data-op="linalg.svd" data-variant=""><th title="linalg.svd">' in html
     assert "3 of 3 ops shown" in html
+    assert '<th title="2 of 3">67 %</th>' in html  # float32's pass rate
 
     fragment = client.get(
         f"/runs/{run.pk}/coverage/",

@@ -87,6 +87,10 @@ class DtypeRate:
     def rate(self) -> float | None:
         return self.passed / self.tested if self.tested else None
 
+    @property
+    def percent(self) -> float | None:
+        return None if self.rate is None else 100.0 * self.rate
+
 
 @dataclass
 class Matrix:
