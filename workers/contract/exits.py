@@ -25,6 +25,10 @@ WORKER_LOST = "worker_lost"
 TERMINATED = "terminated"
 SPEC_INVALID = "spec_invalid"
 START_FAILED = "start_failed"
+# The run's own code or arguments failed before it did any work (a missing
+# script, an import error, a traceback before the first step): the user's
+# to fix, never restarted, and no evidence against the environment.
+JOB_ERROR = "job_error"
 
 
 class Cause:
@@ -59,6 +63,7 @@ CORE_CAUSES = {
         Cause(TERMINATED, "Terminated on the host", infrastructure=True, restartable=True),
         Cause(SPEC_INVALID, "Spec refused by the host"),
         Cause(START_FAILED, "Could not start", infrastructure=True, restartable=True),
+        Cause(JOB_ERROR, "Job error"),
     )
 }
 

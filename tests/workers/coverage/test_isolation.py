@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
-from tests.workers.coverage.conftest import run_spec
+from tests.paths import REPO_DIR
+from tests.workers.coverage.conftest import RUN_DEADLINE_S, run_spec
 
 FAULTS = "tests.workers.coverage.fault_ops"
 
@@ -61,3 +67,63 @@ def test_the_op_that_corrupts_the_process_is_blamed_not_the_one_that_crashes(
     assert victim["status"] == "pass"
     assert victim["detail"]["crashed_after"]["op"] == "npulab_test.corrupt"
     assert [run.row(op)["status"] for op in ("add", "mul", "sub", "neg")] == ["pass"] * 4
+
+
+def _children_of(pid: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == pid:
+                found.append(int(entry.name))
+    return found
+
+
+def _wait_for(condition, what: str, deadline_s: float = RUN_DEADLINE_S) -> None:
+    deadline = time.monotonic() + deadline_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+def test_a_killed_runner_takes_its_children_with_it(tmp_path: Path) -> None:
+    spec = tmp_path / "spec.json"
+    spec.write_text(
+        json.dumps(
+            {
+                "kind": "coverage",
+                "device_type": "cpu",
+                "op_set": "list",
+                "ops": [f"{FAULTS}:HANG"],
+                "dtypes": ["float32"],
+                "op_timeout_s": 3600,
+            }
+        )
+    )
+    run_dir = tmp_path / "run"
+    env = dict(os.environ, PYTHONPATH=str(REPO_DIR))
+    supervisor = subprocess.Popen(
+        [sys.executable, "-m", "workers.run", str(spec), "--run-dir", str(run_dir)],
+        cwd=REPO_DIR,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        pid_file = run_dir / "child.pid"
+        _wait_for(pid_file.exists, "the runner to start")
+        runner = int(pid_file.read_text())
+        _wait_for(lambda: _children_of(runner), "the runner to fork a child for the hanging op")
+        (child,) = _children_of(runner)
+        os.kill(runner, signal.SIGKILL)
+        _wait_for(lambda: not Path(f"/proc/{child}").exists(), "the orphaned child to die")
+        assert supervisor.wait(timeout=RUN_DEADLINE_S) == 1
+        stderr = supervisor.stderr.read().decode()
+        assert "BrokenPipeError" not in stderr
+    finally:
+        supervisor.kill()
+        supervisor.wait()

@@ -18,6 +18,8 @@ until it is known which of its cases is to blame, then handed on.
 from __future__ import annotations
 
 import collections
+import ctypes
+import ctypes.util
 import gc
 import os
 import pickle
@@ -43,6 +45,20 @@ Report = Callable[[int, int, list], None]
 # Called in a fresh child with its slot and the report function; returns what runs a case.
 Setup = Callable[[int, Report], Callable[[Case], dict]]
 Emit = Callable[[Case, dict], None]
+
+
+# prctl(2): the signal a process gets when its parent dies (Linux).
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent(parent: int) -> None:
+    """A child whose runner was killed (kill -9, OOM) must not run on, orphaned, to the end of
+    its batch: ask the kernel for SIGKILL when the parent dies, and check it is not already."""
+    if sys.platform.startswith("linux"):
+        libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent:
+        os._exit(1)
 
 
 def _send(fd: int, message: tuple) -> None:
@@ -151,9 +167,11 @@ class Pool:
         read_fd, write_fd = os.pipe()
         sys.stdout.flush()
         sys.stderr.flush()
+        parent = os.getpid()
         pid = os.fork()
         if pid == 0:
             os.close(read_fd)
+            _die_with_parent(parent)
             self._child_main(job, slot, write_fd)
         os.close(write_fd)
         os.set_blocking(read_fd, False)
@@ -184,6 +202,8 @@ class Pool:
                     traceback.print_exc()
                     result = _result(ERROR, f"internal: {type(exc).__name__}: {exc}", {})
                 _send(fd, ("done", case.index, result))
+        except BrokenPipeError:
+            code = 1  # the runner is gone: nobody is left to tell
         except BaseException:
             traceback.print_exc()
             code = 1
