@@ -18,7 +18,8 @@ from workers.contract.spec import Field, common_fields
 OP_SETS = ("opinfo", "model", "list")
 OPINFO, MODEL, LIST = OP_SETS
 SAMPLES = ("first", "all")
-# Dtypes by torch's own names (torch.float32 is "float32").
+# Dtypes by torch's own names (torch.float32 is "float32"), in the order the
+# matrix shows them: the common ones first, then what op_db also claims.
 DTYPES = (
     "float64",
     "float32",
@@ -32,6 +33,14 @@ DTYPES = (
     "int8",
     "uint8",
     "bool",
+    "complex32",
+    "float8_e4m3fn",
+    "float8_e4m3fnuz",
+    "float8_e5m2",
+    "float8_e5m2fnuz",
+    "uint16",
+    "uint32",
+    "uint64",
 )
 
 # How one op × dtype ended, from best to worst. A cell is as good as its worst sample.
