@@ -138,3 +138,25 @@ def test_the_full_opinfo_matrix_in_every_claimed_cpu_dtype(tmp_path: Path) -> No
     assert len(keys) == len(run.rows)  # one row per op × variant × dtype × pass
     assert summary["crash"] == summary["timeout"] == 0
     assert summary["pass_rate"] > 0.95
+
+
+def test_gradients_are_rows_of_their_own_and_all_samples_can_be_run(tmp_path: Path) -> None:
+    run = run_spec(
+        {
+            "op_set": "list",
+            "ops": ["add", "nn.functional.relu", "sort"],
+            "dtypes": ["float32", "int32"],
+            "backward": True,
+            "samples": "all",
+        },
+        tmp_path / "run",
+    )
+    assert run.code == 0, run.stderr
+    backward = {(row["op"], row["dtype"]) for row in run.rows if row["pass"] == "backward"}
+    # Integers have no gradient: their cells are forward only.
+    assert backward == {("add", "float32"), ("nn.functional.relu", "float32"), ("sort", "float32")}
+    assert run.plan["total"] == len(run.rows) == 6 + 3
+    add = run.row("add", "float32", "backward")
+    assert add["status"] == "pass"
+    assert add["samples"] > 1  # every sample input OpInfo has for add, not the first only
+    assert run.row("add", "float32")["samples"] == add["samples"]
