@@ -15,7 +15,7 @@ from npulab.runs.services import do_claim_run, do_finish_run, do_ingest_events, 
 from npulab.series import rollups
 from npulab.series.models import Metric, MetricRollup, MetricSeries
 from npulab.series.owners import Owner
-from npulab.series.reads import series
+from npulab.series.reads import plan, series
 from tests.conftest import register
 from tests.factories import HostFactory
 from tests.series.blocks import expected_blocks, stored_blocks
@@ -155,3 +155,14 @@ def test_deleting_a_run_deletes_its_points_and_blocks(owner, cpu_host) -> None:
 
     assert set(Metric.objects.values_list("series__run", flat=True)) == {kept.pk}
     assert set(MetricRollup.objects.values_list("series__run", flat=True)) == {kept.pk}
+
+
+@pytest.mark.parametrize("steps", [10**4, 123_457, 10**6, 10**7])
+def test_a_bucket_reads_at_most_ten_blocks_or_points_at_any_resolution(steps: int) -> None:
+    for points in [*range(1, 60), *range(60, 5001, 97), 5000]:
+        size, base, width = plan(0, steps - 1, points)
+        # Ten of the level below at most; only the coarsest level may hold more.
+        read = width // size if size else width
+        assert read <= 10 or size == rollups.SIZES[0], (points, size, width)
+        buckets = math.ceil((steps - base) / width)
+        assert min(points, steps) / 2 <= buckets <= points, (points, size, width)

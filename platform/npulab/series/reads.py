@@ -58,18 +58,26 @@ def series(owner: Owner, key: str, points: int | None = None) -> dict[str, Any]:
     }
 
 
+def plan(low: int, high: int, points: int) -> tuple[int | None, int, int]:
+    """How to read steps ``low``..``high`` as at most ``points`` buckets: (block size, base,
+    bucket width), with size None where the buckets are narrower than the finest block and
+    are computed from the points."""
+    width = math.ceil((high - low + 1) / points)
+    for size in rollups.SIZES:
+        if width >= size:
+            # Whole blocks per bucket: at least half the buckets asked for.
+            base = low - low % size
+            return size, base, math.ceil((high - base + 1) / points / size) * size
+    return None, low, width
+
+
 def _buckets(found: MetricSeries, points: int) -> list[list[Any]]:
     with connection.cursor() as cursor:
         cursor.execute(_sql(_FIRST_STEP), [found.pk])
         (low,) = cursor.fetchone()
-        high = found.last_step
-        width = math.ceil((high - low + 1) / points)
-        for size in rollups.SIZES:
-            if width >= size:
-                # Whole blocks per bucket: at least half the buckets asked for.
-                base = low - low % size
-                width = math.ceil((high - base + 1) / points / size) * size
-                return rollups.buckets(found.pk, size, base, width)
+        size, base, width = plan(low, found.last_step, points)
+        if size is not None:
+            return rollups.buckets(found.pk, size, base, width)
         cursor.execute(_sql(_BUCKETS), [found.pk, low, width])
         return [
             [first, total / counted if counted else None, minimum, maximum]

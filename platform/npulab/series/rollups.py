@@ -18,7 +18,11 @@ from django.db import connection
 from npulab.series.models import Metric, MetricRollup
 
 # Largest first: a chart takes the coarsest blocks its bucket width allows.
-SIZES = (1000, 10)
+# Each size is ten times the next, so a bucket never reads more than ten
+# blocks (or, under the finest, ten points) of what it covers, at any
+# resolution (issue 15: a bucket narrower than a 1,000-step block used to
+# fall back to 100 blocks of 10).
+SIZES = (10_000, 1_000, 100, 10)
 _FINE = SIZES[-1]
 
 # [points, counted, total, minimum, maximum, first_step]; total/min/max are
@@ -91,15 +95,19 @@ def aggregate(series_id: int, points: Iterable[tuple[int, float | None, float]])
         else:
             _add_point(block, step, value)
     blocks: Blocks = {(series_id, _FINE, start): block for start, block in fine.items()}
-    for size in SIZES[:-1]:
-        # Coarse blocks are unions of fine ones: every size divides by the finest.
-        for start, block in fine.items():
-            key = (series_id, size, start - start % size)
-            coarse = blocks.get(key)
-            if coarse is None:
-                blocks[key] = list(block)
+    level = fine
+    for size in reversed(SIZES[:-1]):
+        # Each level is the union of the one below it: a size divides every larger size.
+        coarser: dict[int, Block] = {}
+        for start, block in level.items():
+            key = start - start % size
+            found = coarser.get(key)
+            if found is None:
+                coarser[key] = list(block)
             else:
-                _merge(coarse, block)
+                _merge(found, block)
+        blocks.update(((series_id, size, start), block) for start, block in coarser.items())
+        level = coarser
     return blocks
 
 
