@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 from collections.abc import Iterator
 
 import pytest
@@ -30,8 +31,6 @@ def restored() -> Iterator[None]:
 
 @pytest.mark.django_db(transaction=True)
 def test_the_new_levels_are_built_from_the_stored_blocks(owner, cpu_host, restored) -> None:
-    import random
-
     run = started(owner, cpu_host)
     for batch in noisy_batches(random.Random(15), range(-40, 23_456), 5000):
         send(cpu_host, run, batch)
