@@ -1,3 +1,5 @@
+import json
+
 from django.contrib import admin
 
 from npulab.runs.models import DeviceLease, Run
@@ -18,9 +20,20 @@ class RunAdmin(admin.ModelAdmin):
     list_filter = ["status", "kind", "device_type", "host"]
     search_fields = ["id", "name"]
     inlines = [DeviceLeaseInline]
+    # The spec as the API shows it: its env's secrets stay out of the admin too.
+    exclude = ["spec"]
     readonly_fields = [
-        field.name for field in Run._meta.fields if field.name not in ("name", "tags", "priority")
+        "redacted_spec",
+        *(
+            field.name
+            for field in Run._meta.fields
+            if field.name not in ("name", "tags", "priority", "spec")
+        ),
     ]
 
     def has_add_permission(self, request) -> bool:
         return False
+
+    @admin.display(description="spec")
+    def redacted_spec(self, run: Run) -> str:
+        return json.dumps(run.display_spec, indent=2)

@@ -21,7 +21,7 @@ from npulab.series.ingest import Point, insert_points
 from npulab.series.owners import Owner
 from workers.contract import events as contract_events
 from workers.contract import kinds as contract_kinds
-from workers.contract.redact import REDACTED, is_secret_name
+from workers.contract.redact import REDACTED, is_secret_name, redact_text
 
 MAX_TYPE_CHARS = 32
 MAX_KEY_CHARS = 200
@@ -206,13 +206,28 @@ def _time(value: Any, now: datetime) -> datetime:
     return now
 
 
-def _secret_values(run: Run) -> list[str]:
+# A secret this short is redacted only where it stands alone: anywhere, it would blank out
+# pieces of ordinary words ("pw" in "pwd").
+_SHORT_SECRET = 6
+
+
+def _secret_values(run: Run) -> list[str | re.Pattern[str]]:
+    """What a log line of the run must not show: the values of its secret env variables."""
     env = run.spec.get("env") or {}
-    # Short values would blank out ordinary words.
-    return [value for key, value in env.items() if is_secret_name(key) and len(value) >= 6]
+    values = {value for key, value in env.items() if is_secret_name(key) and value}
+    # Longest first: a secret that contains another is redacted whole.
+    return [
+        value
+        if len(value) >= _SHORT_SECRET
+        else re.compile(rf"(?<![A-Za-z0-9]){re.escape(value)}(?![A-Za-z0-9])")
+        for value in sorted(values, key=len, reverse=True)
+    ]
 
 
-def _scrub(line: str, secrets: list[str]) -> str:
+def _scrub(line: str, secrets: list[str | re.Pattern[str]]) -> str:
     for secret in secrets:
-        line = line.replace(secret, REDACTED)
-    return _TOKEN.sub(REDACTED, line)
+        if isinstance(secret, str):
+            line = line.replace(secret, REDACTED)
+        else:
+            line = secret.sub(REDACTED, line)
+    return redact_text(_TOKEN.sub(REDACTED, line))
