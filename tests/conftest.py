@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from celery.signals import before_task_publish
 from django.conf import settings
+from django.core.cache import cache
 from rest_framework.test import APIClient
 
 from npulab.accounts.models import Scope
@@ -24,6 +25,12 @@ from workers.collect.snapshot import collect
 def pytest_report_header(config: pytest.Config) -> list[str]:
     services = settings.SERVICES
     return [f"npulab database: {services.database_label}", f"npulab redis: {services.redis_label}"]
+
+
+@pytest.fixture(autouse=True)
+def _fresh_cache() -> None:
+    """Rate-limit and lockout counts are each test's own (the cache is per process)."""
+    cache.clear()
 
 
 @pytest.fixture

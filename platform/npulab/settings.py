@@ -214,6 +214,8 @@ NPULAB = {
     "MAX_EVENTS_PER_BATCH": env.int("NPULAB_MAX_EVENTS_PER_BATCH", 10000, minimum=100),
     # Requests a user token (or a browser session) may make to the API: (count, seconds).
     "API_RATE": env.rate("NPULAB_API_RATE", "1200/min"),
+    # Failed sign-ins and unknown tokens per client address; past it, 429 until the period ends.
+    "AUTH_FAILURE_RATE": env.rate("NPULAB_AUTH_FAILURE_RATE", "20/min"),
     # Where uploaded checkpoints (and later other artifacts) are kept.
     "ARTIFACT_DIR": str(env.path("NPULAB_ARTIFACT_DIR", VAR_DIR / "artifacts")),
     # A snapshot upload larger than this is refused (HTTP 413).

@@ -3,6 +3,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
+from npulab.accounts.views import SignInView
 from npulab.hosts import urls as host_urls
 from npulab.review import urls as review_urls
 from npulab.snapshots import urls as snapshot_urls
@@ -21,7 +22,7 @@ urlpatterns = [
     path("hosts/", include((host_pages, host_urls.app_name))),
     path("snapshots/", include("npulab.snapshots.urls")),
     path("account/", include("npulab.accounts.urls")),
-    path("login/", auth_views.LoginView.as_view(), name="login"),
+    path("login/", SignInView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
     path("api/v1/", include("npulab.api_urls")),

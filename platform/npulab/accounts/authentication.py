@@ -8,7 +8,7 @@ from django.utils import timezone
 from django.utils.formats import date_format
 from rest_framework import authentication, exceptions
 
-from npulab.accounts import tokens
+from npulab.accounts import lockout, tokens
 from npulab.accounts.models import ApiToken
 from npulab.core import errors
 
@@ -43,7 +43,15 @@ class TokenAuthentication(authentication.BaseAuthentication):
         key = token_key(request)
         if key is None or key.startswith(tokens.HOST_TOKEN_PREFIX):
             return None
-        return self._user(key)
+        wait = lockout.retry_after(request)
+        if wait is not None:
+            raise exceptions.Throttled(wait, "Too many failed authentications from this address.")
+        try:
+            return self._user(key)
+        except exceptions.AuthenticationFailed as failed:
+            if failed.get_codes() == "authentication_failed":  # unknown: a guess, maybe
+                lockout.record_failure(request)
+            raise
 
     def authenticate_header(self, request) -> str:
         return "Token"

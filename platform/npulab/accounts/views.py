@@ -1,16 +1,36 @@
-"""The API tokens page: a user makes, lists and revokes their own tokens."""
+"""The sign-in page, and the API tokens page: a user makes, lists and revokes their own tokens."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.contrib.auth.views import LoginView
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_http_methods
 
+from npulab.accounts import lockout
 from npulab.accounts.forms import TokenCreateForm
 from npulab.accounts.models import ApiToken
 from npulab.accounts.services import do_issue_api_token, do_revoke_api_token
+
+
+class SignInView(LoginView):
+    """Django's sign-in, refusing an address past NPULAB_AUTH_FAILURE_RATE failures (429)."""
+
+    def post(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        wait = lockout.retry_after(request)
+        if wait is None:
+            return super().post(request, *args, **kwargs)
+        message = f"Too many failed sign-ins from your address: try again in {wait} s."
+        context = self.get_context_data(form=self.get_form_class()(request), locked_out=message)
+        return self.render_to_response(context, status=429)
+
+    def form_invalid(self, form: Any) -> HttpResponse:
+        lockout.record_failure(self.request)
+        return super().form_invalid(form)
 
 
 @login_required

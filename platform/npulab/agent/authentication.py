@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.contrib.auth.models import AnonymousUser
 from rest_framework import authentication, exceptions
 
-from npulab.accounts import tokens
+from npulab.accounts import lockout, tokens
 from npulab.accounts.authentication import TokenAuthentication, token_key
 from npulab.hosts.models import Host
 
@@ -21,8 +21,12 @@ class HostTokenAuthentication(authentication.BaseAuthentication):
         key = token_key(request)
         if key is None or not key.startswith(tokens.HOST_TOKEN_PREFIX):
             return None
+        wait = lockout.retry_after(request)
+        if wait is not None:
+            raise exceptions.Throttled(wait, "Too many failed authentications from this address.")
         host = Host.objects.filter(token_digest=tokens.digest(key)).first()
         if host is None:
+            lockout.record_failure(request)
             raise exceptions.AuthenticationFailed("Invalid or revoked host token.")
         return AnonymousUser(), host
 
