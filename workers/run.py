@@ -38,10 +38,13 @@ from workers.contract.spec import SpecError, split_submission
 from workers.events import EventWriter
 from workers.kinds.base import Outcome, RunContext
 from workers.processes import kill_group, kill_registered
+from workers.tracebacks import exception_line
 
 RESULT_FILE = "result.json"
 CHILD_PID_FILE = "child.pid"
 STDERR_TAIL_LINES = 40
+# Kept to find the exception a child died of: a traceback's frames come first.
+STDERR_SCAN_LINES = 400
 HEARTBEAT_S = float(os.environ.get("NPULAB_HEARTBEAT_S", "10"))
 KILL_GRACE_S = float(os.environ.get("NPULAB_KILL_GRACE_S", "10"))
 _PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -95,7 +98,7 @@ class Supervisor:
         self.spec_path = os.path.abspath(spec_path)
         self.run_dir = run_dir
         self.events = events
-        self.stderr_tail: collections.deque[str] = collections.deque(maxlen=STDERR_TAIL_LINES)
+        self.stderr_tail: collections.deque[str] = collections.deque(maxlen=STDERR_SCAN_LINES)
         self.stop_signal: int | None = None
         self.child: subprocess.Popen | None = None
 
@@ -205,7 +208,7 @@ class Supervisor:
     def _outcome(self, timed_out: bool, result_path: str) -> Outcome:
         assert self.child is not None
         code = self.child.returncode
-        tail = list(self.stderr_tail)
+        tail = list(self.stderr_tail)[-STDERR_TAIL_LINES:]
         if self.stop_signal is not None:
             name = signal.Signals(self.stop_signal).name
             return Outcome(
@@ -221,7 +224,10 @@ class Supervisor:
             reason = f"runner killed by signal {_signal_name(-code)}"
         else:
             reason = f"runner exited with code {code} without a result"
-        if tail:
+        error = exception_line(self.stderr_tail)
+        if error:
+            reason += f": {error}"
+        elif tail:
             reason += f"; last stderr line: {tail[-1]}"
         return Outcome(exits.FAILED, reason, {"stderr_tail": tail}, exits.PROCESS_EXIT)
 

@@ -172,9 +172,26 @@ SPECTACULAR_SETTINGS = {
     # The schema and its docs pages hold no data; the calls they make still
     # need a token.
     "SERVE_PERMISSIONS": ["rest_framework.permissions.AllowAny"],
+    # The docs pages work with no internet: Swagger UI and ReDoc from the
+    # sidecar wheel, ReDoc's fonts vendored (templates/core/redoc.html), and no
+    # call to Swagger's online validator.
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    "SWAGGER_UI_SETTINGS": {"deepLinking": True, "validatorUrl": None},
+    # A user's endpoints first; the host agent's (/api/v1/agent/) last, in both UIs.
+    "SORT_OPERATIONS": "npulab.web.schema.agent_endpoints_last",
+    "TAGS": [
+        {"name": "runs", "description": "Submit runs, follow them, compare them."},
+        {"name": "kinds", "description": "The run kinds and the fields of their specs."},
+        {"name": "hosts", "description": "Accelerator hosts, their devices and history."},
+        {"name": "snapshots", "description": "Environment snapshots and their differences."},
+        {"name": "tokens", "description": "Your API tokens."},
+        {
+            "name": "agent",
+            "description": "Called by host workers with their host token, not by users.",
+        },
+    ],
     "COMPONENT_SPLIT_REQUEST": True,
     "ENUM_NAME_OVERRIDES": {
         "RunStatusEnum": "npulab.runs.models.Run.Status",
@@ -205,12 +222,16 @@ NPULAB = {
     "RUN_HEARTBEAT_TIMEOUT_S": env.int("NPULAB_RUN_HEARTBEAT_TIMEOUT_S", 120, minimum=10),
     # A run claimed this recently may be missing from its worker's heartbeat.
     "RUN_CLAIM_GRACE_S": env.int("NPULAB_RUN_CLAIM_GRACE_S", 30, minimum=1),
+    # A run that waits for a host that could take it (wait_for_host) expires after this.
+    "QUEUE_EXPIRY_S": env.int("NPULAB_QUEUE_EXPIRY_S", 24 * 3600, minimum=60),
     # A dispatched run its host has not claimed in this time goes back to the queue.
     "DISPATCH_TIMEOUT_S": env.int("NPULAB_DISPATCH_TIMEOUT_S", 120, minimum=5),
     # How often the control worker retries placement and looks for lost runs.
     "SCHEDULER_TICK_S": env.int("NPULAB_SCHEDULER_TICK_S", 5, minimum=1),
     # The kind the submit form opens with.
     "DEFAULT_KIND": env.str("NPULAB_DEFAULT_KIND", "smoke"),
+    # The upgrade review says a number is thin evidence when fewer runs stand behind it.
+    "REVIEW_MIN_RUNS": env.int("NPULAB_REVIEW_MIN_RUNS", 3, minimum=1),
     "MAX_EVENTS_PER_BATCH": env.int("NPULAB_MAX_EVENTS_PER_BATCH", 10000, minimum=100),
     # Requests a user token (or a browser session) may make to the API: (count, seconds).
     "API_RATE": env.rate("NPULAB_API_RATE", "1200/min"),

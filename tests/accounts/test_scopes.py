@@ -31,7 +31,7 @@ def test_a_read_token_reads_but_cannot_submit(owner, token_for) -> None:
     assert Run.objects.count() == 0
 
 
-def test_a_read_token_cannot_cancel_restart_or_pin(owner, token_for) -> None:
+def test_a_read_token_cannot_cancel_restart_or_pin(owner, token_for, cpu_host) -> None:
     client, _ = token_for(owner, scopes=["read"])
     run = do_submit_run(owner, SMOKE)
     for url in (f"{RUNS}{run.pk}/cancel/", f"{RUNS}{run.pk}/restart/"):
@@ -43,7 +43,7 @@ def test_a_read_token_cannot_cancel_restart_or_pin(owner, token_for) -> None:
     assert run.status == Run.Status.QUEUED
 
 
-def test_a_submit_token_submits_and_cancels_but_does_not_read(owner, token_for) -> None:
+def test_a_submit_token_submits_and_cancels_but_does_not_read(owner, token_for, cpu_host) -> None:
     client, _ = token_for(owner, scopes=["submit"])
     created = client.post(RUNS, SMOKE, format="json")
     assert created.status_code == 201
@@ -83,7 +83,7 @@ def test_an_admin_token_does_the_operator_actions(owner, token_for, cpu_host, do
     assert client.post(RUNS, SMOKE, format="json").status_code == 403
 
 
-def test_scopes_do_not_widen_who_may_act_on_a_run(owner, other_user, token_for) -> None:
+def test_scopes_do_not_widen_who_may_act_on_a_run(owner, other_user, token_for, cpu_host) -> None:
     run = do_submit_run(owner, SMOKE)
     client, _ = token_for(other_user, scopes=["read", "submit", "admin"])
     assert client.get(f"{RUNS}{run.pk}/").status_code == 200

@@ -184,7 +184,9 @@ def test_compare_prints_each_number_and_fails_on_regressions(npulab, owner, tmp_
 # -- submitting --------------------------------------------------------------------------
 
 
-def test_submit_builds_the_spec_from_the_kinds_fields_and_prints_the_url(npulab, owner) -> None:
+def test_submit_builds_the_spec_from_the_kinds_fields_and_prints_the_url(
+    npulab, owner, cpu_host
+) -> None:
     result = npulab(
         "submit",
         "--kind",
@@ -222,7 +224,7 @@ def test_submit_builds_the_spec_from_the_kinds_fields_and_prints_the_url(npulab,
     )
 
 
-def test_submit_reads_a_spec_file_or_stdin(npulab, tmp_path) -> None:
+def test_submit_reads_a_spec_file_or_stdin(npulab, tmp_path, cpu_host) -> None:
     spec = tmp_path / "smoke.json"
     spec.write_text(json.dumps({"kind": "smoke", "device_type": "cpu", "matmul_size": 32}))
     from_file = as_json(npulab("submit", str(spec), "--set", "train_steps=3", "--json"))
@@ -268,7 +270,7 @@ def test_an_unknown_kind_exits_2_naming_the_known_ones(npulab) -> None:
     assert "--kind" in result.stderr
 
 
-def test_the_same_idempotency_key_returns_the_run_it_made(npulab) -> None:
+def test_the_same_idempotency_key_returns_the_run_it_made(npulab, cpu_host) -> None:
     args = (
         "submit",
         "--kind",
@@ -286,7 +288,7 @@ def test_the_same_idempotency_key_returns_the_run_it_made(npulab) -> None:
     assert Run.objects.count() == 1
 
 
-def test_cancel_a_queued_run(npulab, owner) -> None:
+def test_cancel_a_queued_run(npulab, owner, cpu_host) -> None:
     run_id = as_json(npulab("submit", "--kind", "smoke", "--device-type", "cpu", "--json"))["run"][
         "id"
     ]
@@ -308,6 +310,9 @@ def test_cancel_a_queued_run(npulab, owner) -> None:
         (Run.Status.FAILED, exits.TIMEOUT, exits.CLI_INFRASTRUCTURE),
         (Run.Status.FAILED, exits.START_FAILED, exits.CLI_INFRASTRUCTURE),
         (Run.Status.LOST, exits.WORKER_LOST, exits.CLI_INFRASTRUCTURE),
+        (Run.Status.FAILED, exits.JOB_ERROR, exits.CLI_JOB_FAILED),
+        # No host that could take it came: the platform's, not the job's.
+        (Run.Status.EXPIRED, exits.NONE, exits.CLI_INFRASTRUCTURE),
         (Run.Status.CANCELLED, exits.CANCELLED, exits.CLI_CANCELLED),
     ],
 )
@@ -325,8 +330,22 @@ def test_runs_wait_exits_with_how_the_run_ended(npulab, owner, status, cause, co
     )
 
 
-def test_submit_wait_gives_up_after_its_timeout_and_the_run_goes_on(npulab) -> None:
-    result = npulab("submit", "--kind", "smoke", "--device-type", "npu", "--wait", "--timeout", "1")
+def test_submit_wait_gives_up_after_its_timeout_and_the_run_goes_on(npulab, cpu_host) -> None:
+    # Two devices: cpu-01 has one, so the run waits for a host that could take it.
+    result = npulab(
+        "submit",
+        "--kind",
+        "smoke",
+        "--device-type",
+        "cpu",
+        "--set",
+        "devices=2",
+        "--set",
+        "wait_for_host=true",
+        "--wait",
+        "--timeout",
+        "1",
+    )
     assert result.exit_code == exits.CLI_GAVE_UP
     run = Run.objects.get()
     assert run.status == Run.Status.QUEUED

@@ -79,7 +79,7 @@ def test_the_form_submits_a_run(browser: Client, cpu_host) -> None:
     )
 
 
-def test_an_htmx_submit_redirects_the_client(browser: Client) -> None:
+def test_an_htmx_submit_redirects_the_client(browser: Client, cpu_host) -> None:
     response = browser.post(
         "/runs/new/",
         {
@@ -155,13 +155,15 @@ def test_the_run_page_polls_until_the_run_ends(browser: Client, owner, cpu_host)
 
 
 def test_a_queued_run_shows_why_it_waits(browser: Client, owner) -> None:
-    run = do_submit_run(owner, {"kind": "smoke", "device_type": "npu", "devices": 8})
+    run = do_submit_run(
+        owner, {"kind": "smoke", "device_type": "npu", "devices": 8, "wait_for_host": True}
+    )
     place_queued_runs()
     page = browser.get(f"/runs/{run.pk}/").content.decode()
-    assert "no online npu host" in page
+    assert "no registered host could take it (no host is registered yet" in page
 
 
-def test_cancel_from_the_page(browser: Client, owner) -> None:
+def test_cancel_from_the_page(browser: Client, owner, cpu_host) -> None:
     run = do_submit_run(owner, SMOKE)
     response = browser.post(f"/runs/{run.pk}/cancel/")
     assert response.status_code == 302
@@ -173,7 +175,7 @@ def test_cancel_from_the_page(browser: Client, owner) -> None:
 
 
 def test_other_users_get_no_cancel_button_and_cannot_cancel(
-    client: Client, owner, other_user
+    client: Client, owner, other_user, cpu_host
 ) -> None:
     run = do_submit_run(owner, SMOKE)
     client.force_login(other_user)

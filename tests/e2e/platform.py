@@ -45,7 +45,7 @@ def chromium_path() -> str | None:
     return os.environ.get("NPULAB_CHROMIUM") or shutil.which("chromium")
 
 
-TERMINAL = {"succeeded", "failed", "cancelled", "lost"}
+TERMINAL = {"succeeded", "failed", "cancelled", "lost", "expired"}
 HOST = "e2e-cpu"
 USER, PASSWORD = "e2e", "e2e-password-not-secret"
 

@@ -97,9 +97,12 @@ def test_a_run_over_its_timeout_fails_with_the_reason(platform: Platform) -> Non
 
 
 def test_a_run_no_host_can_take_waits_with_the_reason(platform: Platform) -> None:
-    run_id = platform.submit(device_type="npu", devices=8)["id"]
+    refused = platform.api("POST", "runs/", json={"kind": "smoke", "device_type": "npu"})
+    assert refused.status_code == 400
+    assert refused.json()["device_type"][0].startswith("no npu host is registered: e2e-cpu has")
+    run_id = platform.submit(device_type="npu", devices=8, wait_for_host=True)["id"]
     deadline = time.monotonic() + 30
-    while platform.run(run_id)["queue_reason"] != "no online npu host":
+    while not platform.run(run_id)["queue_reason"].startswith("no registered host could take"):
         assert time.monotonic() < deadline, platform.run(run_id)
         time.sleep(0.2)
     assert platform.api("POST", f"runs/{run_id}/cancel/").json()["status"] == "cancelled"

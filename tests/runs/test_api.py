@@ -5,10 +5,11 @@ from django.urls import reverse
 
 from npulab.runs.models import Run
 from npulab.runs.scheduler import place_queued_runs
-from npulab.runs.services import do_claim_run, do_ingest_events, do_submit_run
+from npulab.runs.services import NO_HOST_HINT, do_claim_run, do_ingest_events, do_submit_run
 from tests.factories import RunFactory
 
-pytestmark = pytest.mark.django_db
+# A host that could take the runs: without one a submission is refused.
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("cpu_host")]
 RUNS = "/api/v1/runs/"
 SMOKE = {"kind": "smoke", "device_type": "cpu"}
 
@@ -53,7 +54,10 @@ def test_submit_queues_the_run_and_returns_it(
         ),
         ({**SMOKE, "devices": 0}, {"devices": ["must be at least 1"]}),
         ({**SMOKE, "matmul_size": "big"}, {"matmul_size": ["must be an integer"]}),
-        ({**SMOKE, "host": "no-such-host"}, {"host": ["no host named 'no-such-host'"]}),
+        (
+            {**SMOKE, "host": "no-such-host"},
+            {"host": ["no host named 'no-such-host'; the hosts are cpu-01" + NO_HOST_HINT]},
+        ),
         (
             {"device_type": "cpu"},
             {"kind": ["this field is required; one of: coverage, echo, smoke, training"]},

@@ -34,13 +34,18 @@ def started(owner, host, **spec) -> Run:
     return do_claim_run(host, run.pk, run.attempt)
 
 
-def crash(host, run: Run, reason: str = "the training process exited with code 1") -> Run:
+def crash(
+    host,
+    run: Run,
+    reason: str = "the training process exited with code 1",
+    cause: str = "process_exit",
+) -> Run:
     result = {
         "type": "result",
         "time": 1.0,
         "status": "failed",
         "reason": reason,
-        "cause": "process_exit",
+        "cause": cause,
     }
     offset = Run.objects.get(pk=run.pk).events_offset
     do_ingest_events(host, run.pk, run.attempt, offset, offset + 10, [result])
@@ -56,6 +61,18 @@ def test_a_crashed_training_run_goes_on_as_a_new_attempt(owner, cpu_host) -> Non
     first = RunAttempt.objects.get(run=run, number=1)
     assert (first.status, first.exit_cause, first.exit_code) == ("failed", "process_exit", 1)
     assert first.finished_at is not None
+
+
+def test_a_job_error_is_not_restarted(owner, cpu_host) -> None:
+    reason = "ModuleNotFoundError: No module named 'mymodel'"
+    run = crash(cpu_host, started(owner, cpu_host, max_restarts=3), reason, cause="job_error")
+    assert (run.status, run.attempt, run.restarts) == ("failed", 1, 0)
+    assert (run.exit_cause, run.exit_reason, run.infrastructure_failure) == (
+        "job_error",
+        reason,
+        False,
+    )
+    assert run.failed_hosts == {}
 
 
 def test_restarts_run_out(owner, cpu_host) -> None:
@@ -300,5 +317,5 @@ def test_restart_an_ended_run(owner, api, other_api, cpu_host) -> None:
     again = api.post(f"/api/v1/runs/{run.pk}/restart/")
     assert again.status_code == 409
     assert again.json()["detail"] == (
-        f"run {run.pk} is queued; only a failed, cancelled or lost run restarts"
+        f"run {run.pk} is queued; only a failed, cancelled, lost or expired run restarts"
     )

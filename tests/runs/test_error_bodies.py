@@ -11,7 +11,8 @@ from npulab.core.errors import ERROR_CODES
 from npulab.runs.services import do_cancel_run, do_submit_run
 from tests.paths import REPO_DIR
 
-pytestmark = pytest.mark.django_db
+# A host that could take the runs: without one a submission is refused.
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("cpu_host")]
 RUNS = "/api/v1/runs/"
 SMOKE = {"kind": "smoke", "device_type": "cpu"}
 

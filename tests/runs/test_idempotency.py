@@ -14,6 +14,8 @@ from npulab.runs.models import Run
 from npulab.runs.services import do_cancel_run
 from tests.conftest import token_client
 
+# A host that could take the runs: without one a submission is refused.
+pytestmark = pytest.mark.usefixtures("cpu_host")
 RUNS = "/api/v1/runs/"
 SMOKE = {"kind": "smoke", "device_type": "cpu", "name": "nightly"}
 

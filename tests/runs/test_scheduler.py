@@ -61,32 +61,25 @@ def test_a_run_that_does_not_fit_stays_queued_with_the_reason(owner) -> None:
     assert busy.status == Run.Status.DISPATCHED
 
 
-@pytest.mark.parametrize(
-    ("setup", "reason"),
-    [
-        ({}, "no online npu host"),
-        ({"host_kwargs": {"enabled": False}}, "no online npu host (npu-01 is disabled)"),
-        ({"labels": ["a3"]}, "no online npu host with label(s) a3"),
-    ],
-)
-def test_reasons_name_what_is_missing(owner, setup: dict, reason: str) -> None:
-    if setup.get("host_kwargs"):
-        npu_host("npu-01", **setup["host_kwargs"])
+def test_a_disabled_host_is_named_in_the_reason(owner) -> None:
+    npu_host("npu-01", enabled=False)
     register(HostFactory(name="cpu-01"), "cpu", 1)
-    run = submit(owner, labels=setup.get("labels", []))
+    run = submit(owner)
     place_queued_runs()
     run.refresh_from_db()
-    assert run.queue_reason == reason
+    assert run.queue_reason == "no online npu host (npu-01 is disabled)"
 
 
 def test_a_named_host_is_the_only_candidate(owner) -> None:
     npu_host("npu-01")
     npu_host("npu-02", devices=2)
-    run = submit(owner, devices=4, host="npu-02")
+    submit(owner, devices=2, host="npu-02")
+    place_queued_runs()
+    run = submit(owner, devices=2, host="npu-02")
     place_queued_runs()
     run.refresh_from_db()
     assert run.status == Run.Status.QUEUED
-    assert run.queue_reason == "host 'npu-02' has 2 npu device(s), the run needs 4"
+    assert run.queue_reason == "host 'npu-02' has 0 of 2 devices free, the run needs 2"
 
 
 def test_a_silent_host_is_offline_for_placement(owner) -> None:
@@ -98,12 +91,24 @@ def test_a_silent_host_is_offline_for_placement(owner) -> None:
     assert run.queue_reason == "host 'npu-01' is offline"
 
 
-def test_a_device_type_mismatch_is_explained(owner) -> None:
+def test_a_run_waiting_for_a_host_says_what_is_missing(owner) -> None:
     npu_host("npu-01")
-    run = submit(owner, device_type="cuda", host="npu-01")
+    run = submit(owner, device_type="cuda", host="npu-01", wait_for_host=True)
     place_queued_runs()
     run.refresh_from_db()
-    assert run.queue_reason == "host 'npu-01' has npu devices, the run needs cuda"
+    assert run.queue_reason.startswith(
+        "no registered host could take it (host 'npu-01' has 8 npu devices, the run needs cuda); "
+        "waiting for one until "
+    )
+
+
+def test_a_host_that_changed_after_the_submission_is_explained(owner) -> None:
+    host = npu_host("npu-01")
+    run = submit(owner, host="npu-01")
+    register(host, "cuda", 8)
+    place_queued_runs()
+    run.refresh_from_db()
+    assert run.queue_reason == "host 'npu-01' has cuda devices, the run needs npu"
 
 
 def test_priority_then_submission_order(owner) -> None:
@@ -120,7 +125,9 @@ def test_priority_then_submission_order(owner) -> None:
 
 def test_smaller_runs_fill_gaps_behind_a_big_one(owner) -> None:
     npu_host("npu-01", devices=4)
-    big = submit(owner, devices=8)
+    first = submit(owner, devices=2)
+    assert place_queued_runs() == [first.pk]
+    big = submit(owner, devices=4)
     small = submit(owner, devices=2)
     assert place_queued_runs() == [small.pk]
     assert Run.objects.get(pk=big.pk).status == Run.Status.QUEUED

@@ -10,6 +10,7 @@ from npulab.hosts.models import Host
 from npulab.runs.models import DeviceLease, Run, RunEvent
 from npulab.runs.scheduler import place_queued_runs
 from npulab.runs.services import (
+    NO_HOST_HINT,
     Conflict,
     SubmissionInvalid,
     do_cancel_run,
@@ -55,7 +56,7 @@ def test_submission_errors_name_spec_and_queueing_fields_together(owner) -> None
     assert caught.value.errors == {
         "devices": "must be at least 1",
         "priority": "must be an integer from -1000 to 1000",
-        "host": "no host named 'nope'",
+        "host": "no host named 'nope'; there are no hosts yet" + NO_HOST_HINT,
     }
     assert Run.objects.count() == 0
 
@@ -235,7 +236,7 @@ def test_a_repeated_finish_report_changes_nothing(owner, cpu_host) -> None:
 # -- cancel ---------------------------------------------------------------------
 
 
-def test_cancel_of_a_queued_run_is_immediate(owner) -> None:
+def test_cancel_of_a_queued_run_is_immediate(owner, cpu_host) -> None:
     run = do_submit_run(owner, {"kind": "smoke", "device_type": "cpu"})
     run = do_cancel_run(run.pk, owner)
     assert (run.status, run.exit_cause, run.exit_reason) == (
@@ -276,7 +277,7 @@ def test_an_unclaimed_run_goes_back_to_the_queue(owner, cpu_host, settings) -> N
     run = do_submit_run(owner, {"kind": "smoke", "device_type": "cpu"})
     place_queued_runs()
     later = timezone.now() + timedelta(seconds=settings.NPULAB["DISPATCH_TIMEOUT_S"] + 1)
-    assert sweep_runs(later) == {"requeued": 1, "lost": 0}
+    assert sweep_runs(later) == {"requeued": 1, "lost": 0, "expired": 0}
     run.refresh_from_db()
     assert (run.status, run.host, run.device_indices) == ("queued", None, [])
     assert run.queue_reason.startswith("host cpu-01 did not claim the run within")
@@ -286,7 +287,7 @@ def test_an_unclaimed_run_goes_back_to_the_queue(owner, cpu_host, settings) -> N
 def test_a_silent_running_run_is_lost(owner, cpu_host, settings) -> None:
     run = running_run(owner, cpu_host)
     later = timezone.now() + timedelta(seconds=settings.NPULAB["RUN_HEARTBEAT_TIMEOUT_S"] + 1)
-    assert sweep_runs(later) == {"requeued": 0, "lost": 1}
+    assert sweep_runs(later) == {"requeued": 0, "lost": 1, "expired": 0}
     run.refresh_from_db()
     assert (run.status, run.exit_cause) == ("lost", "worker_lost")
     assert run.infrastructure_failure
@@ -296,7 +297,7 @@ def test_a_silent_running_run_is_lost(owner, cpu_host, settings) -> None:
 def test_events_keep_a_run_alive(owner, cpu_host, settings) -> None:
     run = running_run(owner, cpu_host)
     do_ingest_events(cpu_host, run.pk, 1, 0, 0, [])
-    assert sweep_runs(timezone.now()) == {"requeued": 0, "lost": 0}
+    assert sweep_runs(timezone.now()) == {"requeued": 0, "lost": 0, "expired": 0}
 
 
 def test_the_host_heartbeat_keeps_the_runs_it_lists_alive(owner, cpu_host, settings) -> None:
@@ -307,6 +308,7 @@ def test_the_host_heartbeat_keeps_the_runs_it_lists_alive(owner, cpu_host, setti
     assert sweep_runs(timezone.now() + timedelta(seconds=silent_s + 1)) == {
         "requeued": 0,
         "lost": 0,
+        "expired": 0,
     }
     assert sweep_runs(timezone.now() + timedelta(seconds=2 * silent_s + 1))["lost"] == 1
 

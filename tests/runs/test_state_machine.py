@@ -11,6 +11,8 @@ S = Run.Status
 ALLOWED = {
     (S.QUEUED, S.DISPATCHED),
     (S.QUEUED, S.CANCELLED),
+    # No host that could take it came before its queue expiry.
+    (S.QUEUED, S.EXPIRED),
     (S.DISPATCHED, S.RUNNING),
     (S.DISPATCHED, S.QUEUED),
     (S.DISPATCHED, S.CANCELLED),
@@ -24,6 +26,7 @@ ALLOWED = {
     (S.FAILED, S.QUEUED),
     (S.CANCELLED, S.QUEUED),
     (S.LOST, S.QUEUED),
+    (S.EXPIRED, S.QUEUED),
 }
 
 

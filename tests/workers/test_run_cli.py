@@ -135,6 +135,28 @@ def test_a_segfault_in_the_child_is_reported_not_lost(tmp_path: Path) -> None:
     assert by_type(events, "log")[-1]["line"] == "about to crash"
 
 
+def test_a_child_that_dies_of_an_exception_is_named_by_it(tmp_path: Path) -> None:
+    crash = tmp_path / "crash"
+    crash.mkdir()
+    (crash / "sitecustomize.py").write_text(
+        "import os, sys, traceback\n"
+        "if '--child' in sys.argv:\n"
+        "    try:\n"
+        "        raise ImportError('libascendcl.so: cannot open shared object file')\n"
+        "    except ImportError:\n"
+        "        traceback.print_exc()\n"
+        "        print('after the traceback', file=sys.stderr, flush=True)\n"
+        "        os._exit(7)\n"
+    )
+    spec = dict(FAST_SMOKE, env={"PYTHONPATH": str(crash)})
+    code, _, events = run(spec, tmp_path / "r")
+    assert code == 1
+    assert events[-1]["reason"] == (
+        "runner exited with code 7 without a result: "
+        "ImportError: libascendcl.so: cannot open shared object file"
+    )
+
+
 def test_sigterm_stops_the_run_and_still_writes_the_result(tmp_path: Path) -> None:
     run_dir = tmp_path / "r"
     process = start(dict(FAST_SMOKE, train_steps=100000), run_dir)

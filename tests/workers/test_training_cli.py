@@ -220,7 +220,55 @@ def test_a_hung_training_loop_is_stopped_by_the_watchdog(tmp_path: Path) -> None
 def test_a_missing_workdir_fails_clearly(tmp_path: Path) -> None:
     code, _, events = run(training(entry="x.py", workdir="nowhere"), tmp_path / "r")
     assert code == 1
-    assert events[-1]["reason"] == f"workdir {tmp_path / 'r' / 'nowhere'} does not exist"
+    assert (events[-1]["reason"], events[-1]["cause"]) == (
+        f"workdir {tmp_path / 'r' / 'nowhere'} does not exist",
+        "job_error",
+    )
+
+
+def test_a_missing_script_is_a_job_error_named_by_its_exception(tmp_path: Path) -> None:
+    code, _, events = run(training(entry="missing.py"), tmp_path / "r")
+    assert code == 1
+    result = events[-1]
+    assert (result["cause"], result["reason"]) == (
+        "job_error",
+        "FileNotFoundError: [Errno 2] No such file or directory: "
+        f"'{tmp_path / 'r' / 'missing.py'}'",
+    )
+    # The traceback is still the run's log.
+    stderr = [e["line"] for e in by_type(events, "log") if e["stream"] == "stderr"]
+    assert "Traceback (most recent call last):" in stderr
+
+
+def test_an_import_error_of_the_entry_is_a_job_error(tmp_path: Path) -> None:
+    code_dir = tmp_path / "code"
+    code_dir.mkdir()
+    (code_dir / "train.py").write_text("import mymodel\n")
+    code, _, events = run(training(entry="train:main", workdir=str(code_dir)), tmp_path / "r")
+    assert code == 1
+    result = events[-1]
+    assert (result["cause"], result["reason"]) == (
+        "job_error",
+        "ModuleNotFoundError: No module named 'mymodel'",
+    )
+
+
+def test_an_exception_after_the_first_step_is_no_job_error(tmp_path: Path) -> None:
+    code_dir = tmp_path / "code"
+    code_dir.mkdir()
+    (code_dir / "train.py").write_text(
+        "from workers import track\n"
+        "run = track.init()\n"
+        "run.log(0, loss=1.0)\n"
+        "raise RuntimeError('the device went away')\n"
+    )
+    code, _, events = run(training(entry="train.py", workdir=str(code_dir)), tmp_path / "r")
+    assert code == 1
+    result = events[-1]
+    assert (result["cause"], result["reason"]) == (
+        "process_exit",
+        "the training process exited with code 1: RuntimeError: the device went away",
+    )
 
 
 def test_training_specs_are_validated(tmp_path: Path) -> None:

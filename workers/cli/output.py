@@ -22,6 +22,7 @@ STATUS_COLOURS = {
     "failed": "red",
     "fail": "red",
     "lost": "red",
+    "expired": "red",
     "no-go": "red",
     "cancelled": "yellow",
     "skip": "yellow",

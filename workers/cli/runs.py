@@ -13,8 +13,10 @@ from workers.cli.client import ApiError, Client
 from workers.contract import exits
 
 SUCCEEDED, FAILED, CANCELLED, LOST = "succeeded", "failed", "cancelled", "lost"
+# Waited for a host that could take it (wait_for_host) and none came in time.
+EXPIRED = "expired"
 # A training run between attempts is "queued" again: only these end it for good.
-TERMINAL = (SUCCEEDED, FAILED, CANCELLED, LOST)
+TERMINAL = (SUCCEEDED, FAILED, CANCELLED, LOST, EXPIRED)
 # The words --json and the JUnit report use for each exit code.
 OUTCOMES = {
     exits.CLI_SUCCEEDED: "succeeded",
@@ -38,11 +40,12 @@ def exit_code(run: dict[str, Any]) -> int | None:
         return exits.CLI_SUCCEEDED
     if status == CANCELLED:
         return exits.CLI_CANCELLED
-    # The platform, not the job, failed: lost, worker gone, could not start. A run
-    # killed at its timeout on the host counts too: a hung device or collective is
-    # the usual cause, and a retry is what a pipeline should do (docs/cli.md).
+    # The platform, not the job, failed: lost, worker gone, could not start, no
+    # host came for it. A run killed at its timeout on the host counts too: a
+    # hung device or collective is the usual cause, and a retry is what a
+    # pipeline should do (docs/cli.md).
     if (
-        status == LOST
+        status in (LOST, EXPIRED)
         or run.get("infrastructure_failure")
         or run.get("exit_cause") == exits.TIMEOUT
     ):
@@ -77,18 +80,6 @@ def log_tail(client: Client, run_id: int, lines: int) -> list[dict[str, Any]]:
     offset = max(0, int(count) - lines)
     page = client.get(f"runs/{run_id}/events/", type="log", limit=lines, offset=offset)
     return list(page.get("results", []))
-
-
-def progress_step(client: Client, run: dict[str, Any]) -> int | None:
-    """The furthest step any metric of a running run reached (training progress)."""
-    if run.get("status") != "running":
-        return None
-    try:
-        metrics = client.get(f"runs/{run['id']}/metrics/").get("metrics", [])
-    except ApiError:
-        return None
-    steps = [m["last_step"] for m in metrics if m.get("last_step") is not None]
-    return max(steps) if steps else None
 
 
 def wait(

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
 
 from django.conf import settings
@@ -40,13 +41,17 @@ class Run(models.Model):
         FAILED = "failed", "Failed"
         CANCELLED = "cancelled", "Cancelled"
         LOST = "lost", "Lost"
+        # Waited for a host that could take it (wait_for_host) and none came in time.
+        EXPIRED = "expired", "Expired"
 
     ACTIVE = (Status.QUEUED, Status.DISPATCHED, Status.RUNNING)
+    # Ended runs a user may start again as a new attempt.
+    RESTARTABLE = (Status.FAILED, Status.CANCELLED, Status.LOST, Status.EXPIRED)
     # Which status may follow which: every change goes through transition_to.
     # RUNNING -> QUEUED is an automatic restart as a new attempt; an ended
     # run goes back to QUEUED only when a user restarts it.
     TRANSITIONS = {
-        Status.QUEUED: {Status.DISPATCHED, Status.CANCELLED},
+        Status.QUEUED: {Status.DISPATCHED, Status.CANCELLED, Status.EXPIRED},
         Status.DISPATCHED: {Status.RUNNING, Status.QUEUED, Status.CANCELLED, Status.LOST},
         Status.RUNNING: {
             Status.SUCCEEDED,
@@ -58,6 +63,7 @@ class Run(models.Model):
         Status.FAILED: {Status.QUEUED},
         Status.CANCELLED: {Status.QUEUED},
         Status.LOST: {Status.QUEUED},
+        Status.EXPIRED: {Status.QUEUED},
     }
     # A run is never placed again on a host where it failed this often.
     FAILURES_BEFORE_AVOIDING = 2
@@ -72,6 +78,16 @@ class Run(models.Model):
     # must say so, not drift to another host.
     requested_host = models.CharField(max_length=63, blank=True)
     labels = models.JSONField(default=list, blank=True)
+    wait_for_host = models.BooleanField(
+        default=False,
+        db_default=False,
+        help_text="Queued even if no registered host could take it, until one could.",
+    )
+    queue_expires_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="A run waiting for a host that could take it expires at this time.",
+    )
 
     status = models.CharField(
         max_length=12, choices=Status.choices, default=Status.QUEUED, db_index=True
@@ -158,12 +174,72 @@ class Run(models.Model):
         """Why ``host`` can never take this run, whatever its state and load; "" if it can."""
         if host.device_type != self.device_type:
             return f"has {host.device_type} devices, the run needs {self.device_type}"
-        missing = [label for label in self.labels if label not in host.labels]
+        missing = self._missing_labels(host)
         if missing:
             return "lacks label(s) " + ", ".join(missing)
         if self.failed_hosts.get(host.name, 0) >= self.FAILURES_BEFORE_AVOIDING:
             return f"failed this run {self.failed_hosts[host.name]} times"
         return ""
+
+    def unplaceable(self, hosts: Iterable[Host]) -> tuple[str, str]:
+        """(field, why) when none of ``hosts`` could ever take this run; ("", "") if one could.
+
+        "Ever": a host's state and load do not matter (a disabled or offline
+        host comes back), only what it is: its device type and count and its
+        labels. A host whose worker never registered is known by name only,
+        so it cannot be held against a run that names it.
+        """
+        hosts = list(hosts)
+        if self.requested_host:
+            return self._unplaceable_on_named(hosts)
+        registered = [host for host in hosts if host.registered is not None]
+        typed = [host for host in registered if host.device_type == self.device_type]
+        if not typed:
+            if not registered:
+                return (
+                    "device_type",
+                    f"no host is registered yet (the run needs a {self.device_type} host)",
+                )
+            found = _listing(registered, lambda host: f"{host.name} has {_devices(host)}")
+            return "device_type", f"no {self.device_type} host is registered: {found}"
+        labelled = [host for host in typed if not self._missing_labels(host)]
+        if not labelled:
+            found = _listing(
+                typed, lambda host: f"{host.name} has {', '.join(host.labels) or 'none'}"
+            )
+            return (
+                "labels",
+                f"no {self.device_type} host carries label(s) {', '.join(self.labels)}: {found}",
+            )
+        if not any(host.device_count >= self.devices for host in labelled):
+            wanted = f"{self.device_type} host" + (
+                f" with label(s) {', '.join(self.labels)}" if self.labels else ""
+            )
+            found = _listing(labelled, lambda host: f"{host.name} has {host.device_count}")
+            return "devices", f"no {wanted} has {self.devices} devices: {found}"
+        return "", ""
+
+    def _unplaceable_on_named(self, hosts: list[Host]) -> tuple[str, str]:
+        name = self.requested_host
+        host = next((host for host in hosts if host.name == name), None)
+        if host is None:
+            return "host", no_such_host(name, hosts)
+        if host.registered is None:
+            return "", ""
+        if host.device_type != self.device_type:
+            return (
+                "device_type",
+                f"host '{name}' has {_devices(host)}, the run needs {self.device_type}",
+            )
+        missing = self._missing_labels(host)
+        if missing:
+            return "labels", f"host '{name}' lacks label(s) {', '.join(missing)}"
+        if host.device_count < self.devices:
+            return "devices", f"host '{name}' has {_devices(host)}, the run needs {self.devices}"
+        return "", ""
+
+    def _missing_labels(self, host: Host) -> list[str]:
+        return [label for label in self.labels if label not in host.labels]
 
     @property
     def is_active(self) -> bool:
@@ -171,10 +247,16 @@ class Run(models.Model):
 
     @property
     def infrastructure_failure(self) -> bool:
-        return self.status == self.Status.LOST or is_infrastructure(self.exit_cause)
+        # Expired: no host came for it, which is the platform's, not the job's.
+        return self.status in (self.Status.LOST, self.Status.EXPIRED) or is_infrastructure(
+            self.exit_cause
+        )
 
     @property
     def exit_cause_label(self) -> str:
+        # An expired run never ran, so no cause: its status says how it ended.
+        if not self.exit_cause and not self.is_active:
+            return self.get_status_display()
         return cause_label(self.exit_cause)
 
     @property
@@ -217,6 +299,28 @@ class Run(models.Model):
             self.finished_at = None
         elif status not in self.ACTIVE:
             self.finished_at = now
+
+
+# Hosts a placement refusal names, at most: enough to see what exists.
+HOSTS_LISTED = 4
+
+
+def no_such_host(name: str, hosts: list[Host]) -> str:
+    """Why a run cannot name ``name`` as its host, and which hosts there are."""
+    if not hosts:
+        return f"no host named '{name}'; there are no hosts yet"
+    return f"no host named '{name}'; the hosts are {_listing(hosts, lambda host: host.name)}"
+
+
+def _devices(host: Host) -> str:
+    plural = "s" if host.device_count != 1 else ""
+    return f"{host.device_count} {host.device_type} device{plural}"
+
+
+def _listing(hosts: list[Host], describe: Callable[[Host], str]) -> str:
+    """ "a, b, c, …": what exists, for a placement refusal."""
+    more = ", …" if len(hosts) > HOSTS_LISTED else ""
+    return ", ".join(describe(host) for host in hosts[:HOSTS_LISTED]) + more
 
 
 class RunAttempt(models.Model):

@@ -7,6 +7,11 @@ block smaller runs behind it (no reservation yet). Among the hosts that fit,
 the one left with the fewest free devices wins (best fit), which keeps whole
 hosts free for large runs; a restarted run prefers hosts where it has not
 failed and never returns to one where it failed twice.
+
+A run that no registered host could ever take is refused at submission
+unless it asked to wait for one (``wait_for_host``); while it waits, its
+queue reason says what is missing, and the sweeper ends it as expired when
+none came in time (``NPULAB_QUEUE_EXPIRY_S``).
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ from django.utils import timezone
 
 from npulab.hosts.models import Host
 from npulab.runs.models import DeviceLease, Run
-from npulab.runs.services import do_dispatch_run
+from npulab.runs.services import do_dispatch_run, waiting_for_host
 
 log = logging.getLogger(__name__)
 
@@ -119,6 +124,10 @@ def place_queued_runs() -> list[int]:
         queued = Run.objects.select_for_update().filter(status=Run.Status.QUEUED)
         for run in queued.order_by("-priority", "created", "id")[:MAX_RUNS_PER_PASS]:
             chosen, reason = plan(run, capacities)
+            if chosen is None and run.queue_expires_at is not None:
+                # Waiting for a host that could take it: say that, not which is busy.
+                _, why = run.unplaceable(hosts)
+                reason = waiting_for_host(why, run.queue_expires_at) if why else reason
             if chosen is None:
                 if run.queue_reason != reason:
                     run.queue_reason = reason

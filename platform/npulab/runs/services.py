@@ -26,7 +26,7 @@ from npulab.runs.checkpoints import pinned_steps
 from npulab.runs.dispatch import request_placement, send_execute
 from npulab.runs.events import store_events
 from npulab.runs.kinds import get as get_kind
-from npulab.runs.models import DeviceLease, Run, RunAttempt
+from npulab.runs.models import DeviceLease, Run, RunAttempt, no_such_host
 from npulab.snapshots.models import Snapshot
 from workers.contract import exits, kinds
 from workers.contract.spec import SpecError, split_submission
@@ -36,6 +36,11 @@ log = logging.getLogger(__name__)
 MAX_TAGS = 20
 MAX_TAG_CHARS = 64
 PRIORITY_RANGE = (-1000, 1000)
+# Ends the refusal of a run no registered host could take.
+NO_HOST_HINT = (
+    ". No registered host could ever take this run; "
+    "submit it with wait_for_host: true to queue it until one could"
+)
 
 
 # -- submission -------------------------------------------------------------
@@ -69,20 +74,26 @@ def do_submit_run(user: AbstractBaseUser | None, document: Any, idempotency_key:
     queueing = _clean_submission(submission, errors)
     if errors:
         raise SubmissionInvalid(errors)
+    run = Run(
+        kind=spec["kind"],
+        spec=spec,
+        device_type=spec["device_type"],
+        devices=spec["devices"],
+        submitted_by=user,
+        queue_reason="waiting for the scheduler",
+        idempotency_key=idempotency_key,
+        idempotency_digest=digest,
+        **queueing,
+    )
+    field, why = run.unplaceable(Host.objects.all())
+    if why and not run.wait_for_host:
+        raise SubmissionInvalid({field: why + NO_HOST_HINT})
+    if why:
+        _wait_for_host(run, why, timezone.now())
 
     try:
         with transaction.atomic():
-            run = Run.objects.create(
-                kind=spec["kind"],
-                spec=spec,
-                device_type=spec["device_type"],
-                devices=spec["devices"],
-                submitted_by=user,
-                queue_reason="waiting for the scheduler",
-                idempotency_key=idempotency_key,
-                idempotency_digest=digest,
-                **queueing,
-            )
+            run.save(force_insert=True)
     except IntegrityError:
         # A concurrent submission with the same key committed first: its run is the answer.
         earlier = _idempotent_replay(user, idempotency_key, digest) if idempotency_key else None
@@ -115,15 +126,36 @@ def _idempotent_replay(user: AbstractBaseUser | None, key: str, digest: str) -> 
     return run
 
 
+def _wait_for_host(run: Run, why: str, now: datetime) -> None:
+    """Queue ``run``, which no registered host could take, until one could, or it expires."""
+    run.queue_expires_at = now + timedelta(seconds=settings.NPULAB["QUEUE_EXPIRY_S"])
+    run.queue_reason = waiting_for_host(why, run.queue_expires_at)
+
+
+def waiting_for_host(why: str, until: datetime) -> str:
+    """The queue reason of a run waiting for a host that could take it."""
+    return (
+        f"no registered host could take it ({why}); "
+        f"waiting for one until {until.astimezone(UTC):%Y-%m-%d %H:%M} UTC"
+    )
+
+
 def _clean_submission(submission: dict[str, Any], errors: dict[str, str]) -> dict[str, Any]:
     clean: dict[str, Any] = {}
+    wait = submission.get("wait_for_host", False)
+    if not isinstance(wait, bool):
+        errors["wait_for_host"] = "must be true or false"
+    else:
+        clean["wait_for_host"] = wait
     host = submission.get("host")
     if host not in (None, "", "any"):
         if not isinstance(host, str) or not re.match(HOST_NAME_PATTERN, host):
             errors["host"] = "must be a host name"
-        elif not Host.objects.filter(name=host).exists():
-            errors["host"] = f"no host named {host!r}"
         else:
+            # A host that does not exist is reported here, with the other
+            # fields' errors; what exists is checked once the spec is valid.
+            if wait is not True and not Host.objects.filter(name=host).exists():
+                errors["host"] = no_such_host(host, list(Host.objects.all())) + NO_HOST_HINT
             clean["requested_host"] = host
     name = submission.get("name", "")
     if not isinstance(name, str) or len(name) > 200:
@@ -328,13 +360,52 @@ def sweep_runs(now: datetime | None = None) -> dict[str, int]:
     silent = Run.objects.filter(
         status=Run.Status.RUNNING, last_heartbeat__lt=now - timedelta(seconds=silent_s)
     ).values_list("pk", "host__name")
-    counts = {"requeued": 0, "lost": 0}
+    waited = Run.objects.filter(status=Run.Status.QUEUED, queue_expires_at__lte=now).values_list(
+        "pk", flat=True
+    )
+    counts = {"requeued": 0, "lost": 0, "expired": 0}
     for run_id in list(unclaimed):
         counts["requeued"] += do_requeue_run(run_id, now, limits["DISPATCH_TIMEOUT_S"])
     for run_id, host in list(silent):
         reason = f"no events or heartbeats from host {host} for {silent_s} s"
         counts["lost"] += do_mark_run_lost(run_id, now, reason)
+    for run_id in list(waited):
+        counts["expired"] += do_expire_run(run_id, now)
     return counts
+
+
+@transaction.atomic
+def do_expire_run(run_id: int, now: datetime) -> int:
+    """End a run whose wait for a host that could take it ran out (1 if it did).
+
+    A run some host could take by now is queued like any other: the expiry
+    bounds only the wait for a host that does not exist.
+    """
+    run = Run.objects.select_for_update().get(pk=run_id)
+    if run.status != Run.Status.QUEUED or run.queue_expires_at is None:
+        return 0
+    if run.queue_expires_at > now:
+        return 0
+    _, why = run.unplaceable(Host.objects.all())
+    if not why:
+        run.queue_expires_at = None
+        run.save(update_fields=["queue_expires_at", "updated"])
+        return 0
+    waited = _span(settings.NPULAB["QUEUE_EXPIRY_S"])
+    run.exit_reason = f"no host that could take the run registered within {waited}: {why}"
+    run.queue_reason = ""
+    run.transition_to(Run.Status.EXPIRED, now)
+    run.save()
+    return 1
+
+
+def _span(seconds: int) -> str:
+    """A setting's duration as a person reads it: 24 h, 90 min, 45 s."""
+    if seconds % 3600 == 0:
+        return f"{seconds // 3600} h"
+    if seconds % 60 == 0:
+        return f"{seconds // 60} min"
+    return f"{seconds} s"
 
 
 @transaction.atomic
@@ -450,18 +521,24 @@ def _requeue_as_new_attempt(run: Run, now: datetime) -> None:
     run.exit_code = None
     run.exited_at = None
     run.result = {}
+    run.queue_expires_at = None
 
 
 @transaction.atomic
 def do_restart_run(run_id: int, user: AbstractBaseUser) -> Run:
     """Start an ended run again as a new attempt; a training run resumes from its checkpoint."""
     run = Run.objects.select_for_update().get(pk=run_id)
-    if run.status not in (Run.Status.FAILED, Run.Status.CANCELLED, Run.Status.LOST):
+    if run.status not in Run.RESTARTABLE:
         raise Conflict(
-            f"run {run.pk} is {run.status}; only a failed, cancelled or lost run restarts"
+            f"run {run.pk} is {run.status}; only a failed, cancelled, lost or expired run restarts"
         )
-    _requeue_as_new_attempt(run, timezone.now())
+    now = timezone.now()
+    _requeue_as_new_attempt(run, now)
     run.queue_reason = f"restarted by {user.get_username()} as attempt {run.attempt}"
+    if run.wait_for_host:
+        _, why = run.unplaceable(Host.objects.all())
+        if why:
+            _wait_for_host(run, why, now)
     run.save()
     transaction.on_commit(request_placement)
     return run

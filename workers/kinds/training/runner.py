@@ -6,6 +6,12 @@ The processes get a process group of their own (registered in the run
 directory, so whoever stops the run stops them too) and the run's settings in
 their environment, where ``workers.track`` finds them. An unmodified script
 works as it is: its output becomes the run's log and its exit code decides.
+
+A process that dies of a Python exception before its first step (no metric,
+step, heartbeat or checkpoint from ``workers.track``) failed through the job
+(a missing script, an import error, bad arguments): cause ``job_error``, which
+is never restarted, with the exception's line as the reason. The runner
+relays the processes' stderr to its own and keeps its tail to find it.
 """
 
 from __future__ import annotations
@@ -17,17 +23,26 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
-from typing import Any
+from typing import IO, Any
 
 from workers.contract import exits
+from workers.contract.events import CHECKPOINT, EVENTS_FILE, METRIC, STEP
 from workers.kinds.base import Outcome, RunContext
 from workers.kinds.training import HEARTBEAT_TIMEOUT
 from workers.processes import kill_group, register_group
+from workers.tracebacks import exception_line
 from workers.track import HEARTBEAT_PREFIX, SUMMARY_FILE
 
 STOP_GRACE_S = 10.0
 WATCH_EVERY_S = 1.0
+STDERR_FD = 2
+# Enough for the traceback of a failed rank under torchrun's own error report.
+STDERR_TAIL_BYTES = 64 * 1024
+STDERR_DRAIN_S = 5.0
+# Events that show the training did work: after one, a crash is no job error.
+PROGRESS_EVENTS = (METRIC, STEP, CHECKPOINT)
 
 
 def run(ctx: RunContext) -> Outcome:
@@ -36,7 +51,7 @@ def run(ctx: RunContext) -> Outcome:
         os.unlink(stale)  # from an earlier execution in this directory
     workdir = os.path.join(ctx.run_dir, spec["workdir"]) if spec["workdir"] else ctx.run_dir
     if not os.path.isdir(workdir):
-        return Outcome(exits.FAILED, f"workdir {workdir} does not exist", cause=exits.PROCESS_EXIT)
+        return Outcome(exits.FAILED, f"workdir {workdir} does not exist", cause=exits.JOB_ERROR)
     launch = ["-m", "workers.training.launch", spec["entry"], *spec["args"]]
     if spec["devices"] > 1:
         launch = [
@@ -52,30 +67,76 @@ def run(ctx: RunContext) -> Outcome:
         [sys.executable, *launch],
         cwd=workdir,
         env=_environment(ctx),
+        stderr=subprocess.PIPE,
         start_new_session=True,
     )
     register_group(ctx.run_dir, process.pid)
+    stderr = StderrRelay(process.stderr)
     stopping = []
 
     def stop(signum: int, frame: Any) -> None:
         stopping.append(signum)
 
     signal.signal(signal.SIGTERM, stop)
-    hung = _watch(ctx, process, stopping)
-    if stopping or hung:
+    watch = _watch(ctx, process, stopping)
+    if stopping or watch.hung:
         _stop(process)
+    stderr.join()
     code = process.returncode
     summary = dict(_summary(ctx.run_dir), exit_code=code)
-    if hung:
+    if watch.hung:
         reason = f"no heartbeat from the training loop for {spec['heartbeat_timeout_s']} s"
         return Outcome(exits.FAILED, reason, summary, cause=HEARTBEAT_TIMEOUT)
     if code == 0:
         return Outcome(exits.SUCCEEDED, "training finished", summary)
     if code is not None and code < 0:
         reason = f"the training process was killed by {signal.Signals(-code).name}"
-    else:
-        reason = f"the training process exited with code {code}"
+        return Outcome(exits.FAILED, reason, summary, cause=exits.PROCESS_EXIT)
+    error = exception_line(stderr.lines())
+    if error and not stopping and not watch.beat and not _trained(ctx.run_dir):
+        return Outcome(exits.FAILED, error, summary, cause=exits.JOB_ERROR)
+    reason = f"the training process exited with code {code}" + (f": {error}" if error else "")
     return Outcome(exits.FAILED, reason, summary, cause=exits.PROCESS_EXIT)
+
+
+class StderrRelay:
+    """Copies a pipe to this process's stderr as it comes, keeping its last bytes.
+
+    Chunks, not lines: a progress bar's carriage returns pass at once.
+    """
+
+    def __init__(self, pipe: IO[bytes] | None) -> None:
+        assert pipe is not None
+        self._pipe = pipe
+        self._tail = bytearray()
+        self._thread = threading.Thread(target=self._relay, name="stderr-relay", daemon=True)
+        self._thread.start()
+
+    def _relay(self) -> None:
+        fd = self._pipe.fileno()
+        relaying = True
+        for chunk in iter(lambda: os.read(fd, 65536), b""):
+            if relaying:
+                try:
+                    _write_all(STDERR_FD, chunk)
+                except OSError:
+                    relaying = False  # the supervisor is gone; keep draining the pipe
+            self._tail += chunk
+            del self._tail[:-STDERR_TAIL_BYTES]
+        self._pipe.close()
+
+    def join(self) -> None:
+        # A process the training left behind may hold the pipe open for ever.
+        self._thread.join(timeout=STDERR_DRAIN_S)
+
+    def lines(self) -> list[str]:
+        return bytes(self._tail).decode("utf-8", errors="replace").splitlines()
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
 
 
 def _environment(ctx: RunContext) -> dict[str, str]:
@@ -98,26 +159,53 @@ def _environment(ctx: RunContext) -> dict[str, str]:
     return env
 
 
-def _watch(ctx: RunContext, process: subprocess.Popen, stopping: list[int]) -> bool:
-    """Wait for the training; True if its heartbeat stopped.
+class Watch:
+    """What watching the training saw: a heartbeat at all, and whether it stopped."""
+
+    def __init__(self) -> None:
+        self.beat = False
+        self.hung = False
+
+
+def _watch(ctx: RunContext, process: subprocess.Popen, stopping: list[int]) -> Watch:
+    """Wait for the training, or until its heartbeat stops.
 
     The watchdog starts with the first heartbeat: a script that does not use
     workers.track never beats, and only its own exit or the run's timeout
     ends it. Every rank beats; the oldest heartbeat counts, since one hung
     rank hangs a collective for all.
     """
+    watch = Watch()
     timeout = ctx.spec["heartbeat_timeout_s"]
     pattern = os.path.join(ctx.run_dir, HEARTBEAT_PREFIX + "*")
     while process.poll() is None and not stopping:
         with contextlib.suppress(subprocess.TimeoutExpired):
             process.wait(timeout=WATCH_EVERY_S)
-        if not timeout:
-            continue
         beats = [_mtime(path) for path in glob.glob(pattern)]
         beats = [beat for beat in beats if beat is not None]
-        if beats and time.time() - min(beats) > timeout:
+        watch.beat = watch.beat or bool(beats)
+        if timeout and beats and time.time() - min(beats) > timeout:
             ctx.say(f"no heartbeat for {timeout} s: stopping the training processes")
-            return True
+            watch.hung = True
+            break
+    # A rank that crashed without its exit handler leaves its heartbeat file.
+    watch.beat = watch.beat or bool(glob.glob(pattern))
+    return watch
+
+
+def _trained(run_dir: str) -> bool:
+    """Whether this attempt's training logged a step's metrics or wrote a checkpoint."""
+    try:
+        with open(os.path.join(run_dir, EVENTS_FILE), encoding="utf-8", errors="replace") as events:
+            for line in events:
+                try:
+                    event = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(event, dict) and event.get("type") in PROGRESS_EVENTS:
+                    return True
+    except OSError:
+        pass
     return False
 
 

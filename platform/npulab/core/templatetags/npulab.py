@@ -20,6 +20,7 @@ _STATUS_CLASSES = {
     "failed": "text-bg-danger",
     "cancelled": "text-bg-dark",
     "lost": "text-bg-warning",
+    "expired": "text-bg-warning",
     "online": "text-bg-success",
     "offline": "text-bg-secondary",
     "pass": "text-bg-success",

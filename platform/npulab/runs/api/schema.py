@@ -29,6 +29,15 @@ SUBMISSION_PROPERTIES: dict[str, Any] = {
         "default": 0,
         "description": "Higher is placed first; equal priorities in submission order.",
     },
+    "wait_for_host": {
+        "type": "boolean",
+        "default": False,
+        "description": (
+            "Queue the run even if no registered host could ever take it (too many devices, "
+            "a device type, label or host nobody has), until one could; it expires after "
+            "NPULAB_QUEUE_EXPIRY_S (24 h). Without it such a run is refused with 400."
+        ),
+    },
 }
 
 

@@ -80,7 +80,7 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
         },
         description=(
             "Queue a run. The body is the run's spec (as `python -m workers.run` takes it) "
-            "plus optional `host`, `labels`, `name`, `tags` and `priority`. "
+            "plus optional `host`, `labels`, `name`, `tags`, `priority` and `wait_for_host`. "
             "A bad field is answered with 400 and the field's name."
         ),
     )
