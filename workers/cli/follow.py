@@ -50,7 +50,7 @@ def wait_options(function: Callable[..., Any]) -> Callable[..., Any]:
     return function
 
 
-def _progress_text(run: dict[str, Any], elapsed: float, step: int | None) -> tuple[str, str]:
+def _progress_text(run: dict[str, Any], elapsed: float) -> tuple[str, str]:
     """The indicator's text, and the part of it whose change is worth a line in a log."""
     parts = [f"run {run['id']} {output.status(run.get('status'))}"]
     if run.get("host"):
@@ -65,11 +65,27 @@ def _progress_text(run: dict[str, Any], elapsed: float, step: int | None) -> tup
     if run.get("status") == "queued" and run.get("queue_reason"):
         parts.append(str(run["queue_reason"]))
         key += " · " + str(run["queue_reason"])
-    if step is not None:
-        total = (run.get("spec") or {}).get("max_steps")
-        parts.append(f"step {step}/{total}" if total else f"step {step}")
+    if run.get("status") == "running":
+        parts += _live_progress(run.get("progress") or {})
     parts.append(output.duration(elapsed))
     return " · ".join(parts), key
+
+
+def _live_progress(progress: dict[str, Any]) -> list[str]:
+    """The platform's progress of a running run: its step running now, its steps done."""
+    parts = []
+    if progress.get("running_step"):
+        running = output.duration(progress.get("running_s")) or "0s"
+        parts.append(f"step {progress['running_step']} running {running}")
+    if progress.get("step") is not None:
+        total = progress.get("total_steps")
+        text = f"step {progress['step']}/{total}" if total else f"step {progress['step']}"
+        if progress.get("steps_per_s"):
+            text += f" at {progress['steps_per_s']:.1f}/s"
+        if progress.get("eta_s") is not None:
+            text += f", ETA {output.duration(progress['eta_s']) or '0s'}"
+        parts.append(text)
+    return parts
 
 
 def follow_run(
@@ -87,8 +103,7 @@ def follow_run(
     progress = output.Progress(enabled=not quiet)
 
     def on_update(run: dict[str, Any], elapsed: float) -> None:
-        step = runs.progress_step(client, run) if progress.live else None
-        text, key = _progress_text(run, elapsed, step)
+        text, key = _progress_text(run, elapsed)
         progress.update(text, key)
 
     def on_log(event: dict[str, Any]) -> None:

@@ -78,6 +78,9 @@ class RunKind:
     reports_steps: bool = False
     # The attempts table is shown even for a run with one attempt.
     shows_attempts: bool = False
+    # The spec field that says how many steps a run takes, so its progress reads "step N of
+    # it"; None, or 0 in a spec: the run does not say.
+    total_steps_field: str | None = None
     compare_panels: tuple[ComparePanel, ...] = ()
     # The summary numbers of a succeeded run that are its headlines; None: every number.
     headline_keys: frozenset[str] | None = None
@@ -98,6 +101,19 @@ class RunKind:
             and not isinstance(value, bool)
             and (self.headline_keys is None or key in self.headline_keys)
         }
+
+    def review_group(self, run: Run) -> str:
+        """Which runs of this kind the upgrade review compares with each other: those with
+        the same group (a training entry and its arguments); '' puts them all together."""
+        return ""
+
+    def review_headlines(self, runs: list[Run]) -> dict[int, dict[str, Headline]]:
+        """The headlines of succeeded runs of one group, on both sides of a review, by run id.
+
+        A kind whose number needs the whole group (one loss threshold for all) computes it
+        here; the default is each run's ``headlines``.
+        """
+        return {run.pk: self.headlines(run) for run in runs}
 
     def result_changes(self, baseline: Run, candidate: Run) -> list[Comparison]:
         """What changed between two runs' own results beyond their headlines (an op matrix's

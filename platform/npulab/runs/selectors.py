@@ -2,16 +2,30 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.core.paginator import Page, Paginator
+from django.db import connection
+from django.utils import timezone
 
 from npulab.hosts.models import Host
-from npulab.runs.models import Run, RunEvent
+from npulab.runs.kinds import get as get_kind
+from npulab.runs.models import Checkpoint, Run, RunEvent
+from npulab.series.models import Metric, MetricSeries
 from npulab.snapshots.diff import version_changes
 from npulab.snapshots.models import Snapshot
+from workers.contract.events import LOG, STEP
 
 LOG_TAIL_LINES = 200
+LOG_PAGE_LINES = 500
+MAX_LOG_QUERY = 200
+# Throughput is measured over the attempt's last points: recent enough to follow a change
+# of speed, enough of them to smooth one slow step.
+RATE_WINDOW_POINTS = 50
 RECENT_HOST_RUNS = 25
 RECENT_SNAPSHOT_RUNS = 15
 
@@ -27,7 +41,187 @@ def log_tail(run: Run, lines: int = LOG_TAIL_LINES) -> list[RunEvent]:
 
 
 def steps(run: Run) -> list[RunEvent]:
-    return list(RunEvent.objects.filter(run=run, type="step").order_by("id"))
+    return list(RunEvent.objects.filter(run=run, type=STEP).order_by("id"))
+
+
+def metric_keys(run: Run) -> list[str]:
+    """The run's metric names in the order its charts are drawn: losses first, then by name."""
+    names = MetricSeries.objects.filter(run=run).values_list("key", flat=True)
+    return sorted(names, key=lambda key: ("loss" not in key.rsplit("/", 1)[-1].lower(), key))
+
+
+@dataclass
+class Progress:
+    """How far a run has got, from its metrics and its step events.
+
+    ``step`` counts the steps done by the furthest metric (a run logging from step 0 has done
+    step + 1); ``total_steps`` is what its spec asks for, when it says. ``running_step`` is the
+    ordinal of the reported step running now, for a kind that reports steps.
+    """
+
+    step: int | None = None
+    total_steps: int | None = None
+    steps_per_s: float | None = None
+    eta_s: float | None = None
+    running_step: int | None = None
+    running_s: float | None = None
+    finished_steps: tuple[str, ...] = ()
+
+    @property
+    def percent(self) -> int | None:
+        if self.step is None or not self.total_steps:
+            return None
+        return min(100, int(100 * self.step / self.total_steps))
+
+
+def progress(run: Run, now: datetime | None = None) -> Progress | None:
+    """The run's progress; None before it started."""
+    if run.started_at is None:
+        return None
+    now = now or timezone.now()
+    kind = get_kind(run.kind)
+    found = Progress()
+    if kind.total_steps_field:
+        found.total_steps = int(run.spec.get(kind.total_steps_field) or 0) or None
+    furthest = (
+        MetricSeries.objects.filter(run=run, last_step__isnull=False)
+        .order_by("-last_step", "-points")
+        .first()
+    )
+    if furthest is not None:
+        first = Metric.objects.filter(series=furthest).order_by("step").values_list("step")[:1]
+        counted_from_zero = first[0][0] == 0 if first else False
+        found.step = furthest.last_step + 1 if counted_from_zero else furthest.last_step
+        if run.is_active:
+            found.steps_per_s = _steps_per_s(furthest, run.attempt)
+    if found.steps_per_s and found.total_steps and found.step is not None:
+        found.eta_s = max(0, found.total_steps - found.step) / found.steps_per_s
+    if kind.reports_steps and run.status == Run.Status.RUNNING:
+        finished = list(
+            RunEvent.objects.filter(run=run, type=STEP, attempt=run.attempt)
+            .order_by("id")
+            .values_list("time", "data__name")
+        )
+        since = finished[-1][0] if finished else run.started_at
+        found.finished_steps = tuple(str(name) for _, name in finished)
+        found.running_step = len(finished) + 1
+        found.running_s = max(0.0, (now - since).total_seconds())
+    return found
+
+
+def _steps_per_s(series: MetricSeries, attempt: int) -> float | None:
+    """Steps a second over the attempt's last points; None with too few to tell."""
+    window = list(
+        Metric.objects.filter(series=series, attempt=attempt)
+        .order_by("-step")
+        .values_list("step", "time")[:RATE_WINDOW_POINTS]
+    )
+    if len(window) < 2:
+        return None
+    (last_step, last_time), (first_step, first_time) = window[0], window[-1]
+    if last_time <= first_time:
+        return None
+    return (last_step - first_step) / (last_time - first_time)
+
+
+def cancel_warning(run: Run, now: datetime | None = None) -> str:
+    """What cancelling the run now loses, for the confirmation a user answers first."""
+    now = now or timezone.now()
+    asked = f"Cancel run #{run.pk}?"
+    if run.started_at is None:
+        return f"{asked} It has not started: nothing is lost."
+    newest = (
+        Checkpoint.objects.filter(
+            run=run, status__in=(Checkpoint.Status.ON_HOST, Checkpoint.Status.STORED)
+        )
+        .order_by("-step")
+        .first()
+    )
+    if newest is not None:
+        since = _duration(now - newest.created)
+        return (
+            f"{asked} The {since} of work since the checkpoint of step {newest.step} will be "
+            "lost; a restart goes on from that checkpoint."
+        )
+    attempt = run.attempts.filter(number=run.attempt).values_list("started_at", flat=True).first()
+    elapsed = _duration(now - (attempt or run.started_at))
+    return f"{asked} Its {elapsed} of work will be lost: it has no checkpoint to go on from."
+
+
+def _duration(delta: Any) -> str:
+    seconds = max(0, int(delta.total_seconds()))
+    hours, rest = divmod(seconds, 3600)
+    minutes, seconds = divmod(rest, 60)
+    if hours:
+        return f"{hours} h {minutes} min"
+    if minutes:
+        return f"{minutes} min {seconds} s"
+    return f"{seconds} s"
+
+
+def log_attempts(run: Run) -> list[int]:
+    """The attempts whose logs there may be, oldest first."""
+    numbers = set(run.attempts.values_list("number", flat=True))
+    return sorted(numbers | {run.attempt}) if run.started_at or numbers else []
+
+
+# A search hit's line number is its place in the whole attempt's log, not among the hits.
+_LINE_NUMBERS = """
+    SELECT id, line_no FROM (
+        SELECT id, ROW_NUMBER() OVER (ORDER BY id) AS line_no
+        FROM {table}
+        WHERE run_id = %s AND type = %s AND attempt = %s AND id <= %s
+    ) numbered
+    WHERE id IN ({ids})
+"""
+
+
+def log_page(run: Run, attempt: int, query: str, page: Any) -> Page:
+    """One page of an attempt's log, or of the lines in it that contain ``query``.
+
+    Each line gets ``line_no`` (its number in the attempt's log) and ``log_page`` (the page of
+    the whole log it is on), so a search hit links to where it is.
+    """
+    lines = RunEvent.objects.filter(run=run, type=LOG, attempt=attempt)
+    if query:
+        lines = lines.filter(data__line__icontains=query)
+    found = Paginator(lines.order_by("id"), LOG_PAGE_LINES).get_page(page)
+    events = list(found.object_list)
+    if query and events:
+        numbers = _line_numbers(run, attempt, [event.pk for event in events])
+    else:
+        numbers = {event.pk: n for n, event in enumerate(events, start=found.start_index())}
+    for event in events:
+        event.line_no = numbers[event.pk]
+        event.log_page = (event.line_no - 1) // LOG_PAGE_LINES + 1
+    found.object_list = events
+    return found
+
+
+def _line_numbers(run: Run, attempt: int, ids: list[int]) -> dict[int, int]:
+    sql = _LINE_NUMBERS.format(
+        table=connection.ops.quote_name(RunEvent._meta.db_table),
+        ids=", ".join(["%s"] * len(ids)),
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [run.pk, LOG, attempt, max(ids), *ids])
+        return dict(cursor.fetchall())
+
+
+def log_text(run: Run, attempt: int | None = None, query: str = "") -> Iterator[str]:
+    """The log as text, one line per event (time, stream, line), attempts headed when several."""
+    events = RunEvent.objects.filter(run=run, type=LOG)
+    if attempt is not None:
+        events = events.filter(attempt=attempt)
+    if query:
+        events = events.filter(data__line__icontains=query)
+    rows = events.order_by("id").values_list("attempt", "time", "data__stream", "data__line")
+    current = None
+    for number, time, stream, line in rows.iterator(chunk_size=5000):
+        if attempt is None and number != current:
+            current = number
+            yield f"# attempt {number}\n"
+        yield f"{time.isoformat(timespec='milliseconds')} {stream or '':<6} {line or ''}\n"
 
 
 def environment_differences(runs: list[Run]) -> list[dict[str, Any]]:

@@ -5,7 +5,7 @@ import json
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST
@@ -16,7 +16,19 @@ from npulab.runs.checkpoints import do_pin_checkpoint
 from npulab.runs.forms import RunSubmitForm
 from npulab.runs.kinds import get as get_kind
 from npulab.runs.models import Checkpoint, Run
-from npulab.runs.selectors import can_cancel, environment_differences, log_tail, steps
+from npulab.runs.selectors import (
+    MAX_LOG_QUERY,
+    can_cancel,
+    cancel_warning,
+    environment_differences,
+    log_attempts,
+    log_page,
+    log_tail,
+    log_text,
+    metric_keys,
+    progress,
+    steps,
+)
 from npulab.runs.services import (
     Conflict,
     SubmissionInvalid,
@@ -31,7 +43,8 @@ RUNS_PER_PAGE = 50
 MAX_COMPARED = 20
 MAX_ID = 2**63  # a BigAutoField key; a larger number is no run's
 RECENT_TO_PICK = 50
-RESTARTABLE_STATUSES = (Run.Status.FAILED, Run.Status.CANCELLED, Run.Status.LOST)
+# Summary entries the page shows in their own place: the steps table, the log card.
+SUMMARY_SHOWN_ELSEWHERE = ("steps", "stderr_tail")
 
 
 @login_required
@@ -91,18 +104,83 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "panels": [panel.template for panel in kind.panels],
         "steps": steps(run),
         "log": log_tail(run),
-        "metric_summary": keys(Owner.of_run(run.pk)),
+        "metric_summary": metric_keys(run),
+        "progress": progress(run),
+        "summary": {
+            key: value
+            for key, value in (run.result.get("summary") or {}).items()
+            if key not in SUMMARY_SHOWN_ELSEWHERE
+        },
         "attempts": list(run.attempts.select_related("host")),
         "resumable": run.checkpoints.exists(),
         "can_cancel": run.is_active and may,
-        "can_restart": run.status in RESTARTABLE_STATUSES and may,
+        "can_restart": run.status in Run.RESTARTABLE and may,
         "can_manage": may,
+        # The flashes above the page told of the status it was loaded with (``Run #7
+        # queued.``): a refresh that shows another status drops them.
+        "status_changed": request.GET.get("shown", run.status) != run.status,
     }
+    if context["can_cancel"] and not run.cancel_requested:
+        context["cancel_warning"] = cancel_warning(run)
     for panel in kind.panels:
         context.update(panel.render_context(run))
     if request.htmx:
         return render(request, "runs/partials/run_live.html", context)
     return render(request, "runs/run_detail.html", context)
+
+
+def _log_request(request: HttpRequest, run: Run) -> tuple[int | None, str, list[str]]:
+    """The attempt and search asked for, and what is wrong with them."""
+    errors = []
+    attempts = log_attempts(run)
+    attempt: int | None = None
+    asked = request.GET.get("attempt", "")
+    if asked:
+        if asked.isascii() and asked.isdigit() and int(asked) in attempts:
+            attempt = int(asked)
+        else:
+            known = ", ".join(str(number) for number in attempts) or "none yet"
+            errors.append(f"attempt: no attempt {asked[:20]!r} of this run (it has {known})")
+    query = request.GET.get("q", "")
+    if len(query) > MAX_LOG_QUERY:
+        errors.append(f"q: a search of at most {MAX_LOG_QUERY} characters")
+        query = ""
+    return attempt, query, errors
+
+
+@login_required
+def run_log(request: HttpRequest, pk: int) -> HttpResponse:
+    """The whole log of one attempt, a page at a time, or the lines of it that match a search."""
+    run = get_object_or_404(Run, pk=pk)
+    attempt, query, errors = _log_request(request, run)
+    attempts = log_attempts(run)
+    if attempt is None and attempts:
+        attempt = attempts[-1]
+    context = {
+        "run": run,
+        "attempts": attempts,
+        "attempt": attempt,
+        "query": query,
+        "errors": errors,
+        "max_query": MAX_LOG_QUERY,
+        "page": log_page(run, attempt, query, request.GET.get("page")) if attempt else None,
+    }
+    return render(request, "runs/run_log.html", context, status=400 if errors else 200)
+
+
+@login_required
+def run_log_text(request: HttpRequest, pk: int) -> HttpResponse:
+    """The log as a text file: every attempt's, or the one asked for (and its search hits)."""
+    run = get_object_or_404(Run, pk=pk)
+    attempt, query, errors = _log_request(request, run)
+    if errors:
+        return HttpResponse("\n".join(errors) + "\n", status=400, content_type="text/plain")
+    name = f"run-{run.pk}" + (f"-attempt-{attempt}" if attempt else "") + ".log"
+    response = StreamingHttpResponse(
+        log_text(run, attempt, query), content_type="text/plain; charset=utf-8"
+    )
+    response["Content-Disposition"] = f'attachment; filename="{name}"'
+    return response
 
 
 @login_required

@@ -5,7 +5,8 @@ from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_http_methods, require_POST
+from django_htmx.http import HttpResponseClientRefresh
 
 from npulab.hosts.models import Host
 from npulab.snapshots.compatibility import snapshot_compatibility
@@ -62,9 +63,16 @@ def snapshot_known_good(request: HttpRequest, pk: int) -> HttpResponse:
 
 
 @login_required
-@require_POST
+@require_http_methods(["GET", "POST"])
 def host_snapshot_request(request: HttpRequest, name: str) -> HttpResponse:
+    """POST asks the host for a snapshot; GET is the host page asking whether it came."""
     host = get_object_or_404(Host, name=name)
+    if request.method == "GET":
+        if not request.htmx:
+            return redirect(host)
+        if host.snapshot_requested:
+            return render(request, "snapshots/partials/snapshot_request.html", {"host": host})
+        return HttpResponseClientRefresh()
     do_request_snapshot(host)
     messages.info(request, f"{host.name} sends a fresh snapshot after its next heartbeat.")
     return redirect(host)

@@ -1,20 +1,79 @@
-"""What the training kind adds: restarts, its checkpoints panel and its resume events."""
+"""What the training kind adds: restarts, its checkpoints panel, its resume events and the
+numbers it gives the upgrade review."""
 
 from __future__ import annotations
 
+import statistics
 from typing import Any
 
 from npulab.runs.checkpoints import mark_damaged
 from npulab.runs.events import Batch
-from npulab.runs.kinds import Panel, RunKind
+from npulab.runs.kinds import Headline, Panel, RunKind
 from npulab.runs.models import Run, RunAttempt
+from npulab.series import reads
 from npulab.series.ingest import drop_points_after
+from npulab.series.models import Metric, MetricSeries
 from npulab.series.owners import Owner
+
+# The series workers.training's jobs (and workers.track users) log.
+LOSS, THROUGHPUT = "loss", "samples_per_s"
 
 
 class TrainingKind(RunKind):
     def max_restarts(self, run: Run) -> int:
         return int(run.spec.get("max_restarts", 0))
+
+    def review_group(self, run: Run) -> str:
+        """The entry with its arguments and what else changes the work done per step: only
+        runs of the same job are compared (a seed is a repetition, not another job)."""
+        spec = run.spec
+        parts = [" ".join([str(spec.get("entry", "")), *map(str, spec.get("args") or [])])]
+        if spec.get("precision", "fp32") != "fp32":
+            parts.append(str(spec["precision"]))
+        if spec.get("max_steps"):
+            parts.append(f"{spec['max_steps']} steps")
+        if run.devices > 1:
+            parts.append(f"{run.devices} devices")
+        return " · ".join(parts)
+
+    def headlines(self, run: Run) -> dict[str, Headline]:
+        """Its losses, and its throughput: the median of its samples/s series."""
+        found = super().headlines(run)
+        points = reads.series(Owner.of_run(run.pk), THROUGHPUT, points=reads.MAX_POINTS)
+        # Whole points are [step, value], downsampled ones [step, mean, min, max].
+        values = [point[1] for point in points["points"] if point[1] is not None]
+        if values:
+            found[THROUGHPUT] = Headline(statistics.median(values))
+        return found
+
+    def review_headlines(self, runs: list[Run]) -> dict[int, dict[str, Headline]]:
+        """Each run's headlines, and the seconds its loss took to reach a threshold all of
+        them reached: the highest final loss among them."""
+        found = {run.pk: self.headlines(run) for run in runs}
+        finals = [h["loss_last"].value for h in found.values() if "loss_last" in h]
+        if not finals:
+            return found
+        threshold = max(finals)
+        key = f"seconds_to_loss≤{threshold:.4g}"
+        for run_id, headlines in found.items():
+            seconds = seconds_to_loss(run_id, threshold)
+            if seconds is not None:
+                headlines[key] = Headline(seconds, lower_is_better=True)
+        return found
+
+
+def seconds_to_loss(run_id: int, threshold: float) -> float | None:
+    """Seconds from the run's first loss point to its first at or below ``threshold``, by
+    the runner's clock; None when it has no loss series or never got there."""
+    series = MetricSeries.objects.filter(**Owner.of_run(run_id).fields(), key=LOSS).first()
+    if series is None:
+        return None
+    points = Metric.objects.filter(series_id=series.pk).order_by("step")
+    start = points.values_list("time", flat=True).first()
+    reached = points.filter(value__lte=threshold).values_list("time", flat=True).first()
+    if start is None or reached is None:
+        return None
+    return max(0.0, reached - start)
 
 
 def checkpoints_panel(run: Run) -> dict[str, Any]:
@@ -44,6 +103,7 @@ def on_resume(batch: Batch, data: dict[str, Any]) -> None:
 TRAINING = TrainingKind(
     "training",
     shows_attempts=True,
+    total_steps_field="max_steps",
     panels=(Panel("training/partials/checkpoints.html", checkpoints_panel),),
     headline_keys=frozenset({"loss_first", "loss_last"}),
     lower_is_better=frozenset({"loss_first", "loss_last"}),

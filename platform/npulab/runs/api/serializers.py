@@ -2,14 +2,41 @@ from __future__ import annotations
 
 from typing import Any
 
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from npulab.runs.models import Checkpoint, Run, RunAttempt, RunEvent
-from npulab.runs.selectors import steps
+from npulab.runs.selectors import progress, steps
 from workers.contract import kinds
 
 # Every cause the contract and the kinds declare; a kind's new cause adds to the enum.
 EXIT_CAUSES = [(name, cause.label) for name, cause in kinds.causes().items()]
+
+
+class ProgressSerializer(serializers.Serializer):
+    """How far a run has got: steps from its metrics, the reported step running now."""
+
+    step = serializers.IntegerField(
+        allow_null=True, help_text="Steps done, by the furthest metric logged."
+    )
+    total_steps = serializers.IntegerField(
+        allow_null=True, help_text="The steps its spec asks for; null: it does not say."
+    )
+    steps_per_s = serializers.FloatField(
+        allow_null=True, help_text="Over the current attempt's last points; null once ended."
+    )
+    eta_s = serializers.FloatField(
+        allow_null=True, help_text="Seconds to total_steps at that speed."
+    )
+    running_step = serializers.IntegerField(
+        allow_null=True, help_text="Which reported step (1, 2 ...) is running now."
+    )
+    running_s = serializers.FloatField(
+        allow_null=True, help_text="How long that step has been running."
+    )
+    finished_steps = serializers.ListField(
+        child=serializers.CharField(), help_text="The steps this attempt finished, in order."
+    )
 
 
 class RunSerializer(serializers.ModelSerializer):
@@ -23,6 +50,14 @@ class RunSerializer(serializers.ModelSerializer):
     duration_s = serializers.SerializerMethodField()
     infrastructure_failure = serializers.BooleanField(read_only=True)
     exit_cause = serializers.ChoiceField(choices=EXIT_CAUSES, read_only=True)
+    tags = serializers.ListField(child=serializers.CharField(), read_only=True)
+    labels = serializers.ListField(child=serializers.CharField(), read_only=True)
+    device_indices = serializers.ListField(child=serializers.IntegerField(), read_only=True)
+    result = serializers.DictField(
+        read_only=True,
+        help_text="The runner's result event: status, reason, cause and its summary object.",
+    )
+    progress = serializers.SerializerMethodField()
 
     class Meta:
         model = Run
@@ -39,6 +74,7 @@ class RunSerializer(serializers.ModelSerializer):
             "devices",
             "requested_host",
             "labels",
+            "wait_for_host",
             "host",
             "device_indices",
             "snapshot",
@@ -52,15 +88,22 @@ class RunSerializer(serializers.ModelSerializer):
             "finished_at",
             "duration_s",
             "queue_reason",
+            "queue_expires_at",
             "cancel_requested",
             "exit_cause",
             "exit_reason",
             "exit_code",
             "infrastructure_failure",
             "result",
+            "progress",
             "spec",
         ]
         read_only_fields = fields
+
+    @extend_schema_field(ProgressSerializer(allow_null=True))
+    def get_progress(self, run: Run) -> dict[str, Any] | None:
+        found = progress(run)
+        return ProgressSerializer(found).data if found is not None else None
 
     def get_web_url(self, run: Run) -> str:
         request = self.context.get("request")
@@ -73,27 +116,6 @@ class RunSerializer(serializers.ModelSerializer):
     def get_duration_s(self, run: Run) -> float | None:
         duration = run.duration
         return round(duration.total_seconds(), 3) if duration is not None else None
-
-
-class RunDetailSerializer(RunSerializer):
-    """A run with its step results, attempts and checkpoints."""
-
-    steps = serializers.SerializerMethodField()
-    attempts = serializers.SerializerMethodField()
-    checkpoints = serializers.SerializerMethodField()
-
-    class Meta(RunSerializer.Meta):
-        fields = [*RunSerializer.Meta.fields, "steps", "attempts", "checkpoints"]
-        read_only_fields = fields
-
-    def get_attempts(self, run: Run) -> list[dict[str, Any]]:
-        return RunAttemptSerializer(run.attempts.select_related("host"), many=True).data
-
-    def get_checkpoints(self, run: Run) -> list[dict[str, Any]]:
-        return CheckpointSerializer(run.checkpoints.all(), many=True).data
-
-    def get_steps(self, run: Run) -> list[dict[str, Any]]:
-        return [dict(event.data, attempt=event.attempt, time=event.time) for event in steps(run)]
 
 
 class RunEventSerializer(serializers.ModelSerializer):
@@ -122,6 +144,7 @@ class CheckpointSerializer(serializers.ModelSerializer):
 
 class RunAttemptSerializer(serializers.ModelSerializer):
     host = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    device_indices = serializers.ListField(child=serializers.IntegerField(), read_only=True)
     exit_cause = serializers.ChoiceField(choices=EXIT_CAUSES, read_only=True)
     infrastructure_failure = serializers.SerializerMethodField()
 
@@ -144,3 +167,26 @@ class RunAttemptSerializer(serializers.ModelSerializer):
 
     def get_infrastructure_failure(self, attempt: RunAttempt) -> bool:
         return attempt.infrastructure_failure
+
+
+class RunDetailSerializer(RunSerializer):
+    """A run with its step results, attempts and checkpoints."""
+
+    steps = serializers.SerializerMethodField()
+    attempts = serializers.SerializerMethodField()
+    checkpoints = serializers.SerializerMethodField()
+
+    class Meta(RunSerializer.Meta):
+        fields = [*RunSerializer.Meta.fields, "steps", "attempts", "checkpoints"]
+        read_only_fields = fields
+
+    @extend_schema_field(RunAttemptSerializer(many=True))
+    def get_attempts(self, run: Run) -> list[dict[str, Any]]:
+        return RunAttemptSerializer(run.attempts.select_related("host"), many=True).data
+
+    @extend_schema_field(CheckpointSerializer(many=True))
+    def get_checkpoints(self, run: Run) -> list[dict[str, Any]]:
+        return CheckpointSerializer(run.checkpoints.all(), many=True).data
+
+    def get_steps(self, run: Run) -> list[dict[str, Any]]:
+        return [dict(event.data, attempt=event.attempt, time=event.time) for event in steps(run)]

@@ -1,11 +1,12 @@
 /* Metric charts with uPlot (vendored). The server downsamples: a series comes back
    as [step, value] points, or as [first step, mean, min, max] buckets, drawn as a
-   line with a min/max band. Charts of an active run refresh themselves. */
+   line with a min/max band; a metric with one value is shown as that number. Charts of an
+   active run refresh themselves. */
 (function () {
   "use strict";
 
   var POINTS = 1000;
-  var REFRESH_MS = 5000;
+  var REFRESH_MS = 3000;
   var ACTIVE = ["queued", "dispatched", "running"];
   var COLORS = ["#0d6efd", "#dc3545", "#198754", "#fd7e14", "#6f42c1", "#20c997", "#d63384",
                 "#6c757d", "#0dcaf0", "#ffc107"];
@@ -39,6 +40,28 @@
     return { x: x, line: line, low: low, high: high, downsampled: body.downsampled };
   }
 
+  /* uPlot's own range collapses for a flat series (a learning rate that barely moves):
+     give it a visible band around the value. */
+  function valueRange(u, min, max) {
+    if (min === null || max === null) { return [0, 1]; }
+    var magnitude = Math.max(Math.abs(min), Math.abs(max));
+    if (max - min <= magnitude * 1e-6) {
+      var pad = magnitude ? magnitude * 0.05 : 1;
+      return [min - pad, max + pad];
+    }
+    return uPlot.rangeNum(min, max, 0.1, true);
+  }
+
+  /* Six significant digits, so the ticks of a narrow range (0.0029998, 0.0029999) differ. */
+  function tickLabels(u, splits) {
+    return splits.map(function (v) { return v === null ? "" : String(Number(v.toPrecision(6))); });
+  }
+
+  function tickWidth(u, values) {
+    var longest = (values || []).reduce(function (n, v) { return Math.max(n, String(v).length); }, 0);
+    return Math.max(50, longest * 7 + 18);
+  }
+
   function size(element) {
     return { width: Math.max(element.clientWidth, 300), height: 220 };
   }
@@ -55,7 +78,8 @@
       bands = [{ series: [3, 2], fill: "rgba(13,110,253,0.12)" }];
     }
     var options = Object.assign(size(element), {
-      scales: { x: { time: false } },
+      scales: { x: { time: false }, y: { range: valueRange } },
+      axes: [{}, { values: tickLabels, size: tickWidth }],
       series: series,
       bands: bands,
       legend: { live: true },
@@ -87,50 +111,87 @@
     return new uPlot(options, data, element);
   }
 
+  /* A metric with one value is a number, not a lone dot on a made-up axis. */
+  function singleValue(element, body) {
+    var point = body.points[0];
+    element.innerHTML = '<div class="metric-value"><span class="fs-3 mono"></span>' +
+      ' <span class="text-muted small"></span></div>';
+    var value = point[1];
+    element.querySelector(".mono").textContent =
+      value === null ? "not finite" : String(Number(value.toPrecision(6)));
+    element.querySelector(".small").textContent = "at step " + point[0];
+    element.dataset.total = body.total;
+    element.dataset.single = "1";
+  }
+
+  /* The keys the page lists, in the order it lists them (losses first, then by name): the
+     live part of the page carries them on each refresh, so its list and the charts agree. */
+  function listedKeys(container) {
+    var list = document.getElementById("metric-list");
+    var source = list !== null ? list.dataset.keys : container.dataset.keys;
+    return source ? JSON.parse(source) : [];
+  }
+
   function runCharts(container) {
     var base = container.dataset.metricsUrl;
     var charts = {};
-    // The page lists the keys it knew, so the first draw skips the summary round trip.
-    var known = container.dataset.keys ? JSON.parse(container.dataset.keys) : null;
-
-    function metricKeys() {
-      if (known !== null) {
-        var keys = known;
-        known = null;
-        return Promise.resolve(keys);
-      }
-      return getJSON(base).then(function (summary) {
-        return summary.metrics.map(function (metric) { return metric.key; });
-      });
-    }
+    var timer = null;
+    var drawnKeys = "";
+    var wasActive = runIsActive();
 
     function draw(key) {
       return getJSON(seriesURL(base, key)).then(function (body) {
         var holder = charts[key];
-        if (!holder) {
-          var card = document.createElement("div");
-          card.className = "col-lg-6 metric-chart-card";
-          card.innerHTML = '<div class="small fw-semibold mb-1"></div><div class="metric-chart"></div>';
-          card.firstChild.textContent = key;
-          container.appendChild(card);
-          holder = charts[key] = { element: card.lastChild, plot: null };
+        if (holder.plot) { holder.plot.destroy(); holder.plot = null; }
+        delete holder.element.dataset.single;
+        if (body.total === 1 && !body.downsampled) {
+          singleValue(holder.element, body);
+        } else {
+          holder.plot = singleChart(holder.element, body);
         }
-        if (holder.plot) { holder.plot.destroy(); }
-        holder.plot = singleChart(holder.element, body);
         holder.element.dataset.key = key;
       });
     }
 
+    function place(keys) {
+      keys.forEach(function (key) {
+        if (!charts[key]) {
+          var card = document.createElement("div");
+          card.className = "col-lg-6 metric-chart-card";
+          card.innerHTML = '<div class="small fw-semibold mb-1"></div><div class="metric-chart"></div>';
+          card.firstChild.textContent = key;
+          charts[key] = { card: card, element: card.lastChild, plot: null };
+        }
+        // Appending an existing card moves it: the cards follow the list's order.
+        container.appendChild(charts[key].card);
+      });
+      var none = document.getElementById("no-metrics");
+      if (none !== null) { none.hidden = keys.length > 0; }
+      drawnKeys = JSON.stringify(keys);
+    }
+
     function refresh() {
-      metricKeys().then(function (keys) {
-        return Promise.all(keys.map(draw));
-      }).then(function () {
+      if (timer !== null) { window.clearTimeout(timer); timer = null; }
+      var keys = listedKeys(container);
+      place(keys);
+      Promise.all(keys.map(draw)).then(function () {
         container.dataset.ready = "1";
-        if (runIsActive()) { window.setTimeout(refresh, REFRESH_MS); }
       }).catch(function (error) {
         container.dataset.error = String(error);
+      }).then(function () {
+        if (timer !== null) { window.clearTimeout(timer); timer = null; }
+        if (runIsActive()) { timer = window.setTimeout(refresh, REFRESH_MS); }
       });
     }
+
+    // The live part refreshes every second: draw a new metric at once, and the last points
+    // once the run has ended, instead of leaving the charts a refresh behind.
+    document.body.addEventListener("htmx:afterSettle", function () {
+      var active = runIsActive();
+      var ended = wasActive && !active;
+      wasActive = active;
+      if (ended || JSON.stringify(listedKeys(container)) !== drawnKeys) { refresh(); }
+    });
     refresh();
   }
 
