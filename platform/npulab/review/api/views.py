@@ -27,7 +27,14 @@ class UpgradeReviewView(APIView):
         responses={200: dict},
     )
     def get(self, request: Request, name: str) -> Response:
-        """Go / no-go for moving the host's current environment to a target, and why."""
+        """Go / no-go for moving the host's current environment to a target, and why.
+
+        Evidence is pooled by stack (chip, driver, firmware, CANN, Python, torch,
+        torch_npu, mindspore): ``numbers`` has each kind's headline numbers on both
+        sides (median, min, max, n), the change and whether it is a regression (worse
+        than 10 % and outside the noise); ``job_errors`` lists the runs the user ended
+        (not counted); ``other_changes`` the package differences beside the stack.
+        """
         host = get_object_or_404(Host, name=name)
         current = current_snapshot(host)
         if current is None:
@@ -55,4 +62,20 @@ def review_as_dict(result: Review, context: dict[str, Any]) -> dict[str, Any]:
         "changes": result.changes,
         "compatibility": result.compatibility,
         "outcomes": result.outcomes,
+        "min_runs": result.min_runs,
+        "stack": {"current": result.current_stack, "target": result.target_stack},
+        "same_stack": result.same_stack,
+        "stack_changes": result.stack_changes,
+        "other_changes": result.other_changes,
+        "evidence": result.evidence,
+        "numbers": numbers_by_kind(result.numbers),
+        "job_errors": result.job_errors,
+        "unknown_versions": result.unknown_versions,
     }
+
+
+def numbers_by_kind(numbers: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    grouped: dict[str, list[dict[str, Any]]] = {}
+    for row in numbers:
+        grouped.setdefault(row["kind"], []).append(row)
+    return grouped
