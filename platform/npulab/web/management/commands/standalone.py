@@ -41,6 +41,7 @@ class Command(BaseCommand):
         var_dir: Path = settings.VAR_DIR
         var_dir.mkdir(parents=True, exist_ok=True)
         self._print_lock = threading.Lock()
+        logs = stack.LogRouter(var_dir / "log", self._print)
         self._stopping = threading.Event()
         for signum in (signal.SIGINT, signal.SIGTERM):
             signal.signal(signum, lambda *_: self._stopping.set())
@@ -52,14 +53,17 @@ class Command(BaseCommand):
         redis_server = None
         broker_url = os.environ.get("NPULAB_BROKER_URL", "")
         if not broker_url:
-            redis_server = stack.EmbeddedRedis(var_dir / "redis", self._echo)
+            redis_server = stack.EmbeddedRedis(var_dir / "redis", logs)
             redis_server.start()
             broker_url = redis_server.url
         env = stack.child_env({"NPULAB_BROKER_URL": broker_url})
 
-        web = stack.ManagedProcess("web", stack.web_argv(bind, port), env, self._echo)
+        access_log = logs.log_dir / "web-access.log"
+        web = stack.ManagedProcess(
+            "web", stack.web_argv(bind, port, access_log=access_log), env, logs
+        )
         control = stack.ManagedProcess(
-            "control", stack.control_argv(var_dir / "celerybeat-schedule"), env, self._echo
+            "control", stack.control_argv(var_dir / "celerybeat-schedule"), env, logs
         )
         processes = [web, control]
         if not no_host_worker:
@@ -69,7 +73,7 @@ class Command(BaseCommand):
                     "worker",
                     stack.host_worker_argv(url, token_file, broker_url, var_dir / "worker"),
                     env,
-                    self._echo,
+                    logs,
                 )
             )
         try:
@@ -77,7 +81,7 @@ class Command(BaseCommand):
             stack.wait_for_http(f"{url}/healthz", timeout=60, process=web)
             for process in processes[1:]:
                 process.start()
-            self._banner(url, login, broker_url)
+            self._banner(url, login, broker_url, logs.log_dir)
             failed = self._watch(processes)
         finally:
             # The host worker first, so it can still report to the web server.
@@ -85,8 +89,12 @@ class Command(BaseCommand):
                 process.stop()
             if redis_server is not None:
                 redis_server.stop()
+            logs.close()
         if failed:
-            raise CommandError(f"{failed.name} exited with code {failed.returncode}")
+            raise CommandError(
+                f"{failed.name} exited with code {failed.returncode}; "
+                f"its log: {_shown(logs.path(failed.name))}"
+            )
         self.stdout.write("npulab stopped.")
 
     def _watch(self, processes: list[stack.ManagedProcess]) -> stack.ManagedProcess | None:
@@ -96,9 +104,9 @@ class Command(BaseCommand):
                     return process
         return None
 
-    def _echo(self, name: str, line: str) -> None:
+    def _print(self, line: str) -> None:
         with self._print_lock:
-            sys.stdout.write(f"{name:>7} | {line}\n")
+            sys.stdout.write(line + "\n")
             sys.stdout.flush()
 
     def _ensure_admin(self) -> str:
@@ -124,7 +132,7 @@ class Command(BaseCommand):
             path.write_text(current)
         return path
 
-    def _banner(self, url: str, login: str, broker_url: str) -> None:
+    def _banner(self, url: str, login: str, broker_url: str, log_dir: Path) -> None:
         database = settings.DATABASES["default"]
         lines = [
             "",
@@ -134,9 +142,18 @@ class Command(BaseCommand):
             f"  API docs  {url}/api/docs/   (token: .venv/bin/python manage.py api_token admin)",
             f"  database  {database['ENGINE'].rsplit('.', 1)[-1]} {database['NAME']}",
             f"  broker    {broker_url.split('@')[-1]}",
+            f"  logs      {_shown(log_dir)}/   (one file a process; below: runs, warnings, errors)",
             "  stop      Ctrl-C",
             "",
         ]
         with self._print_lock:
             sys.stdout.write("\n".join(lines) + "\n")
             sys.stdout.flush()
+
+
+def _shown(path: Path) -> str:
+    """``path`` relative to the working directory when it is under it (var/log), else whole."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
