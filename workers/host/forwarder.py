@@ -109,10 +109,15 @@ class Forwarder:
     def drain(self, give_up: threading.Event | None = None) -> None:
         """Send everything, retrying through outages for as long as it takes.
 
-        Once ``give_up`` is set (the worker is shutting down) the retries
-        stop within a few seconds with PlatformUnavailable; the events stay
-        spooled on disk.
+        Called once the run's processes have exited: a last line they left
+        without its newline (a writer killed mid-line, a script writing to
+        the file by hand) will never be finished, so it is sealed and goes
+        out as the visible log line a malformed line becomes, rather than
+        being waited for for ever. Once ``give_up`` is set (the worker is
+        shutting down) the retries stop within a few seconds with
+        PlatformUnavailable; the events stay spooled on disk.
         """
+        self._seal()
         stop = give_up or threading.Event()
         delay = 0.2
         while True:
@@ -127,6 +132,21 @@ class Forwarder:
                 log.warning("run %s: platform unavailable, retrying: %s", self.run_id, exc)
                 stop.wait(delay)
                 delay = min(delay * 2, 2.0)
+
+    def _seal(self) -> None:
+        try:
+            with open(self.events_path, "rb") as handle:
+                handle.seek(0, os.SEEK_END)
+                if handle.tell() <= self.offset:
+                    return
+                handle.seek(-1, os.SEEK_END)
+                if handle.read(1) == b"\n":
+                    return
+        except FileNotFoundError:
+            return
+        log.warning("run %s: the last line of %s had no newline", self.run_id, EVENTS_FILE)
+        with open(self.events_path, "ab") as handle:
+            handle.write(b"\n")
 
     def _load_offset(self) -> int:
         try:

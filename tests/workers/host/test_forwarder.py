@@ -325,3 +325,25 @@ def test_checkpoints_in_a_batch_acknowledged_through_a_resync_are_not_lost(
 
     assert platform.stored_events(RUN) == file_events(tmp_path)
     assert fw.take_checkpoints() == [100]
+
+
+def test_drain_seals_a_last_line_left_without_its_newline_and_ends(
+    platform: FakePlatform, tmp_path: Path
+) -> None:
+    # The run's writer died mid-line (or a script wrote the file by hand).
+    write_logs(tmp_path, "complete")
+    with open(tmp_path / EVENTS_FILE, "ab") as handle:
+        handle.write(b'{"type": "log", "line": "cut')
+    fw = forwarder(platform, tmp_path)
+    done = threading.Event()
+
+    def drain() -> None:
+        fw.drain()
+        done.set()
+
+    threading.Thread(target=drain, daemon=True).start()
+    wait_until(done.is_set, "drain to end instead of spinning on the unfinished line")
+    assert not fw.pending()
+    lines = [event["line"] for event in platform.stored[RUN]]
+    assert lines[0] == "complete"
+    assert "cut" in lines[1]  # kept, as the runner's note of a line that is not JSON
