@@ -1,18 +1,102 @@
-"""Process groups a run started, recorded in its run directory so anyone can stop them.
+"""The processes of a run: who owns its directory, and how they all stop.
 
 The runner's child may start work in process groups of its own (a training
 launcher and its ranks). Whoever stops the run (the runner at its timeout,
 the host worker on cancel or at start-up) kills the groups listed here too,
 so nothing keeps running on a device the platform hands to another run.
+
+A run directory has one owner at a time: the supervisor takes an ``flock`` on
+``OWNER_LOCK_FILE`` and its child and the training processes inherit the
+descriptor, so the kernel releases the lock only when the last of them is
+gone, however they die. And they do die together: each is started with
+``die_with_parent``, so a supervisor killed with SIGKILL leaves no orphan
+writing the directory's ``events.jsonl`` and checkpoints.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import ctypes.util
+import errno
+import fcntl
 import os
 import signal
+import sys
+from typing import Callable
 
 GROUPS_FILE = "process-groups"
+OWNER_LOCK_FILE = ".owner.lock"
+# Tells the supervisor's descendants which inherited descriptor holds the lock.
+OWNER_LOCK_FD_ENV = "NPULAB_OWNER_LOCK_FD"
+# prctl(2): the signal a process gets when its parent dies (Linux).
+_PR_SET_PDEATHSIG = 1
+_LIBC = (
+    ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+    if sys.platform.startswith("linux")
+    else None
+)
+
+
+class RunDirBusy(Exception):
+    """Another live process owns the run directory."""
+
+    def __init__(self, run_dir: str, pid: str) -> None:
+        super().__init__(
+            f"run directory {run_dir} is in use by pid {pid or 'unknown'} (or a process it"
+            f" started, see {os.path.join(run_dir, 'child.pid')}); stop it or use another"
+            " --run-dir"
+        )
+        self.pid = pid
+
+
+def own_run_dir(run_dir: str) -> int:
+    """Take the run directory's owner lock for this process; the descriptor holding it.
+
+    Raises ``RunDirBusy`` naming the owner's pid when a live process holds it.
+    """
+    fd = os.open(os.path.join(run_dir, OWNER_LOCK_FILE), os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as exc:
+        if exc.errno not in (errno.EAGAIN, errno.EACCES):
+            os.close(fd)
+            raise
+        holder = os.read(fd, 64).decode("ascii", errors="replace").strip()
+        os.close(fd)
+        raise RunDirBusy(run_dir, holder) from None
+    os.ftruncate(fd, 0)
+    os.write(fd, f"{os.getpid()}\n".encode("ascii"))
+    return fd
+
+
+def owner_lock_fds() -> tuple[int, ...]:
+    """The inherited owner lock, to pass on to a process this one starts (``pass_fds``)."""
+    value = os.environ.get(OWNER_LOCK_FD_ENV, "")
+    if value.isdigit():
+        with contextlib.suppress(OSError):
+            os.fstat(int(value))
+            return (int(value),)
+    return ()
+
+
+def die_with_parent(parent: int) -> None:
+    """In a new child: SIGKILL it when its parent dies (kill -9, OOM), and exit now if the
+    parent already died before the request was made (the child was re-parented)."""
+    if _LIBC is not None:
+        _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent:
+        os._exit(1)
+
+
+def dying_with_this_process() -> Callable[[], None]:
+    """A ``preexec_fn`` for ``subprocess.Popen``: the child dies with this process.
+
+    The kernel ties the death signal to the forking thread: call Popen from a
+    thread that lives as long as the child should.
+    """
+    parent = os.getpid()
+    return lambda: die_with_parent(parent)
 
 
 def register_group(run_dir: str, pgid: int) -> None:

@@ -6,11 +6,16 @@ writes DIR/events.jsonl and exits 0 when the result is succeeded, 1 when it
 failed and 2 when the spec is invalid (the reason on stderr). The host worker
 runs exactly this command in a subprocess; a user runs it to reproduce a run.
 
+A directory has one owner at a time (``workers.processes.own_run_dir``): while
+an earlier execution, or a process it started, still lives, a new one exits 3
+with the owner's pid on stderr and leaves the directory as it is.
+
 Two processes: this supervisor, and a child (``--child``) in its own process
-group that imports torch and does the work. The supervisor turns the child's
-stdout and stderr (C++ libraries included) into log events, writes
-heartbeats, enforces ``timeout_s`` and always writes the ``result`` line: a
-segfault in an operator kills the child, never the record of what happened.
+group that imports torch and does the work, and dies with the supervisor.
+The supervisor turns the child's stdout and stderr (C++ libraries included)
+into log events, writes heartbeats, enforces ``timeout_s`` and always writes
+the ``result`` line: a segfault in an operator kills the child, never the
+record of what happened.
 """
 
 from __future__ import annotations
@@ -33,11 +38,23 @@ from workers import __version__
 from workers.backends import get_backend
 from workers.contract import exits, kinds
 from workers.contract.events import EVENTS_FILE, RUNNER, STDERR, STDOUT
-from workers.contract.exits import EXIT_FAILED, EXIT_INVALID_SPEC, EXIT_SUCCEEDED
+from workers.contract.exits import (
+    EXIT_FAILED,
+    EXIT_INVALID_SPEC,
+    EXIT_RUN_DIR_BUSY,
+    EXIT_SUCCEEDED,
+)
 from workers.contract.spec import SpecError, split_submission
 from workers.events import EventWriter
 from workers.kinds.base import Outcome, RunContext
-from workers.processes import kill_group, kill_registered
+from workers.processes import (
+    OWNER_LOCK_FD_ENV,
+    RunDirBusy,
+    dying_with_this_process,
+    kill_group,
+    kill_registered,
+    own_run_dir,
+)
 from workers.tracebacks import exception_line
 
 RESULT_FILE = "result.json"
@@ -60,6 +77,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     run_dir = os.path.abspath(args.run_dir)
     os.makedirs(run_dir, exist_ok=True)
+    lock_fd = -1
+    if not args.child:
+        try:
+            lock_fd = own_run_dir(run_dir)
+        except RunDirBusy as exc:
+            print(f"refused: {exc}", file=sys.stderr)
+            return EXIT_RUN_DIR_BUSY
     events = EventWriter(os.path.join(run_dir, EVENTS_FILE))
     try:
         try:
@@ -71,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
             return EXIT_INVALID_SPEC
         if args.child:
             return run_child(spec, run_dir, events)
-        return Supervisor(spec, args.spec, run_dir, events).run()
+        return Supervisor(spec, args.spec, run_dir, events, lock_fd).run()
     finally:
         events.close()
 
@@ -93,8 +117,16 @@ def load_spec(path: str) -> dict[str, Any]:
 class Supervisor:
     """Runs the child, relays its output, and writes the one result line."""
 
-    def __init__(self, spec: dict[str, Any], spec_path: str, run_dir: str, events: EventWriter):
+    def __init__(
+        self,
+        spec: dict[str, Any],
+        spec_path: str,
+        run_dir: str,
+        events: EventWriter,
+        lock_fd: int,
+    ):
         self.spec = spec
+        self.lock_fd = lock_fd
         self.spec_path = os.path.abspath(spec_path)
         self.run_dir = run_dir
         self.events = events
@@ -122,6 +154,9 @@ class Supervisor:
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             start_new_session=True,
+            # The directory stays owned while the child lives, even if it outlives us.
+            pass_fds=(self.lock_fd,),
+            preexec_fn=dying_with_this_process(),
         )
         with open(os.path.join(self.run_dir, CHILD_PID_FILE), "w") as handle:
             handle.write(str(self.child.pid))
@@ -145,6 +180,7 @@ class Supervisor:
         env = dict(os.environ)
         env.update(self.spec["env"])
         env["NPULAB_RUN_DIR"] = self.run_dir
+        env[OWNER_LOCK_FD_ENV] = str(self.lock_fd)
         env["PYTHONUNBUFFERED"] = "1"
         # The child runs in the run directory; make this package importable there.
         path = env.get("PYTHONPATH")

@@ -12,6 +12,8 @@ from __future__ import annotations
 EXIT_SUCCEEDED = 0
 EXIT_FAILED = 1
 EXIT_INVALID_SPEC = 2
+# Another live process owns the run directory; nothing in it was touched.
+EXIT_RUN_DIR_BUSY = 3
 
 SUCCEEDED, FAILED = "succeeded", "failed"
 RESULT_STATUSES = (SUCCEEDED, FAILED)

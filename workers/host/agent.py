@@ -18,7 +18,7 @@ from typing import Any
 from workers import __version__
 from workers.contract.devices import VISIBLE_DEVICES_ENV
 from workers.contract.events import EVENTS_FILE, RUNNER
-from workers.contract.exits import EXIT_INVALID_SPEC
+from workers.contract.exits import EXIT_INVALID_SPEC, EXIT_RUN_DIR_BUSY
 from workers.events import EventWriter
 from workers.host.checkpoints import CheckpointUploader, apply_pins, fetch_for_resume
 from workers.host.client import PlatformClient, PlatformRejected, PlatformUnavailable
@@ -239,7 +239,9 @@ class RunExecution:
             return
         if self.stop_reason:
             report["stop_reason"] = self.stop_reason
-        if exit_code == EXIT_INVALID_SPEC:
+        if exit_code in (EXIT_INVALID_SPEC, EXIT_RUN_DIR_BUSY):
+            # Refused before it wrote an event: the supervisor's own words say why
+            # (a busy directory is the host's leftover: start_failed, restartable).
             report["error"] = self._supervisor_output()
         self._finish(report)
         os.unlink(pid_file)

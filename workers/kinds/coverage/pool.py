@@ -18,8 +18,6 @@ until it is known which of its cases is to blame, then handed on.
 from __future__ import annotations
 
 import collections
-import ctypes
-import ctypes.util
 import gc
 import os
 import pickle
@@ -34,6 +32,7 @@ from typing import Any, Callable
 from workers.kinds.coverage import CRASH, ERROR, TIMEOUT
 from workers.kinds.coverage.cases import Case
 from workers.kinds.coverage.classify import death_status, timeout_status
+from workers.processes import die_with_parent
 
 _FRAME = struct.Struct("<I")
 # The runner wakes at least this often to look for hung cases.
@@ -45,20 +44,6 @@ Report = Callable[[int, int, list], None]
 # Called in a fresh child with its slot and the report function; returns what runs a case.
 Setup = Callable[[int, Report], Callable[[Case], dict]]
 Emit = Callable[[Case, dict], None]
-
-
-# prctl(2): the signal a process gets when its parent dies (Linux).
-_PR_SET_PDEATHSIG = 1
-
-
-def _die_with_parent(parent: int) -> None:
-    """A child whose runner was killed (kill -9, OOM) must not run on, orphaned, to the end of
-    its batch: ask the kernel for SIGKILL when the parent dies, and check it is not already."""
-    if sys.platform.startswith("linux"):
-        libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    if os.getppid() != parent:
-        os._exit(1)
 
 
 def _send(fd: int, message: tuple) -> None:
@@ -171,7 +156,7 @@ class Pool:
         pid = os.fork()
         if pid == 0:
             os.close(read_fd)
-            _die_with_parent(parent)
+            die_with_parent(parent)
             self._child_main(job, slot, write_fd)
         os.close(write_fd)
         os.set_blocking(read_fd, False)

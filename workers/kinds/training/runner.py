@@ -31,7 +31,12 @@ from workers.contract import exits
 from workers.contract.events import CHECKPOINT, EVENTS_FILE, METRIC, STEP
 from workers.kinds.base import Outcome, RunContext
 from workers.kinds.training import HEARTBEAT_TIMEOUT
-from workers.processes import kill_group, register_group
+from workers.processes import (
+    dying_with_this_process,
+    kill_group,
+    owner_lock_fds,
+    register_group,
+)
 from workers.tracebacks import exception_line
 from workers.track import HEARTBEAT_PREFIX, SUMMARY_FILE
 
@@ -69,6 +74,9 @@ def run(ctx: RunContext) -> Outcome:
         env=_environment(ctx),
         stderr=subprocess.PIPE,
         start_new_session=True,
+        # Its own group, to be stopped as one; it still goes when the runner does.
+        pass_fds=owner_lock_fds(),
+        preexec_fn=dying_with_this_process(),
     )
     register_group(ctx.run_dir, process.pid)
     stderr = StderrRelay(process.stderr)

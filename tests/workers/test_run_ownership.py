@@ -1,0 +1,142 @@
+"""One owner per run directory, and a run's processes die with their supervisor."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.workers.test_run_cli import FAST_SMOKE, run, start
+from workers.contract.exits import EXIT_RUN_DIR_BUSY
+from workers.processes import GROUPS_FILE, OWNER_LOCK_FILE
+
+LONG_TRAINING = {
+    "kind": "training",
+    "device_type": "cpu",
+    "entry": "builtin:cnn",
+    "max_steps": 100000,
+}
+# Writes nothing, so no broken pipe stops it when its supervisor is gone.
+QUIET_TRAINING = {"kind": "training", "device_type": "cpu", "entry": "quiet.py"}
+QUIET_SCRIPT = "import threading\n\nthreading.Event().wait()\n"
+DEADLINE_S = 120.0
+
+
+def wait_for(condition: Callable[[], object], what: str) -> object:
+    deadline = time.monotonic() + DEADLINE_S
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.1)
+    raise AssertionError(f"not within {DEADLINE_S} s: {what}")
+
+
+def alive(pid: int) -> bool:
+    """Running or stopped; a zombie nobody reaped yet has died."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def holds_owner_lock(pid: int, run_dir: Path) -> bool:
+    lock = str(run_dir / OWNER_LOCK_FILE)
+    fds = Path(f"/proc/{pid}/fd")
+    return any(os.readlink(str(fd)) == lock for fd in fds.iterdir())
+
+
+def started_training(run_dir: Path) -> tuple[int, int]:
+    """The pids of the runner's child and of the training process, once both run."""
+
+    def pids() -> tuple[int, int] | None:
+        try:
+            child = int((run_dir / "child.pid").read_text())
+            training = int((run_dir / GROUPS_FILE).read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            return None
+        return (child, training) if alive(child) and alive(training) else None
+
+    return wait_for(pids, "the child and the training process to start")  # type: ignore[return-value]
+
+
+@pytest.fixture
+def owners() -> Iterator[list[subprocess.Popen]]:
+    """Supervisors a test started; killed at its end, their children with them."""
+    started: list[subprocess.Popen] = []
+    yield started
+    for process in started:
+        if process.poll() is None:
+            process.kill()
+            process.communicate(timeout=DEADLINE_S)
+
+
+def stop_owner(owner: subprocess.Popen) -> None:
+    owner.send_signal(signal.SIGTERM)
+    owner.communicate(timeout=DEADLINE_S)
+
+
+@pytest.mark.parametrize("spec", [LONG_TRAINING, QUIET_TRAINING], ids=["cnn", "quiet"])
+def test_children_die_with_a_killed_supervisor(
+    tmp_path: Path, spec: dict, owners: list[subprocess.Popen]
+) -> None:
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "quiet.py").write_text(QUIET_SCRIPT)
+    owner = start(spec, run_dir)
+    owners.append(owner)
+    child, training = started_training(run_dir)
+    assert holds_owner_lock(child, run_dir)
+    assert holds_owner_lock(training, run_dir)
+
+    owner.kill()
+    owner.communicate(timeout=DEADLINE_S)
+
+    wait_for(lambda: not alive(child), f"the runner's child {child} to die")
+    wait_for(lambda: not alive(training), f"the training process {training} to die")
+    # The kernel released the lock with its last holder: the directory is free again.
+    code, stderr, events = run(FAST_SMOKE, run_dir)
+    assert code == 0, stderr
+    assert events[-1]["type"] == "result"
+    assert events[-1]["status"] == "succeeded"
+
+
+def test_a_second_supervisor_refuses_a_live_owner_and_touches_nothing(
+    tmp_path: Path, owners: list[subprocess.Popen]
+) -> None:
+    run_dir = tmp_path / "run"
+    owner = start(LONG_TRAINING, run_dir)
+    owners.append(owner)
+    child, training = started_training(run_dir)
+    events_file = run_dir / "events.jsonl"
+    # Freeze the owner so that its events file is still while the second one tries.
+    frozen = [owner.pid, child, training]
+    for pid in frozen:
+        os.kill(pid, signal.SIGSTOP)
+    try:
+        before = events_file.read_bytes()
+        second = start(FAST_SMOKE, run_dir)
+        _, stderr = second.communicate(timeout=DEADLINE_S)
+        assert second.returncode == EXIT_RUN_DIR_BUSY, stderr
+        assert f"in use by pid {owner.pid}" in stderr
+        after = events_file.read_bytes()
+        assert len(after) == len(before)
+        assert hashlib.sha256(after).digest() == hashlib.sha256(before).digest()
+    finally:
+        for pid in frozen:
+            os.kill(pid, signal.SIGCONT)
+    assert alive(child)
+    assert alive(training)
+
+    stop_owner(owner)
+    wait_for(lambda: not alive(training), "the training process to stop")
+    code, stderr, events = run(FAST_SMOKE, run_dir)
+    assert code == 0, stderr
+    assert events[-1]["status"] == "succeeded"
