@@ -151,6 +151,13 @@ REST_FRAMEWORK = {
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
     "PAGE_SIZE": 50,
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    # orjson: it refuses what json would take and then fail on (nesting past
+    # its depth limit, lone surrogates, 1e400).
+    "DEFAULT_PARSER_CLASSES": [
+        "npulab.core.api.FastJSONParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
     "DEFAULT_RENDERER_CLASSES": [
         "rest_framework.renderers.JSONRenderer",
         "rest_framework.renderers.BrowsableAPIRenderer",
@@ -181,6 +188,14 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_SETTINGS": {"deepLinking": True, "validatorUrl": None},
     # A user's endpoints first; the host agent's (/api/v1/agent/) last, in both UIs.
     "SORT_OPERATIONS": "npulab.web.schema.agent_endpoints_last",
+    # npulab.core.converters: ids a signed 64-bit column holds.
+    "PATH_CONVERTER_OVERRIDES": {
+        "id": {"type": "integer", "minimum": 1, "maximum": 2**63 - 1},
+        "step": {"type": "integer", "minimum": 0, "maximum": 2**63 - 1},
+        "name": {"type": "string"},
+    },
+    # The router's /runs.json ... variants: the same operations again.
+    "PREPROCESSING_HOOKS": ["drf_spectacular.hooks.preprocess_exclude_path_format"],
     "TAGS": [
         {"name": "runs", "description": "Submit runs, follow them, compare them."},
         {"name": "kinds", "description": "The run kinds and the fields of their specs."},

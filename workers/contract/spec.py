@@ -25,6 +25,44 @@ _RESERVED_ENV = re.compile(
 )
 _NO_DEFAULT = object()
 
+# Every run carries its env and args in its spec, to every page and host that
+# shows or runs it: bounded so that one spec cannot weigh megabytes.
+MAX_ENV_VARIABLES = 256
+MAX_ENV_VALUE_CHARS = 32 * 1024
+MAX_STRINGS = 4096
+MAX_STRINGS_CHARS = 64 * 1024
+MAX_STRING_CHARS = 64 * 1024
+
+
+def text_problem(value: str) -> str | None:
+    """What makes ``value`` unstorable text (NUL, a lone surrogate), or None.
+
+    PostgreSQL refuses both in text and jsonb; no command line holds them either.
+    """
+    if "\x00" in value:
+        return "must not contain NUL characters"
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return "must be valid Unicode (no lone surrogates)"
+    return None
+
+
+def host_path_problem(value: str) -> str | None:
+    """Why ``value`` is no directory a run may name: an absolute one on the host (a checkout
+    of the user's code), or one inside the run directory; never climbing with '..'."""
+    if ".." in value.replace("\\", "/").split("/"):
+        return "must not contain '..': an absolute path on the host, or one inside the run dir"
+    return None
+
+
+def _interpreter_problem(value: str) -> str | None:
+    if value and not value.startswith("/"):
+        return "must be an absolute path to a Python interpreter, or empty"
+    if ".." in value.split("/"):
+        return "must not contain '..'"
+    return None
+
 
 class SpecError(ValueError):
     """A spec failed validation; ``errors`` maps each offending field to why."""
@@ -104,6 +142,11 @@ class Field:
     def _clean_string(value: Any) -> str:
         if not isinstance(value, str):
             raise ValueError("must be a string")
+        if len(value) > MAX_STRING_CHARS:
+            raise ValueError(f"must be at most {MAX_STRING_CHARS} characters")
+        problem = text_problem(value)
+        if problem:
+            raise ValueError(problem)
         return value
 
     @staticmethod
@@ -116,6 +159,8 @@ class Field:
     def _clean_env(value: Any) -> dict[str, str]:
         if not isinstance(value, dict):
             raise ValueError("must be an object of variable name to string value")
+        if len(value) > MAX_ENV_VARIABLES:
+            raise ValueError(f"at most {MAX_ENV_VARIABLES} variables")
         for key, item in value.items():
             if not _ENV_NAME.match(key):
                 raise ValueError(f"{key!r} is not a valid environment variable name")
@@ -123,12 +168,25 @@ class Field:
                 raise ValueError(f"{key} is set by npulab (spec fields, device lease)")
             if not isinstance(item, str):
                 raise ValueError(f"value of {key} must be a string")
+            if len(item) > MAX_ENV_VALUE_CHARS:
+                raise ValueError(f"value of {key} must be at most {MAX_ENV_VALUE_CHARS} characters")
+            problem = text_problem(item)
+            if problem:
+                raise ValueError(f"value of {key} {problem}")
         return dict(value)
 
     @staticmethod
     def _clean_strings(value: Any) -> list[str]:
         if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
             raise ValueError("must be a list of strings")
+        if len(value) > MAX_STRINGS:
+            raise ValueError(f"at most {MAX_STRINGS} items")
+        if sum(len(item) for item in value) > MAX_STRINGS_CHARS:
+            raise ValueError(f"at most {MAX_STRINGS_CHARS} characters in all")
+        for item in value:
+            problem = text_problem(item)
+            if problem:
+                raise ValueError(f"{item[:40]!r}: {problem}")
         return list(value)
 
     def describe(self) -> dict[str, Any]:
@@ -188,7 +246,9 @@ def common_fields(default_timeout_s: int) -> list[Field]:
             "python",
             "string",
             default="",
-            help="Interpreter on the host that executes the run; empty: the worker's default.",
+            check=_interpreter_problem,
+            help="Absolute path of the interpreter on the host that executes the run; "
+            "empty: the worker's default.",
         ),
         Field("env", "env", default={}, help="Extra environment variables for the run."),
     ]

@@ -5,5 +5,5 @@ from npulab.accounts import views
 app_name = "accounts"
 urlpatterns = [
     path("tokens/", views.token_list, name="token_list"),
-    path("tokens/<int:pk>/revoke/", views.token_revoke, name="token_revoke"),
+    path("tokens/<id:pk>/revoke/", views.token_revoke, name="token_revoke"),
 ]

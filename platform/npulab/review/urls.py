@@ -9,5 +9,5 @@ from django.urls import path
 from npulab.review import views
 
 host_urlpatterns = [
-    path("<str:name>/upgrade-review/", views.upgrade_review, name="host_upgrade_review"),
+    path("<name:name>/upgrade-review/", views.upgrade_review, name="host_upgrade_review"),
 ]

@@ -29,7 +29,7 @@ from npulab.runs.kinds import get as get_kind
 from npulab.runs.models import DeviceLease, Run, RunAttempt, no_such_host
 from npulab.snapshots.models import Snapshot
 from workers.contract import exits, kinds
-from workers.contract.spec import SpecError, split_submission
+from workers.contract.spec import SpecError, split_submission, text_problem
 
 log = logging.getLogger(__name__)
 
@@ -160,6 +160,8 @@ def _clean_submission(submission: dict[str, Any], errors: dict[str, str]) -> dic
     name = submission.get("name", "")
     if not isinstance(name, str) or len(name) > 200:
         errors["name"] = "must be a string of at most 200 characters"
+    elif text_problem(name):
+        errors["name"] = text_problem(name)
     else:
         clean["name"] = name.strip()
     for key in ("tags", "labels"):
@@ -173,6 +175,8 @@ def _clean_submission(submission: dict[str, Any], errors: dict[str, str]) -> dic
                 f"must be a list of at most {MAX_TAGS} non-empty strings "
                 f"of at most {MAX_TAG_CHARS} characters"
             )
+        elif any(text_problem(item) for item in value):
+            errors[key] = next(filter(None, map(text_problem, value)))
         else:
             clean[key] = list(dict.fromkeys(value))
     priority = submission.get("priority", 0)

@@ -5,16 +5,16 @@ from npulab.snapshots import views
 app_name = "snapshots"
 urlpatterns = [
     path("diff/", views.snapshot_diff, name="snapshot_diff"),
-    path("<int:pk>/", views.snapshot_detail, name="snapshot_detail"),
-    path("<int:pk>/known-good/", views.snapshot_known_good, name="snapshot_known_good"),
+    path("<id:pk>/", views.snapshot_detail, name="snapshot_detail"),
+    path("<id:pk>/known-good/", views.snapshot_known_good, name="snapshot_known_good"),
 ]
 
 # Host pages: ``npulab.urls`` mounts them in the ``hosts`` namespace.
 host_urlpatterns = [
     path(
-        "<str:name>/snapshot-request/",
+        "<name:name>/snapshot-request/",
         views.host_snapshot_request,
         name="host_snapshot_request",
     ),
-    path("<str:name>/history/", views.host_history, name="host_history"),
+    path("<name:name>/history/", views.host_history, name="host_history"),
 ]

@@ -6,20 +6,36 @@ from workers.contract.entries import check_entry
 from workers.contract.events import EventType
 from workers.contract.exits import Cause
 from workers.contract.kinds import Kind
-from workers.contract.spec import Field, common_fields
+from workers.contract.spec import Field, common_fields, host_path_problem
 
 PRECISIONS = ("fp32", "fp16", "bf16")
+
+
+def _check_entry(entry: str) -> str | None:
+    # A script on the host is named by its absolute path (docs/training.md) or
+    # from the workdir, which it may not climb out of.
+    if entry.endswith(".py") and ".." in entry.replace("\\", "/").split("/"):
+        return "must not contain '..': an absolute path, or a path inside the workdir"
+    return check_entry(entry)
+
 
 FIELDS = [
     *common_fields(default_timeout_s=7 * 24 * 3600),
     Field(
         "entry",
         "string",
-        check=check_entry,
+        check=_check_entry,
         help="path/to/script.py, package.module:function, or builtin:cnn / builtin:lm.",
     ),
     Field("args", "strings", default=[], help="Arguments for the entry point."),
-    Field("workdir", "string", default="", help="Where it runs; empty: the run directory."),
+    Field(
+        "workdir",
+        "string",
+        default="",
+        check=host_path_problem,
+        help="Where it runs: an absolute directory on the host, or one inside the run "
+        "directory; empty: the run directory.",
+    ),
     Field("precision", "string", default="fp32", choices=PRECISIONS),
     Field(
         "max_steps",

@@ -6,22 +6,31 @@ from typing import Any
 
 from rest_framework import serializers
 
+from npulab.core.converters import MAX_ID
+from npulab.core.text import storable_json
 from npulab.hosts.models import DeviceType
 
 MAX_DEVICES_PER_HOST = 1024
+# A signed 64-bit column's bound: byte offsets; process exit codes are 32-bit.
+MAX_OFFSET = 2**63 - 1
+EXIT_CODES = (-(2**31), 2**31 - 1)
+# 9999-12-31T23:59:59Z, the last moment a datetime holds.
+MAX_TIMESTAMP = 253402300799.0
 
 
 # -- registration and heartbeats ------------------------------------------
 
 
 class DeviceSerializer(serializers.Serializer):
-    index = serializers.IntegerField(min_value=0)
+    index = serializers.IntegerField(min_value=0, max_value=MAX_DEVICES_PER_HOST)
     name = serializers.CharField(allow_blank=True, max_length=200)
 
     def to_internal_value(self, data: Any) -> dict[str, Any]:
         # Keep what the worker knows beyond index and name (NPU id, memory ...).
         value = super().to_internal_value(data)
+        # What PostgreSQL's jsonb refuses (NUL, lone surrogates) is made storable.
         extra = {key: item for key, item in data.items() if key not in value}
+        extra = storable_json(extra)
         return {**extra, **value}
 
 
@@ -54,7 +63,9 @@ class RegisterReplySerializer(serializers.Serializer):
 
 
 class HeartbeatSerializer(serializers.Serializer):
-    running = serializers.ListField(child=serializers.IntegerField(min_value=1), max_length=10000)
+    running = serializers.ListField(
+        child=serializers.IntegerField(min_value=1, max_value=MAX_ID), max_length=10000
+    )
 
 
 class HeartbeatReplySerializer(serializers.Serializer):
@@ -68,7 +79,7 @@ class HeartbeatReplySerializer(serializers.Serializer):
 
 
 class AttemptSerializer(serializers.Serializer):
-    attempt = serializers.IntegerField(min_value=1)
+    attempt = serializers.IntegerField(min_value=1, max_value=2**31 - 1)
 
 
 class ResumeSerializer(serializers.Serializer):
@@ -100,8 +111,12 @@ class PassThroughField(serializers.JSONField):
 
 
 class EventBatchSerializer(AttemptSerializer):
-    start = serializers.IntegerField(min_value=0, help_text="Byte offset of the first event.")
-    end = serializers.IntegerField(min_value=0, help_text="Byte offset just past the last event.")
+    start = serializers.IntegerField(
+        min_value=0, max_value=MAX_OFFSET, help_text="Byte offset of the first event."
+    )
+    end = serializers.IntegerField(
+        min_value=0, max_value=MAX_OFFSET, help_text="Byte offset just past the last event."
+    )
     # Checked as a whole, not item by item: a batch holds thousands of events.
     events = PassThroughField(help_text="The events, as in events.jsonl.")
 
@@ -130,8 +145,16 @@ class EventAckSerializer(serializers.Serializer):
 
 
 class FinishSerializer(AttemptSerializer):
-    exit_code = serializers.IntegerField(allow_null=True)
-    exited_at = serializers.FloatField(required=False, allow_null=True)
+    exit_code = serializers.IntegerField(
+        allow_null=True, min_value=EXIT_CODES[0], max_value=EXIT_CODES[1]
+    )
+    exited_at = serializers.FloatField(
+        required=False,
+        allow_null=True,
+        min_value=0,
+        max_value=MAX_TIMESTAMP,
+        help_text="Unix seconds.",
+    )
     error = serializers.CharField(required=False, allow_blank=True, max_length=10000)
     stop_reason = serializers.CharField(required=False, allow_blank=True, max_length=500)
 
@@ -142,7 +165,11 @@ class FinishSerializer(AttemptSerializer):
 class SnapshotUploadSerializer(serializers.Serializer):
     snapshot = serializers.JSONField(help_text="The output of `python -m workers.collect`.")
     run = serializers.IntegerField(
-        required=False, allow_null=True, min_value=1, help_text="The run about to execute in it."
+        required=False,
+        allow_null=True,
+        min_value=1,
+        max_value=MAX_ID,
+        help_text="The run about to execute in it.",
     )
 
 

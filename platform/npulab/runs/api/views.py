@@ -7,12 +7,11 @@ from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_sche
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import PermissionDenied, ValidationError
-from rest_framework.parsers import JSONParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from npulab.core.api import ErrorSerializer, FastJSONRenderer
+from npulab.core.api import ErrorSerializer, FastJSONParser, FastJSONRenderer
 from npulab.runs.api.schema import submission_schema
 from npulab.runs.api.serializers import (
     CheckpointSerializer,
@@ -48,7 +47,7 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
     serializer_class = RunSerializer
     filterset_class = RunFilterSet
     # A spec is JSON: a form post could not express its types.
-    parser_classes = [JSONParser]
+    parser_classes = [FastJSONParser]
 
     def get_serializer_class(self) -> type[RunSerializer]:
         return RunDetailSerializer if self.action == "retrieve" else RunSerializer
