@@ -9,7 +9,6 @@ from django.shortcuts import get_object_or_404, render
 
 from npulab.coverage import compare as cell_compare
 from npulab.coverage.matrix import cell, matrix, progress
-from npulab.coverage.models import OpResult
 from npulab.runs.models import Run
 from workers.kinds.coverage import FORWARD, PASSES, STATUSES
 from workers.kinds.coverage import KIND as COVERAGE_KIND
@@ -90,7 +89,5 @@ def compare_page(request: HttpRequest, pk: int) -> HttpResponse:
         ]
         if comparison
         else [],
-        "max_listed": MAX_LISTED,
-        "has_results": OpResult.objects.filter(run=run).exists(),
     }
     return render(request, "coverage/compare.html", context)
