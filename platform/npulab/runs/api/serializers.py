@@ -102,8 +102,8 @@ class RunSerializer(serializers.ModelSerializer):
 
     @extend_schema_field(ProgressSerializer(allow_null=True))
     def get_progress(self, run: Run) -> dict[str, Any] | None:
-        found = progress(run)
-        return ProgressSerializer(found).data if found is not None else None
+        """In a list, only an active run's: it costs queries per run (the detail has it always)."""
+        return _progress(run) if run.is_active else None
 
     def get_web_url(self, run: Run) -> str:
         request = self.context.get("request")
@@ -180,6 +180,10 @@ class RunDetailSerializer(RunSerializer):
         fields = [*RunSerializer.Meta.fields, "steps", "attempts", "checkpoints"]
         read_only_fields = fields
 
+    @extend_schema_field(ProgressSerializer(allow_null=True))
+    def get_progress(self, run: Run) -> dict[str, Any] | None:
+        return _progress(run)
+
     @extend_schema_field(RunAttemptSerializer(many=True))
     def get_attempts(self, run: Run) -> list[dict[str, Any]]:
         return RunAttemptSerializer(run.attempts.select_related("host"), many=True).data
@@ -190,3 +194,8 @@ class RunDetailSerializer(RunSerializer):
 
     def get_steps(self, run: Run) -> list[dict[str, Any]]:
         return [dict(event.data, attempt=event.attempt, time=event.time) for event in steps(run)]
+
+
+def _progress(run: Run) -> dict[str, Any] | None:
+    found = progress(run)
+    return ProgressSerializer(found).data if found is not None else None
