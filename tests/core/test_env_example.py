@@ -18,6 +18,8 @@ SET_FOR_RUNS = {
     "NPULAB_KEEP_CHECKPOINTS",
     "NPULAB_CHECKPOINT_EVERY_STEPS",
     "NPULAB_CHECKPOINT_EVERY_MINUTES",
+    # The run directory's owner lock, handed from the supervisor to its child.
+    "NPULAB_OWNER_LOCK_FD",
 }
 
 
