@@ -88,6 +88,8 @@ _kinds: dict[str, Kind] = {}
 # Merged once per registration: ingestion and every serialized run ask for them.
 _causes: dict[str, Cause] = dict(CORE_CAUSES)
 _event_types: dict[str, EventType] = dict(CORE_EVENT_TYPES)
+# A kind's own event types, by the kind that declares them (core types are anyone's).
+_event_type_owners: dict[str, str] = {}
 _loaded = False
 _lock = threading.RLock()
 
@@ -109,6 +111,7 @@ def register(kind: Kind) -> Kind:
         _kinds[kind.name] = kind
         _causes.update(kind.causes)
         _event_types.update(kind.event_types)
+        _event_type_owners.update(dict.fromkeys(kind.event_types, kind.name))
     return kind
 
 
@@ -167,6 +170,12 @@ def event_types() -> dict[str, EventType]:
     """Every event type: the core ones and those the kinds add (do not change it)."""
     load()
     return _event_types
+
+
+def event_type_owners() -> dict[str, str]:
+    """Each kind-declared event type and the kind it belongs to (do not change it)."""
+    load()
+    return _event_type_owners
 
 
 def validate(doc: Any) -> dict[str, Any]:

@@ -6,7 +6,7 @@ import fnmatch
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from django.db.models import Count
+from django.db.models import Count, Q
 from django.utils import timezone
 
 from npulab.coverage.models import CoveragePlan, OpResult
@@ -109,6 +109,18 @@ def dtype_order(dtypes: set[str]) -> list[str]:
     return known + sorted(dtypes - set(known))
 
 
+def dtype_rates(run: Run, phase: str = FORWARD) -> list[DtypeRate]:
+    """Each dtype's pass rate over every result of one pass, in the matrix's column order."""
+    counts = (
+        OpResult.objects.filter(run=run, phase=phase)
+        .values_list("dtype")
+        .annotate(tested=Count("id"), passed=Count("id", filter=Q(status=PASS)))
+        .values_list("dtype", "passed", "tested")
+    )
+    by_dtype = {dtype: (passed, tested) for dtype, passed, tested in counts}
+    return [DtypeRate(dtype, *by_dtype[dtype]) for dtype in dtype_order(set(by_dtype))]
+
+
 def matrix(
     run: Run, phase: str = FORWARD, status: str = "", query: str = "", family: str = ""
 ) -> Matrix:
@@ -127,15 +139,11 @@ def matrix(
     dtypes = dtype_order({cell[3] for cell in cells})
     column = {dtype: index for index, dtype in enumerate(dtypes)}
     by_op: dict[tuple[str, str], MatrixRow] = {}
-    passed: dict[str, int] = dict.fromkeys(dtypes, 0)
-    tested: dict[str, int] = dict.fromkeys(dtypes, 0)
     for op, variant, op_family, dtype, cell_status in cells:
         row = by_op.get((op, variant))
         if row is None:
             row = by_op[op, variant] = MatrixRow(op, variant, op_family, [None] * len(dtypes))
         row.cells[column[dtype]] = cell_status
-        tested[dtype] += 1
-        passed[dtype] += cell_status == PASS
     rows = list(by_op.values())
     families = sorted({row.family for row in rows})
     if family:
@@ -144,8 +152,7 @@ def matrix(
         rows = [row for row in rows if _matches(row.label, query)]
     if status:
         rows = [row for row in rows if status in row.cells]
-    rates = [DtypeRate(dtype, passed[dtype], tested[dtype]) for dtype in dtypes]
-    return Matrix(phase, dtypes, rows, rates, families, len(by_op), phases)
+    return Matrix(phase, dtypes, rows, dtype_rates(run, phase), families, len(by_op), phases)
 
 
 def _matches(label: str, query: str) -> bool:

@@ -97,7 +97,7 @@ def store_events(run: Run, events: list[Any], now: datetime) -> dict[str, Any] |
     """
     secrets = _secret_values(run)
     declared = contract_kinds.event_types()
-    owners = _owners()
+    owners = contract_kinds.event_type_owners()
     batch = Batch(run, now)
     rows: list[RunEvent] = []
     result = None
@@ -141,11 +141,6 @@ def store_events(run: Run, events: list[Any], now: datetime) -> dict[str, Any] |
     RunEvent.objects.bulk_create(rows, batch_size=1000)
     batch.finish()
     return result
-
-
-def _owners() -> dict[str, str]:
-    """Each kind's own event types, by the kind that declares them (core types are anyone's)."""
-    return {name: kind.name for kind in contract_kinds.all_kinds() for name in kind.event_types}
 
 
 def _metric(raw: dict[str, Any], stamp: float) -> tuple[str, Point | None]:

@@ -24,7 +24,7 @@ from npulab.coverage.api.serializers import (
     OpResultSerializer,
 )
 from npulab.coverage.junit import junit_xml
-from npulab.coverage.matrix import matrix, progress
+from npulab.coverage.matrix import dtype_rates, progress
 from npulab.coverage.models import CoveragePlan, OpResult
 from npulab.runs.api.serializers import RunSerializer
 from npulab.runs.models import Run
@@ -81,7 +81,7 @@ class CoverageSummaryView(APIView):
         run = _coverage_run(run_id)
         state = progress(run)
         plan = CoveragePlan.objects.filter(run=run).first()
-        rates = matrix(run).rates
+        rates = dtype_rates(run)
         return Response(
             {
                 "run": run.pk,
