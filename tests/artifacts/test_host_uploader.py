@@ -163,11 +163,48 @@ def test_the_checkpoint_uploader_sends_checkpoints_in_chunks_over_http(
     stored = Checkpoint.objects.get(run=run, step=99)
     assert stored.status == Checkpoint.Status.STORED
     assert local_store.keys() == [f"runs/{run.pk}/checkpoints/99/state.pt"]
-    assert os.listdir(directory) == [checkpoints.step_dir_name(99)]
+    # Uploaded: marked settled, so the host's retention may prune it now.
+    assert sorted(os.listdir(directory)) == [
+        f".settled-{checkpoints.step_dir_name(99)}",
+        checkpoints.step_dir_name(99),
+    ]
+    assert checkpoints.settled(directory, 99)
     destination = str(tmp_path / "fetched.pt")
     client.download_checkpoint(run.pk, 99, destination)
     with open(destination, "rb") as handle:
         assert handle.read() == payload
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_sweep_sends_the_checkpoints_whose_events_the_uploader_never_saw(
+    local_store, live_server, owner, cpu_host, tmp_path
+) -> None:
+    run = started(owner, cpu_host)
+    directory = str(tmp_path / "checkpoints")
+    payloads = {step: os.urandom(2000) for step in (10, 20, 30)}
+    for step, payload in payloads.items():
+        write_checkpoint(directory, step, payload)
+    # The platform stored 10 and 20's events (the forwarder jumped past them on a 409
+    # resync, so nobody queued their uploads); 30's event never reached it (lost with an
+    # earlier worker's spool), so the platform refuses it: it knows no such checkpoint.
+    for step in (10, 20):
+        record_checkpoint(run, {"step": step, "bytes": 2000, "sha256": sha(payloads[step])})
+    checkpoints.settle(directory, 10)  # and 10 went up already
+    client = PlatformClient(live_server.url, do_issue_host_token(cpu_host))
+    client._headers["Connection"] = "close"
+    uploader = CheckpointUploader(client, run.pk, directory, chunk_bytes=3000)
+
+    assert uploader.sweep() == [20, 30]
+    assert uploader.drain(threading.Event())
+
+    assert list(run.checkpoints.order_by("step").values_list("step", "status")) == [
+        (10, "on_host"),
+        (20, "stored"),
+    ]
+    assert local_store.keys() == [f"runs/{run.pk}/checkpoints/20/state.pt"]
+    # Refused for good, 30 is settled too: the host's retention may prune it.
+    assert all(checkpoints.settled(directory, step) for step in (10, 20, 30))
+    assert uploader.sweep() == []
 
 
 @pytest.mark.django_db

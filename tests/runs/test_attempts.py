@@ -131,7 +131,11 @@ def test_a_host_that_failed_a_run_twice_never_gets_it_again(owner, cpu_host) -> 
     run = crash_twice_on(cpu_host, started(owner, cpu_host, max_restarts=5))
     place_queued_runs()
     run.refresh_from_db()
-    assert (run.status, run.failed_hosts) == ("queued", {"cpu-01": 2})
+    assert (run.status, run.failed_hosts, run.host_faults) == (
+        "queued",
+        {"cpu-01": 2},
+        {"cpu-01": 2},
+    )
     assert run.queue_reason == (
         "no online cpu host (cpu-01 failed this run 2 times, cpu-02 is offline)"
     )
@@ -142,6 +146,26 @@ def test_a_run_no_host_may_take_again_fails_instead_of_waiting(owner, cpu_host) 
     assert (run.status, run.exit_cause, run.restarts) == ("failed", "process_exit", 1)
     assert run.exit_reason.endswith("; not restarted: every host that fits failed this run 2 times")
     assert run.failed_hosts == {"cpu-01": 2}
+
+
+def test_a_single_host_whose_worker_is_lost_keeps_every_restart(owner, cpu_host, settings) -> None:
+    # The worker killed (or the platform out of reach) three times: the host did nothing
+    # wrong, so the only host there is keeps the run, restart after restart.
+    run = started(owner, cpu_host, max_restarts=3)
+    silent = timedelta(seconds=settings.NPULAB["RUN_HEARTBEAT_TIMEOUT_S"] + 1)
+    for attempt in (1, 2, 3):
+        # The run's events stopped long ago; the host itself still heartbeats.
+        Run.objects.filter(pk=run.pk).update(last_heartbeat=timezone.now() - silent)
+        sweep_runs()
+        run.refresh_from_db()
+        assert (run.status, run.attempt) == ("queued", attempt + 1)
+        assert (run.failed_hosts, run.host_faults) == ({"cpu-01": attempt}, {})
+        place_queued_runs()
+        run.refresh_from_db()
+        assert run.host == cpu_host, run.queue_reason
+        run = do_claim_run(cpu_host, run.pk, run.attempt)
+    assert (run.status, run.restarts) == ("running", 3)
+    assert set(run.attempts.values_list("exit_cause", flat=True)) == {"worker_lost", ""}
 
 
 def test_the_last_failure_counts_against_its_host_too(owner, cpu_host) -> None:

@@ -115,3 +115,23 @@ def test_moving_the_store_back_to_runs_keeps_the_points_and_the_content_types(re
     assert again.get_model("series", "Metric").objects.get().value == 0.25
     moved = ContentType.objects.filter(app_label="series")
     assert dict(moved.values_list("model", "pk")) == ids
+
+
+@pytest.mark.django_db(transaction=True)
+def test_runs_queued_across_the_upgrade_keep_avoiding_the_hosts_they_avoided(restored) -> None:
+    old = migrate(("runs", "0010_attempt_current_step"))
+    user = old.get_model("auth", "User").objects.create(username="migrator")
+    runs = old.get_model("runs", "Run").objects
+    avoiding = runs.create(
+        kind="training",
+        spec={},
+        device_type="cpu",
+        submitted_by_id=user.pk,
+        failed_hosts={"npu-01": 2},
+    )
+    fresh = runs.create(kind="training", spec={}, device_type="cpu", submitted_by_id=user.pk)
+
+    new = migrate(("runs", "0011_run_host_faults"))
+
+    faults = dict(new.get_model("runs", "Run").objects.values_list("pk", "host_faults"))
+    assert faults == {avoiding.pk: {"npu-01": 2}, fresh.pk: {}}

@@ -139,6 +139,28 @@ def test_retention_keeps_the_newest_and_the_pinned(tmp_path: Path) -> None:
     assert checkpoints.complete(directory) == [1, 4, 5]
 
 
+def test_under_a_host_worker_nothing_is_pruned_before_its_upload(
+    tmp_path: Path, monkeypatch
+) -> None:
+    # The platform is out of reach: the host worker has settled (uploaded) only step 1.
+    monkeypatch.setenv(checkpoints.UPLOADS_ENV, "42")
+    directory = str(tmp_path)
+    for step in (1, 2, 3, 4):
+        checkpoints.save(directory, step, {}, torch, keep=2)
+        if step == 1:
+            checkpoints.settle(directory, 1)
+    assert checkpoints.complete(directory) == [2, 3, 4]
+    # Back online, the uploader settles them; the next save prunes to ``keep`` again.
+    for step in (2, 3, 4):
+        checkpoints.settle(directory, step)
+    checkpoints.save(directory, 5, {}, torch, keep=2)
+    assert checkpoints.complete(directory) == [4, 5]
+    # A pruned step's mark goes with it; a step saved anew must be uploaded anew.
+    assert not checkpoints.settled(directory, 2)
+    checkpoints.save(directory, 4, {"again": 1}, torch, keep=2)
+    assert not checkpoints.settled(directory, 4)
+
+
 def test_log_writes_metrics_and_heartbeats(tmp_path: Path) -> None:
     run = make_run(tmp_path)
     run.log(0, loss=2.5, lr=0.1)

@@ -38,16 +38,26 @@ class Cause:
 
     ``infrastructure``: the machine or the platform failed, not the job, so
     CI may retry it. ``restartable``: a run with restarts left goes on as a
-    new attempt after it.
+    new attempt after it. ``blames_host``: the host itself may be why (a
+    process that died there, a start that failed there), so a run that ends
+    this way too often on one host is not placed there again; a worker that
+    was killed or lost the platform says nothing about the host, and a
+    single-host setup keeps all its restarts.
     """
 
     def __init__(
-        self, name: str, label: str, infrastructure: bool = False, restartable: bool = False
+        self,
+        name: str,
+        label: str,
+        infrastructure: bool = False,
+        restartable: bool = False,
+        blames_host: bool = False,
     ) -> None:
         self.name = name
         self.label = label
         self.infrastructure = infrastructure
         self.restartable = restartable
+        self.blames_host = blames_host
 
     def __repr__(self) -> str:
         return f"Cause({self.name!r})"
@@ -58,13 +68,21 @@ CORE_CAUSES = {
     for cause in (
         Cause(NONE, "—"),
         Cause(COMPLETED, "Completed"),
-        Cause(PROCESS_EXIT, "Process exited", restartable=True),
+        Cause(PROCESS_EXIT, "Process exited", restartable=True, blames_host=True),
         Cause(TIMEOUT, "Timed out"),
         Cause(CANCELLED, "Cancelled"),
         Cause(WORKER_LOST, "Worker lost", infrastructure=True, restartable=True),
-        Cause(TERMINATED, "Terminated on the host", infrastructure=True, restartable=True),
+        Cause(
+            TERMINATED,
+            "Terminated on the host",
+            infrastructure=True,
+            restartable=True,
+            blames_host=True,
+        ),
         Cause(SPEC_INVALID, "Spec refused by the host"),
-        Cause(START_FAILED, "Could not start", infrastructure=True, restartable=True),
+        Cause(
+            START_FAILED, "Could not start", infrastructure=True, restartable=True, blames_host=True
+        ),
         Cause(JOB_ERROR, "Job error"),
     )
 }

@@ -45,6 +45,22 @@ class CheckpointUploader:
         self._idle.clear()
         self._queue.put(step)
 
+    def sweep(self) -> list[int]:
+        """Queue every checkpoint here not yet uploaded; returns their steps.
+
+        Called once the attempt's events are all stored, so the platform knows each of
+        them: this catches the ones whose events the forwarder skipped (a resync past a
+        lost reply) and those an earlier worker process left unsent.
+        """
+        steps = [
+            step
+            for step in checkpoints.complete(self.directory)
+            if not checkpoints.settled(self.directory, step)
+        ]
+        for step in steps:
+            self.add(step)
+        return steps
+
     def drain(self, give_up: threading.Event) -> bool:
         """Wait until every queued checkpoint is uploaded; False if ``give_up`` came first."""
         while not self._idle.wait(0.5):
@@ -76,11 +92,19 @@ class CheckpointUploader:
             chunk_bytes=self.chunk_bytes,
             give_up=self._give_up,
         )
+        if checkpoints.settled(self.directory, step):
+            return  # queued twice (its event, then a sweep): sent already
         try:
             upload.run()
             log.info("run %s: checkpoint %s stored on the platform", self.run_id, step)
-        except (UploadRefused, OSError) as exc:
-            # OSError: the host's retention deleted it meanwhile; nothing left to send.
+            checkpoints.settle(self.directory, step)
+        except UploadRefused as exc:
+            # Refused for good (too large, damaged): holding it back from retention would
+            # only fill the disk.
+            log.warning("run %s: checkpoint %s not stored: %s", self.run_id, step, exc)
+            checkpoints.settle(self.directory, step)
+        except OSError as exc:
+            # Deleted meanwhile (by hand: retention holds what is not uploaded).
             log.warning("run %s: checkpoint %s not stored: %s", self.run_id, step, exc)
         except UploadStopped:
             log.info("run %s: checkpoint %s upload stopped; it resumes later", self.run_id, step)
@@ -142,6 +166,8 @@ def fetch_for_resume(
         shutil.rmtree(final, ignore_errors=True)
         os.rename(temporary, final)
         checkpoints.verify(directory, step)
+        # It came from the platform: nothing to upload.
+        checkpoints.settle(directory, step)
     except (PlatformUnavailable, PlatformRejected, OSError, ValueError) as exc:
         shutil.rmtree(temporary, ignore_errors=True)
         return f"could not fetch the checkpoint of step {step}: {exc}"

@@ -18,13 +18,18 @@ import shutil
 import threading
 import time
 from concurrent.futures import Executor, ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import Any, Callable, Iterator
 
 FORMAT = 1
 STATE_FILE = "state.pt"
 MANIFEST_FILE = "manifest.json"
 PINS_FILE = "pinned.json"
+# Beside a step directory once the host worker is done with it (uploaded, or refused for
+# good): until then retention keeps it, so nothing is pruned before its upload.
+SETTLED_MARK = ".settled-{name}"
+# Set by the host worker for every run it executes: it uploads the run's checkpoints.
+UPLOADS_ENV = "NPULAB_RUN_ID"
 _STEP_DIR = re.compile(r"^step-(\d{12})$")
 _TEMPORARY = re.compile(r"^\.step-\d{12}\.tmp-(\d+)$")
 _CHUNK = 1 << 20
@@ -122,11 +127,13 @@ def save(directory: str, step: int, state: dict[str, Any], torch: Any, keep: int
     _write_json(os.path.join(temporary, MANIFEST_FILE), manifest)
     _fsync_dir(temporary)
     if os.path.exists(final):
-        # The same step again (a resumed attempt reached it anew): replace it.
+        # The same step again (a resumed attempt reached it anew): replace it, and upload
+        # the new one too.
         shutil.rmtree(final)
+        _unsettle(directory, step)
     os.rename(temporary, final)
     _fsync_dir(directory)
-    prune(directory, keep)
+    prune(directory, keep, hold_unsettled=bool(os.environ.get(UPLOADS_ENV)))
     return CheckpointInfo(step, final, writer.size, writer.digest.hexdigest())
 
 
@@ -221,13 +228,40 @@ def set_pinned(directory: str, steps: set[int]) -> None:
     _write_json(os.path.join(directory, PINS_FILE), sorted(steps))
 
 
-def prune(directory: str, keep: int) -> list[int]:
-    """Delete all but the newest ``keep`` checkpoints and the pinned ones; returns the deleted."""
+def _settled_path(directory: str, step: int) -> str:
+    return os.path.join(directory, SETTLED_MARK.format(name=step_dir_name(step)))
+
+
+def settle(directory: str, step: int) -> None:
+    """The host worker is done with this checkpoint: retention may prune it now."""
+    with open(_settled_path(directory, step), "w"):
+        pass
+
+
+def settled(directory: str, step: int) -> bool:
+    return os.path.exists(_settled_path(directory, step))
+
+
+def _unsettle(directory: str, step: int) -> None:
+    with suppress(FileNotFoundError):
+        os.unlink(_settled_path(directory, step))
+
+
+def prune(directory: str, keep: int, hold_unsettled: bool = False) -> list[int]:
+    """Delete all but the newest ``keep`` checkpoints and the pinned ones; returns the deleted.
+
+    ``hold_unsettled``: a host worker uploads this run's checkpoints, so none goes before
+    it is done with it. While the platform is out of reach the directory grows by one
+    checkpoint per save instead; what is uploaded is pruned at the next save after.
+    """
     steps = complete(directory)
     protected = set(steps[-keep:]) | pinned(directory)
+    if hold_unsettled:
+        protected |= {step for step in steps if not settled(directory, step)}
     deleted = [step for step in steps if step not in protected]
     for step in deleted:
         shutil.rmtree(os.path.join(directory, step_dir_name(step)), ignore_errors=True)
+        _unsettle(directory, step)
     for name in os.listdir(directory):
         match = _TEMPORARY.match(name)
         # A temporary directory whose writer is gone is a write cut short.

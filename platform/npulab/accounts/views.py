@@ -71,7 +71,7 @@ def token_revoke(request: HttpRequest, pk: int) -> HttpResponse:
     token = get_object_or_404(ApiToken, pk=pk, user=request.user)
     if request.method == "GET":
         return render(request, "accounts/token_revoke.html", {"token": token})
-    do_revoke_api_token(token)
+    do_revoke_api_token(token, by=request.user)
     if request.htmx:
         context = {
             "form": TokenCreateForm(),

@@ -28,6 +28,7 @@ CONFLICT = "conflict"
 IDEMPOTENCY_CONFLICT = "idempotency_conflict"
 OFFSET_MISMATCH = "offset_mismatch"
 UPLOAD_FINISHED = "upload_finished"
+CHECKPOINT_DAMAGED = "checkpoint_damaged"
 PAYLOAD_TOO_LARGE = "payload_too_large"
 UNPROCESSABLE = "unprocessable"
 THROTTLED = "throttled"
@@ -48,6 +49,10 @@ ERROR_CODES: dict[str, tuple[int, str]] = {
     CONFLICT: (409, "the request does not fit the object's state (e.g. cancel an ended run)"),
     IDEMPOTENCY_CONFLICT: (409, "the Idempotency-Key was used before with another body"),
     OFFSET_MISMATCH: (409, "an upload chunk does not start where the upload is"),
+    CHECKPOINT_DAMAGED: (
+        409,
+        "the stored checkpoint no longer matches its SHA-256; it is marked damaged",
+    ),
     UPLOAD_FINISHED: (409, "the upload is already stored or damaged"),
     PAYLOAD_TOO_LARGE: (413, "the body or the declared file is over the size limit"),
     UNSUPPORTED_MEDIA_TYPE: (415, "the body's Content-Type is not one the URL takes"),

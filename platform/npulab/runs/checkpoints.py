@@ -24,8 +24,10 @@ from npulab.artifacts.services import (
     do_create_upload,
     do_damage_upload,
     do_pin_artifact,
+    do_verify_stored,
     open_artifact,
 )
+from npulab.core.errors import CHECKPOINT_DAMAGED, Conflict
 from npulab.runs.models import Checkpoint, Run
 
 STATE_FILE = "state.pt"
@@ -126,9 +128,42 @@ def store_upload(checkpoint: Checkpoint, chunks: Iterable[bytes]) -> Checkpoint:
     return attached if attached is not None else checkpoint
 
 
+def verify_stored(checkpoint: Checkpoint) -> bool:
+    """Whether a stored checkpoint's file is still the one uploaded; a bad one becomes damaged."""
+    artifact = checkpoint.artifact
+    if artifact is not None and do_verify_stored(artifact):
+        return True
+    checkpoint.status = Checkpoint.Status.DAMAGED
+    checkpoint.status_reason = (
+        f"on the platform: {artifact.status_reason}" if artifact else "no stored file"
+    )[:500]
+    checkpoint.save(update_fields=["status", "status_reason", "updated"])
+    return False
+
+
+def _keep_a_verified_one(run: Run, keep: int) -> None:
+    """Before retention deletes anything, one checkpoint it keeps must verify.
+
+    The newest are kept; if the newest is silently corrupt, deleting the older
+    ones would leave nothing to resume from. Kept ones that fail are marked
+    damaged (and so leave the ranking) until one verifies or none is left.
+    """
+    while True:
+        stored = list(
+            Checkpoint.objects.filter(run=run, status=Checkpoint.Status.STORED)
+            .select_related("artifact")
+            .order_by("-step")
+        )
+        if len(stored) <= keep:
+            return
+        if any(verify_stored(checkpoint) for checkpoint in stored[:keep]):
+            return
+
+
 def apply_retention(run: Run) -> list[int]:
     """Keep what the artifact store's retention policy keeps; the rest is ``deleted``."""
     keep = int(run.spec.get("keep_checkpoints", 3))
+    _keep_a_verified_one(run, keep)
     with transaction.atomic():
         dropped = do_apply_retention(run.pk, keep)
         Checkpoint.objects.filter(
@@ -138,9 +173,13 @@ def apply_retention(run: Run) -> list[int]:
 
 
 def open_stored(checkpoint: Checkpoint) -> File:
-    """A stored checkpoint's file, from the artifact store."""
-    if checkpoint.artifact is None:
-        raise Checkpoint.DoesNotExist(f"checkpoint {checkpoint} has no stored file")
+    """A stored checkpoint's file, read once to check it first: a bad copy is never served."""
+    if not verify_stored(checkpoint):
+        raise Conflict(
+            f"the checkpoint of step {checkpoint.step} is damaged: {checkpoint.status_reason}",
+            code=CHECKPOINT_DAMAGED,
+        )
+    assert checkpoint.artifact is not None  # verified
     return open_artifact(checkpoint.artifact)
 
 
@@ -161,6 +200,17 @@ def pinned_steps(run: Run) -> list[int]:
 
 
 def resume_point(run: Run) -> Checkpoint | None:
-    """The newest stored checkpoint: where a new attempt on any host resumes."""
-    stored = Checkpoint.objects.filter(run=run, status=Checkpoint.Status.STORED)
-    return stored.order_by("-step").first()
+    """The newest stored checkpoint that verifies: where a new attempt on any host resumes.
+
+    Newer ones that fail are marked damaged on the way, so the host is never sent a file
+    it would reject (and then start over from nothing).
+    """
+    stored = (
+        Checkpoint.objects.filter(run=run, status=Checkpoint.Status.STORED)
+        .select_related("artifact")
+        .order_by("-step")
+    )
+    for checkpoint in stored:
+        if verify_stored(checkpoint):
+            return checkpoint
+    return None

@@ -10,10 +10,16 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from npulab.audit import actions
+from npulab.audit.services import record
 from npulab.hosts.models import Host
 from npulab.snapshots.content import content_hash, python_executable, split, summarize, validate
 from npulab.snapshots.diff import change_line, diff
 from npulab.snapshots.models import HostVersion, Snapshot
+
+# How snapshots and hosts are named as the targets of audit entries.
+AUDIT_SNAPSHOT = "snapshot"
+AUDIT_HOST = "host"
 
 
 @dataclass
@@ -90,22 +96,47 @@ def _snapshot_for(host: Host, stable: dict[str, Any], now: datetime) -> Snapshot
     return snapshot
 
 
+@transaction.atomic
 def do_mark_known_good(snapshot: Snapshot, user: AbstractBaseUser, note: str) -> Snapshot:
     snapshot.known_good_by = user
     snapshot.known_good_at = timezone.now()
     snapshot.known_good_note = note.strip()
     snapshot.save(update_fields=["known_good_by", "known_good_at", "known_good_note"])
+    record(
+        actions.SNAPSHOT_MARK_KNOWN_GOOD,
+        target_type=AUDIT_SNAPSHOT,
+        target_id=snapshot.pk,
+        target_label=snapshot.content_hash[:12],
+        user=user,
+        note=snapshot.known_good_note,
+    )
     return snapshot
 
 
-def do_unmark_known_good(snapshot: Snapshot) -> Snapshot:
+@transaction.atomic
+def do_unmark_known_good(snapshot: Snapshot, by: AbstractBaseUser | None = None) -> Snapshot:
     snapshot.known_good_by = None
     snapshot.known_good_at = None
     snapshot.known_good_note = ""
     snapshot.save(update_fields=["known_good_by", "known_good_at", "known_good_note"])
+    record(
+        actions.SNAPSHOT_UNMARK_KNOWN_GOOD,
+        target_type=AUDIT_SNAPSHOT,
+        target_id=snapshot.pk,
+        target_label=snapshot.content_hash[:12],
+        user=by,
+    )
     return snapshot
 
 
-def do_request_snapshot(host: Host) -> None:
+@transaction.atomic
+def do_request_snapshot(host: Host, by: AbstractBaseUser | None = None) -> None:
     """The host's worker collects and sends a snapshot after its next heartbeat."""
     Host.objects.filter(pk=host.pk).update(snapshot_requested=True)
+    record(
+        actions.HOST_REQUEST_SNAPSHOT,
+        target_type=AUDIT_HOST,
+        target_id=host.pk,
+        target_label=host.name,
+        user=by,
+    )

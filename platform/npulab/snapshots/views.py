@@ -50,7 +50,7 @@ def snapshot_diff(request: HttpRequest) -> HttpResponse:
 def snapshot_known_good(request: HttpRequest, pk: int) -> HttpResponse:
     snapshot = get_object_or_404(Snapshot, pk=pk)
     if request.POST.get("action") == "unmark":
-        do_unmark_known_good(snapshot)
+        do_unmark_known_good(snapshot, by=request.user)
         messages.info(request, f"Snapshot {snapshot.short_hash} is no longer marked known good.")
         return redirect(snapshot)
     form = KnownGoodForm(request.POST)
@@ -73,7 +73,7 @@ def host_snapshot_request(request: HttpRequest, name: str) -> HttpResponse:
         if host.snapshot_requested:
             return render(request, "snapshots/partials/snapshot_request.html", {"host": host})
         return HttpResponseClientRefresh()
-    do_request_snapshot(host)
+    do_request_snapshot(host, by=request.user)
     messages.info(request, f"{host.name} sends a fresh snapshot after its next heartbeat.")
     return redirect(host)
 

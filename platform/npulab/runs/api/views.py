@@ -181,9 +181,18 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
 
 
 class CheckpointFileDownloadView(APIView):
-    @extend_schema(responses={(200, "application/octet-stream"): str})
+    @extend_schema(
+        responses={
+            (200, "application/octet-stream"): str,
+            404: ErrorSerializer,
+            409: ErrorSerializer,
+        }
+    )
     def get(self, request: Request, run_id: int, step: int) -> FileResponse:
-        """A stored checkpoint's state.pt (load it with torch.load(..., weights_only=False))."""
+        """A stored checkpoint's state.pt (load it with torch.load(..., weights_only=False)).
+
+        The file is checked against its SHA-256 first: one that no longer matches is marked
+        damaged and answered 409 `checkpoint_damaged`, never served."""
         checkpoint = get_object_or_404(
             Checkpoint, run_id=run_id, step=step, status=Checkpoint.Status.STORED
         )

@@ -51,7 +51,7 @@ class SnapshotViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets
         """POST marks the snapshot known good (with a note); DELETE takes the mark back."""
         snapshot = self.get_object()
         if request.method == "DELETE":
-            do_unmark_known_good(snapshot)
+            do_unmark_known_good(snapshot, by=request.user)
         else:
             serializer = KnownGoodSerializer(data=request.data)
             serializer.is_valid(raise_exception=True)
@@ -108,5 +108,5 @@ class HostSnapshotRequestView(APIView):
     @extend_schema(request=None, responses={202: dict})
     def post(self, request: Request, name: str) -> Response:
         """Ask the host's worker for a fresh snapshot (sent after its next heartbeat)."""
-        do_request_snapshot(get_object_or_404(Host, name=name))
+        do_request_snapshot(get_object_or_404(Host, name=name), by=request.user)
         return Response({"requested": True}, status=status.HTTP_202_ACCEPTED)

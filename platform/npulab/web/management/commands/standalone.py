@@ -7,6 +7,7 @@ import secrets
 import signal
 import sys
 import threading
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -76,13 +77,21 @@ class Command(BaseCommand):
                     logs,
                 )
             )
+        gave_up: stack.GaveUp | None = None
         try:
             web.start()
             stack.wait_for_http(f"{url}/healthz", timeout=60, process=web)
             for process in processes[1:]:
                 process.start()
             self._banner(url, login, broker_url, logs.log_dir)
-            failed = self._watch(processes)
+            children: list[stack.Child] = [*processes]
+            if redis_server is not None:
+                children.insert(0, redis_server)
+            supervisor = stack.Supervisor(children, lambda line: logs("stack", _record(line)))
+            while not self._stopping.wait(0.5):
+                supervisor.check()
+        except stack.GaveUp as error:
+            gave_up = error
         finally:
             # The host worker first, so it can still report to the web server.
             for process in reversed(processes):
@@ -90,19 +99,12 @@ class Command(BaseCommand):
             if redis_server is not None:
                 redis_server.stop()
             logs.close()
-        if failed:
+        if gave_up:
             raise CommandError(
-                f"{failed.name} exited with code {failed.returncode}; "
-                f"its log: {_shown(logs.path(failed.name))}"
+                f"{gave_up}, five times within a minute of starting; "
+                f"its log: {_shown(logs.path(gave_up.child.name))}"
             )
         self.stdout.write("npulab stopped.")
-
-    def _watch(self, processes: list[stack.ManagedProcess]) -> stack.ManagedProcess | None:
-        while not self._stopping.wait(0.5):
-            for process in processes:
-                if process.returncode is not None:
-                    return process
-        return None
 
     def _print(self, line: str) -> None:
         with self._print_lock:
@@ -149,6 +151,11 @@ class Command(BaseCommand):
         with self._print_lock:
             sys.stdout.write("\n".join(lines) + "\n")
             sys.stdout.flush()
+
+
+def _record(line: str) -> str:
+    """A line of the stack's own, as a log record (what the console filter knows)."""
+    return f"{datetime.now().isoformat(sep=' ', timespec='milliseconds')} {line}"
 
 
 def _shown(path: Path) -> str:

@@ -1,0 +1,31 @@
+"""The actions the audit log records: each name written once, here, with what it means."""
+
+from __future__ import annotations
+
+RUN_SUBMIT = "run.submit"
+RUN_CANCEL = "run.cancel"
+RUN_RESTART = "run.restart"
+SNAPSHOT_MARK_KNOWN_GOOD = "snapshot.mark_known_good"
+SNAPSHOT_UNMARK_KNOWN_GOOD = "snapshot.unmark_known_good"
+HOST_REQUEST_SNAPSHOT = "host.request_snapshot"
+TOKEN_CREATE = "token.create"  # noqa: S105 - an action's name, not a secret
+TOKEN_REVOKE = "token.revoke"  # noqa: S105 - an action's name, not a secret
+HEALTH_DRAIN = "health.drain"
+HEALTH_UNDRAIN = "health.undrain"
+HEALTH_MARK_DEVICE_BAD = "health.mark_device_bad"
+HEALTH_CLEAR_DEVICE = "health.clear_device"
+
+LABELS = {
+    RUN_SUBMIT: "submitted a run",
+    RUN_CANCEL: "cancelled a run",
+    RUN_RESTART: "restarted a run",
+    SNAPSHOT_MARK_KNOWN_GOOD: "marked a snapshot known good",
+    SNAPSHOT_UNMARK_KNOWN_GOOD: "took back a snapshot's known-good mark",
+    HOST_REQUEST_SNAPSHOT: "asked a host for a snapshot",
+    TOKEN_CREATE: "created an API token",
+    TOKEN_REVOKE: "revoked an API token",
+    HEALTH_DRAIN: "drained a host",
+    HEALTH_UNDRAIN: "undrained a host",
+    HEALTH_MARK_DEVICE_BAD: "marked a device bad",
+    HEALTH_CLEAR_DEVICE: "cleared a device's bad mark",
+}

@@ -1,0 +1,102 @@
+"""Runs execute as the run user: they cannot read the worker's token or the platform's files."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.workers.host.fakes import FakePlatform, host_config
+from tests.workers.host.test_execution import ATTEMPT, training_claim
+from workers.host.agent import HostAgent
+from workers.host.runuser import AUTO, RunUser, RunUserError, resolve
+
+# An interpreter outside /root, which the run user cannot enter.
+SYSTEM_PYTHON = "/usr/bin/python3"
+pytestmark = pytest.mark.skipif(
+    os.geteuid() != 0 or not os.path.exists(SYSTEM_PYTHON),
+    reason="changing to another user needs root and a system interpreter",
+)
+
+PROBE = """
+import os
+print(f"uid {os.getuid()} home {os.environ['HOME']}", flush=True)
+try:
+    open(os.environ["SECRET"]).read()
+    print("read the secret", flush=True)
+except PermissionError:
+    print("secret refused", flush=True)
+open(os.path.join(os.environ["HOME"], "cache.txt"), "w").write("a run's own file")
+"""
+
+
+@pytest.fixture
+def reachable() -> Iterator[Path]:
+    """A folder the run user can reach (pytest's own tmp folders are the root user's only)."""
+    folder = Path(tempfile.mkdtemp(prefix="npulab-run-user-", dir="/tmp"))
+    folder.chmod(0o755)
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_a_run_executes_as_the_run_user_and_cannot_read_the_workers_secrets(
+    reachable: Path, monkeypatch
+) -> None:
+    secret = reachable / "host.token"
+    secret.write_text("nph_the-worker-only")
+    secret.chmod(stat.S_IRUSR | stat.S_IWUSR)
+    work_dir = reachable / "work"
+    work_dir.mkdir()
+    nobody = RunUser("nobody")
+    platform = FakePlatform()
+    agent = HostAgent(host_config(work_dir, python=SYSTEM_PYTHON), platform, nobody)
+    platform.claims[1] = training_claim(reachable, PROBE, env={"SECRET": str(secret)})
+
+    agent.execute(1, ATTEMPT)
+
+    lines = [e["line"] for e in platform.stored_events(1) if e.get("stream") == "stdout"]
+    home = work_dir / "runs" / "1" / "home"
+    assert f"uid {nobody.uid} home {home}" in lines
+    assert "secret refused" in lines
+    assert "read the secret" not in lines
+    assert platform.stored_events(1)[-1]["status"] == "succeeded"
+    assert (home / "cache.txt").stat().st_uid == nobody.uid
+    assert (work_dir / "runs" / "1" / "attempt-1" / "events.jsonl").stat().st_uid == nobody.uid
+
+
+def test_a_run_user_that_cannot_reach_the_interpreter_or_the_work_dir_is_refused(
+    reachable: Path,
+) -> None:
+    # An interpreter in a folder only root may enter, as a venv under /root is.
+    private = reachable / "private"
+    private.mkdir(mode=0o700)
+    (private / "python3").symlink_to(SYSTEM_PYTHON)
+    nobody = RunUser("nobody")
+    with pytest.raises(RunUserError, match=r"run user 'nobody' cannot start .*Permission denied"):
+        nobody.check_can_run(str(private / "python3"), str(reachable))
+    with pytest.raises(RunUserError, match=r"work directory .*PermissionError"):
+        nobody.check_can_run(SYSTEM_PYTHON, str(private / "work"))
+    nobody.check_can_run(SYSTEM_PYTHON, str(reachable))
+
+
+def test_an_unknown_run_user_is_a_clear_error() -> None:
+    with pytest.raises(RunUserError, match="run user 'no-such-user' does not exist"):
+        RunUser("no-such-user")
+
+
+def test_auto_takes_nobody_where_nobody_can_run_the_interpreter(reachable: Path, caplog) -> None:
+    found = resolve(AUTO, SYSTEM_PYTHON, str(reachable))
+    assert found is not None
+    assert found.name == "nobody"
+    private = reachable / "private"
+    private.mkdir(mode=0o700)
+    (private / "python3").symlink_to(SYSTEM_PYTHON)
+    # ``make run`` as root with its interpreter under /root: the runs stay root's, said loudly.
+    assert resolve(AUTO, str(private / "python3"), str(reachable)) is None
+    assert "runs execute as root: run user 'nobody' cannot start" in caplog.text
+    assert resolve("", SYSTEM_PYTHON, str(reachable)) is None
