@@ -43,8 +43,11 @@ def test_workers_never_import_django() -> None:
 
 def test_runner_side_modules_need_only_the_standard_library() -> None:
     """What runs in the user's interpreter may import torch, nothing else outside stdlib."""
-    # numpy only where its absence is handled (RNG states are saved when it is there).
-    allowed = sys.stdlib_module_names | {"workers", "torch", "torch_npu", "numpy", "__future__"}
+    # numpy only where its absence is handled (RNG states are saved when it is there);
+    # psutil likewise (workers/telemetry/cpu.py reads /proc and /sys without it).
+    allowed = sys.stdlib_module_names | {
+        *("workers", "torch", "torch_npu", "numpy", "psutil", "__future__"),
+    }
     # The host worker and the npulab CLI are installed with their own dependencies.
     runner_side = [
         path

@@ -10,11 +10,13 @@ from npulab.agent.api.artifacts import UploadCreateView, UploadView
 from npulab.agent.api.hosts import HeartbeatView, RegisterView
 from npulab.agent.api.runs import CheckpointFileView, ClaimView, EventsView, FinishView
 from npulab.agent.api.snapshots import SnapshotUploadView
+from npulab.agent.api.telemetry import TelemetryView
 
 urlpatterns = [
     path("snapshots/", SnapshotUploadView.as_view(), name="agent-snapshots"),
     path("register/", RegisterView.as_view(), name="agent-register"),
     path("heartbeat/", HeartbeatView.as_view(), name="agent-heartbeat"),
+    path("telemetry/", TelemetryView.as_view(), name="agent-telemetry"),
     path("runs/<id:run_id>/claim/", ClaimView.as_view(), name="agent-claim"),
     path("runs/<id:run_id>/events/", EventsView.as_view(), name="agent-events"),
     path("runs/<id:run_id>/finish/", FinishView.as_view(), name="agent-finish"),

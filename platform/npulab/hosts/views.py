@@ -11,7 +11,8 @@ from npulab.hosts.pages import host_page
 
 @login_required
 def host_list(request: HttpRequest) -> HttpResponse:
-    hosts = Host.objects.annotate(busy_devices=Count("leases"))
+    # The health app's row (its badge in the table) in the same query.
+    hosts = Host.objects.select_related("health").annotate(busy_devices=Count("leases"))
     template = "hosts/partials/host_table.html" if request.htmx else "hosts/host_list.html"
     return render(request, template, {"hosts": hosts})
 

@@ -6,7 +6,12 @@ priority order, then submission order. A run that does not fit does not
 block smaller runs behind it (no reservation yet). Among the hosts that fit,
 the one left with the fewest free devices wins (best fit), which keeps whole
 hosts free for large runs; a restarted run prefers hosts where it has not
-failed and never returns to one where it failed twice.
+failed and never returns to one that was to blame twice (``Run.host_faults``:
+a lost worker is not the host's fault, so one host keeps every restart).
+Nothing new goes to a host that its health (``npulab.health``) says is
+drained, unhealthy or offline, nor to a bad or unhealthy device; such a
+host still counts as one that could take the run (it comes back), and a run
+waiting for it says why ("cpu-01 is drained: <note>").
 
 A run that no registered host could ever take is refused at submission
 unless it asked to wait for one (``wait_for_host``); while it waits, its
@@ -23,6 +28,7 @@ from dataclasses import dataclass, field
 from django.db import transaction
 from django.utils import timezone
 
+from npulab.health.selectors import closed_devices, placement_block
 from npulab.hosts.models import Host
 from npulab.runs.models import DeviceLease, Run
 from npulab.runs.services import do_dispatch_run, waiting_for_host
@@ -48,6 +54,10 @@ class Capacity:
             return "is disabled"
         if not self.alive:
             return "is offline"
+        # Drained, unhealthy, offline by its health rules (npulab.health): not now.
+        blocked = placement_block(host)
+        if blocked:
+            return blocked
         return run.unsuited_host(host)
 
     def unfit(self, run: Run) -> str:
@@ -109,10 +119,16 @@ def place_queued_runs() -> list[int]:
         # Locking every host row serialises placement passes on PostgreSQL;
         # SQLite's IMMEDIATE transactions already do. The unique lease
         # constraint backs both.
-        hosts = list(Host.objects.select_for_update().order_by("id"))
+        # The health row comes in the same query; "of" keeps the lock off its nullable side.
+        hosts = list(
+            Host.objects.select_related("health").select_for_update(of=("self",)).order_by("id")
+        )
         leased: dict[int, set[int]] = defaultdict(set)
         for host_id, index in DeviceLease.objects.values_list("host_id", "device_index"):
             leased[host_id].add(index)
+        # Bad or unhealthy devices are never free (npulab.health).
+        for host_id, indices in closed_devices().items():
+            leased[host_id] |= indices
         capacities = [
             Capacity(
                 host=host,

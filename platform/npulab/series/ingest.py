@@ -18,7 +18,7 @@ import struct
 from collections.abc import Iterator
 
 from django.db import connection
-from django.db.models import OuterRef, Subquery, Sum
+from django.db.models import OuterRef, Q, Subquery, Sum
 from django.db.models.functions import Coalesce
 from psycopg.copy import QueuedLibpqWriter
 
@@ -60,6 +60,97 @@ def insert_points(owner: Owner, points: dict[str, list[Point]], *, attempt: int 
         high = max(step for step, _, _ in batch)
         found.last_step = high if found.last_step is None else max(found.last_step, high)
     MetricSeries.objects.bulk_update(series.values(), ["points", "last_step"])
+
+
+def insert_many(batches: dict[Owner, dict[str, list[Point]]], *, with_rollups: bool = True) -> None:
+    """Store the points of several owners at once: one COPY for all of them, not one per owner.
+
+    A host's telemetry is one batch for eight devices: eight owners, a few points each.
+    ``with_rollups=False`` skips the step blocks, which a series whose steps are seconds and
+    whose owner keeps rollups of its own (npulab.telemetry: minutes) does not need; such a
+    series is read by range, never downsampled by ``reads.series``. The counts are added in
+    the database (``points = points + n``), so a concurrent delete of old points keeps its
+    own. The caller serializes the batches of each owner, as for ``insert_points``.
+    """
+    batches = {owner: points for owner, points in batches.items() if points}
+    if not batches:
+        return
+    found = _series_many(batches)
+    flat: dict[str, list[Point]] = {}
+    series: dict[str, MetricSeries] = {}
+    for owner, points in batches.items():
+        for key, batch in points.items():
+            name = str(len(flat))  # a unique key per (owner, key), for the helpers below
+            flat[name] = batch
+            series[name] = found[(_owner_key(owner), key)]
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor, cursor.copy(_sql(_COPY)) as copy:
+            copy.write(b"".join(_binary_rows(0, series, flat)))
+    else:
+        _insert(0, series, flat)
+    if with_rollups:
+        rollups.store(_aggregate(series, flat), {one.pk: one.last_step for one in series.values()})
+    # In id order, whoever else updates several series at once does too: no deadlock.
+    counts = sorted(
+        (
+            (len(batch), high, high, series[name].pk)
+            for name, batch in flat.items()
+            for high in [max(step for step, _, _ in batch)]
+        ),
+        key=lambda count: count[3],
+    )
+    table = connection.ops.quote_name(MetricSeries._meta.db_table)
+    with connection.cursor() as cursor:
+        cursor.executemany(_COUNT.format(table=table), counts)
+
+
+# Portable (no GREATEST on SQLite): a batch only ever raises a series' last step.
+_COUNT = """
+    UPDATE {table} SET points = points + %s,
+        last_step = CASE WHEN last_step IS NULL OR last_step < %s THEN %s ELSE last_step END
+    WHERE id = %s
+"""
+
+
+def _series_many(batches: dict[Owner, dict[str, list[Point]]]) -> dict[tuple, MetricSeries]:
+    """Each (owner, key)'s series, created where missing: two queries for all the owners.
+
+    The owners of a batch are mostly one host's devices: asked for as that host's series
+    of those keys (one condition per host or run), the few of its other devices that match
+    too are left out here.
+    """
+    keys_of: dict[tuple[str, int], set[str]] = {}
+    for owner, points in batches.items():
+        parent = (
+            ("run_id", owner.run_id) if owner.run_id is not None else ("host_id", owner.host_id)
+        )
+        keys_of.setdefault(parent, set()).update(points)
+    wanted = Q()
+    for (field, value), keys in keys_of.items():
+        wanted |= Q(**{field: value, "key__in": sorted(keys)})
+    found = {
+        (_row_owner(row), row.key): row
+        for row in MetricSeries.objects.filter(wanted).only(
+            "pk", "run_id", "host_id", "device_index", "key", "last_step"
+        )
+    }
+    missing = [
+        MetricSeries(**owner.fields(), key=key)
+        for owner, points in batches.items()
+        for key in points
+        if (_owner_key(owner), key) not in found
+    ]
+    for created in MetricSeries.objects.bulk_create(missing):
+        found[(_row_owner(created), created.key)] = created
+    return found
+
+
+def _owner_key(owner: Owner) -> tuple[int | None, int | None, int | None]:
+    return (owner.run_id, owner.host_id, owner.device_index)
+
+
+def _row_owner(row: MetricSeries) -> tuple[int | None, int | None, int | None]:
+    return (row.run_id, row.host_id, row.device_index)
 
 
 def _aggregate(series: dict[str, MetricSeries], points: dict[str, list[Point]]) -> rollups.Blocks:

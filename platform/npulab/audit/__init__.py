@@ -1,0 +1,1 @@
+"""Who did what: the audit log of actions on runs, hosts, snapshots and tokens."""

@@ -1,0 +1,1 @@
+"""Host and device health: the rules, the states, draining, and who changed what."""

@@ -1,0 +1,1 @@
+"""Device telemetry from the host workers: samples, their series and retention."""

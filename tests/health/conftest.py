@@ -1,0 +1,49 @@
+"""Hosts and telemetry for the health tests."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import Group
+
+from npulab.health.roles import OPERATORS_GROUP
+from npulab.hosts.models import Host
+from npulab.telemetry.services import record_samples
+from tests.conftest import register, token_client
+from tests.factories import HostFactory, UserFactory
+
+
+@pytest.fixture
+def npu_host(db: None) -> Callable[..., Host]:
+    def make(name: str = "npu-01", devices: int = 8) -> Host:
+        return register(HostFactory(name=name), "npu", devices)
+
+    return make
+
+
+@pytest.fixture
+def send() -> Callable[..., None]:
+    """Send samples through the telemetry store, as the agent endpoint does; each call later."""
+    clock = {"t": time.time() - 600}
+
+    def send(host: Host, make: Callable[[float], list[dict[str, Any]]]) -> None:
+        clock["t"] += 10
+        result = record_samples(host, make(clock["t"]))
+        assert result.stored, result.rejected
+
+    return send
+
+
+@pytest.fixture
+def operator(db: None) -> Any:
+    user = UserFactory(username="oper")
+    user.groups.add(Group.objects.get(name=OPERATORS_GROUP))
+    return user
+
+
+@pytest.fixture
+def operator_api(operator: Any):
+    return token_client(operator)
