@@ -111,7 +111,13 @@ def test_a_cause_only_the_test_kind_declares_is_recorded_as_it_is(
 
 def test_the_kinds_endpoint_lists_the_test_kind_with_its_fields(api: APIClient) -> None:
     listed = api.get("/api/v1/kinds/").json()
-    assert [kind["name"] for kind in listed] == ["coverage", "echo", "smoke", "training"]
+    assert [kind["name"] for kind in listed] == [
+        "coverage",
+        "echo",
+        "smoke",
+        "stability",
+        "training",
+    ]
     echo = api.get("/api/v1/kinds/echo/").json()
     assert echo["causes"] == [REFUSED]
     assert echo["event_types"] == [ECHO]

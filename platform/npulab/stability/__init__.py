@@ -1,0 +1,1 @@
+"""The stability run kind on the web side (its declaration: workers/kinds/stability/)."""
