@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
+import os
+from typing import Any, Callable
 
 
 class BackendError(RuntimeError):
@@ -55,6 +56,38 @@ class Backend:
     def amp_dtypes(self) -> tuple[str, ...]:
         """Reduced precisions autocast supports here: a subset of ("fp16", "bf16")."""
         raise NotImplementedError
+
+    def profiler_activities(self) -> list[Any]:
+        """What torch.profiler records here: the CPU, and the device where it has one."""
+        return [self.torch.profiler.ProfilerActivity.CPU]
+
+    def profiler(self, profile: dict[str, Any], out_dir: str, saved: Callable[[], Any]) -> Any:
+        """A torch profiler (not started) over the window ``profile`` (a clean spec ``profile``).
+
+        Each recorded cycle is written into ``out_dir`` (a Chrome trace ``trace-<n>.json``
+        here), then ``saved`` is called. An NPU writes its ``*_ascend_pt`` folder instead.
+        """
+        profiler = self.torch.profiler
+        cycles = [0]
+
+        def trace_ready(prof: Any) -> None:
+            cycles[0] += 1
+            prof.export_chrome_trace(os.path.join(out_dir, f"trace-{cycles[0]}.json"))
+            saved()
+
+        return profiler.profile(
+            activities=self.profiler_activities(),
+            schedule=profiler.schedule(
+                wait=profile["wait"],
+                warmup=profile["warmup"],
+                active=profile["active"],
+                repeat=profile["repeat"],
+            ),
+            on_trace_ready=trace_ready,
+            record_shapes=profile["record_shapes"],
+            with_stack=profile["with_stack"],
+            profile_memory=profile["profile_memory"],
+        )
 
     def manual_seed(self, seed: int) -> None:
         self.torch.manual_seed(seed)

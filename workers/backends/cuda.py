@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from workers.backends.base import Backend
 from workers.contract.devices import CUDA, VISIBLE_DEVICES_ENV
 
@@ -33,6 +35,10 @@ class CudaBackend(Backend):
             "free": int(free),
             "total": int(total),
         }
+
+    def profiler_activities(self) -> list[Any]:
+        activity = self.torch.profiler.ProfilerActivity
+        return [activity.CPU, activity.CUDA]
 
     def amp_dtypes(self) -> tuple[str, ...]:
         return ("fp16", "bf16") if self.torch.cuda.is_bf16_supported() else ("fp16",)

@@ -7,6 +7,8 @@ failure is what a smoke run must report, word for word.
 
 from __future__ import annotations
 
+from typing import Any, Callable
+
 from workers.backends.base import Backend, BackendError
 from workers.contract.devices import NPU, VISIBLE_DEVICES_ENV
 
@@ -61,6 +63,40 @@ class NpuBackend(Backend):
 
     def amp_dtypes(self) -> tuple[str, ...]:
         return ("fp16", "bf16") if self.torch.npu.is_bf16_supported() else ("fp16",)
+
+    def profiler(self, profile: dict[str, Any], out_dir: str, saved: Callable[[], Any]) -> Any:
+        """torch_npu's profiler: CPU and NPU activities, its _ExperimentalConfig (profiler
+        level, AI Core metrics), each cycle parsed into a ``*_ascend_pt`` folder in ``out_dir``."""
+        import torch_npu  # loaded already by ``load``; the profiler lives there
+
+        profiler = torch_npu.profiler
+        handler = profiler.tensorboard_trace_handler(out_dir)
+
+        def trace_ready(prof: Any) -> None:
+            handler(prof)
+            saved()
+
+        options = {
+            "profiler_level": getattr(profiler.ProfilerLevel, profile["level"]),
+            "aic_metrics": getattr(profiler.AiCMetrics, profile["aic_metrics"]),
+        }
+        if hasattr(profiler, "ExportType"):  # older torch_npu writes text only, unasked
+            options["export_type"] = [profiler.ExportType.Text]
+        config = profiler._ExperimentalConfig(**options)
+        return profiler.profile(
+            activities=[profiler.ProfilerActivity.CPU, profiler.ProfilerActivity.NPU],
+            schedule=profiler.schedule(
+                wait=profile["wait"],
+                warmup=profile["warmup"],
+                active=profile["active"],
+                repeat=profile["repeat"],
+            ),
+            on_trace_ready=trace_ready,
+            record_shapes=profile["record_shapes"],
+            with_stack=profile["with_stack"],
+            profile_memory=profile["profile_memory"],
+            experimental_config=config,
+        )
 
     def manual_seed(self, seed: int) -> None:
         super().manual_seed(seed)

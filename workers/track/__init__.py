@@ -17,7 +17,8 @@
 Logging never waits on the network: it appends to the run's events.jsonl and
 the host worker forwards it. Outside npulab (no NPULAB_RUN_DIR) it writes to
 ./npulab-run. In a multi-process job every rank calls it; metrics and
-checkpoints come from rank 0, heartbeats from every rank. Standard library
+checkpoints come from rank 0, heartbeats from every rank; ``run.profile_step()``
+once a step records the spec's profiling window (rank 0; docs/profiles.md). Standard library
 plus torch; Python 3.8.
 """
 
@@ -130,6 +131,7 @@ class Run:
         self._heartbeat_file = os.path.join(run_dir, f"{HEARTBEAT_PREFIX}{rank}")
         self._last_beat = 0.0
         self._last_checkpoint = time.monotonic()
+        self._profile_window: Any = None
         threading.Thread(target=self._flush_forever, name="track-flush", daemon=True).start()
         atexit.register(self._exiting)
 
@@ -166,7 +168,34 @@ class Run:
             with open(self._heartbeat_file, "a"):
                 os.utime(self._heartbeat_file)
 
+    def profile_step(self) -> None:
+        """Mark the end of a training step for the run's profiling window (spec ``profile``).
+
+        Call it once a step, after ``log``; it does nothing unless the run asked for a
+        profile, and on ranks other than 0. The profiler starts at the first call and stops
+        once its window is recorded; its trace is announced in the run's events.
+        """
+        if self._profile_window is None:
+            if not self.is_main:
+                return
+            self._profile_window = self._open_profile_window()
+        self._profile_window.step()
+
+    def _open_profile_window(self) -> Any:
+        from workers.backends import get_backend
+        from workers.contract.spec import clean_profile
+        from workers.profiling import Window
+
+        profile = clean_profile(json.loads(os.environ.get("NPULAB_PROFILE") or "null"))
+        backend = get_backend(os.environ.get("NPULAB_DEVICE_TYPE") or "cpu")
+        if profile is not None:
+            backend.load()
+        return Window(backend, profile, self.run_dir, self.events, self.say)
+
     def _exiting(self) -> None:
+        if self._profile_window is not None:
+            # A loop that ended inside the window still leaves what was recorded.
+            self._profile_window.close()
         self.events.flush()
         # A rank that is done no longer beats; it must not look hung to the
         # watchdog while the others finish their last steps.

@@ -98,6 +98,7 @@ def main(job: str, argv: list[str]) -> int:
             metrics["samples_per_s"] = window_samples / elapsed
             window_start, window_samples = time.perf_counter(), 0
         run.log(step, **metrics)
+        run.profile_step()
         if run.checkpoint_due(step) or step == settings.steps - 1:
             run.save_checkpoint(
                 step,

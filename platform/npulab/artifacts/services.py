@@ -24,6 +24,7 @@ from rest_framework import status
 from rest_framework.exceptions import APIException
 
 from npulab.artifacts.models import Artifact, ArtifactUpload
+from npulab.artifacts.signals import artifact_stored
 from npulab.artifacts.storage import JoinedReader, artifact_storage
 from npulab.core import errors
 
@@ -48,12 +49,17 @@ class ArtifactTooLarge(_StoreError):
     status_code = status.HTTP_413_REQUEST_ENTITY_TOO_LARGE
     default_code = errors.PAYLOAD_TOO_LARGE
 
-    def __init__(self, size: int, limit: int) -> None:
+    def __init__(
+        self,
+        size: int,
+        limit: int,
+        what: str = "artifact",
+        setting: str = "NPULAB_MAX_ARTIFACT_BYTES",
+    ) -> None:
         super().__init__(
             {
                 "detail": (
-                    f"the artifact's {size} bytes exceed the limit of {limit} bytes "
-                    "(NPULAB_MAX_ARTIFACT_BYTES)"
+                    f"the {what}'s {size} bytes exceed the limit of {limit} bytes ({setting})"
                 ),
                 "max_bytes": limit,
             }
@@ -92,6 +98,28 @@ def max_artifact_bytes() -> int:
     return int(settings.NPULAB["MAX_ARTIFACT_BYTES"])
 
 
+# Kinds with a size limit of their own (an app above registers it from its ``ready``):
+# kind -> (its NPULAB key, the variable that sets it, what the error calls it).
+_KIND_LIMITS: dict[str, tuple[str, str, str]] = {}
+
+
+def register_size_limit(kind: str, key: str, variable: str, what: str) -> None:
+    """Artifacts of ``kind`` may not exceed ``settings.NPULAB[key]`` either."""
+    _KIND_LIMITS[kind] = (key, variable, what)
+
+
+def check_size(kind: str, size: int) -> None:
+    """ArtifactTooLarge (413) when ``size`` exceeds the store's limit or the kind's own."""
+    limit = max_artifact_bytes()
+    if kind in _KIND_LIMITS:
+        key, variable, what = _KIND_LIMITS[kind]
+        own = int(settings.NPULAB[key])
+        if size > own and own <= limit:
+            raise ArtifactTooLarge(size, own, what, variable)
+    if size > limit:
+        raise ArtifactTooLarge(size, limit)
+
+
 def final_key(artifact: Artifact) -> str:
     """Where a stored artifact goes: ``runs/<run>/<kind>s/[<step>/]<name>``."""
     folder = f"runs/{artifact.run_id}/{artifact.kind}s"
@@ -124,9 +152,7 @@ def do_create_upload(
     step: int | None = None,
 ) -> ArtifactUpload:
     """Declare an artifact and open its upload at offset 0; 413 past the size limit."""
-    limit = max_artifact_bytes()
-    if size > limit:
-        raise ArtifactTooLarge(size, limit)
+    check_size(kind, size)
     run_id = getattr(run, "pk", run)
     with transaction.atomic():
         artifact = Artifact.objects.create(
@@ -227,6 +253,7 @@ def _finish(upload: ArtifactUpload) -> None:
     ).exclude(pk=artifact.pk)
     for older in replaced:
         _delete(older, "replaced by a later upload")
+    artifact_stored.send(sender=Artifact, artifact=artifact)
 
 
 def do_damage_upload(upload: ArtifactUpload, reason: str) -> ArtifactUpload:
@@ -317,6 +344,40 @@ def do_apply_retention(run: Any, keep_checkpoints: int) -> list[Artifact]:
 def open_artifact(artifact: Artifact) -> File:
     """A stored artifact's file, opened for reading from the storage."""
     return artifact_storage().open(artifact.storage_key, "rb")
+
+
+VERIFY_CHUNK = 1 << 20
+
+
+def do_verify_stored(artifact: Artifact) -> bool:
+    """Whether a stored artifact's file still has its size and SHA-256; if not, it is damaged.
+
+    A file can change after its upload verified it (a disk, a hand, a restore from an
+    old backup): what is served or resumed from is read once more first, so a bad copy
+    is never handed out as good. A damaged one keeps its row, with the reason.
+    """
+    if artifact.status != Artifact.Status.STORED:
+        return False
+    digest = hashlib.sha256()
+    total = 0
+    try:
+        with open_artifact(artifact) as handle:
+            while chunk := handle.read(VERIFY_CHUNK):
+                digest.update(chunk)
+                total += len(chunk)
+    except OSError as error:
+        problem = f"the stored file cannot be read: {error}"
+    else:
+        if total == artifact.bytes and digest.hexdigest() == artifact.sha256:
+            return True
+        problem = (
+            f"the stored file ({total} bytes) no longer matches its {artifact.bytes} bytes "
+            "and SHA-256"
+        )
+    artifact.status = Artifact.Status.DAMAGED
+    artifact.status_reason = problem[:500]
+    artifact.save(update_fields=["status", "status_reason", "updated"])
+    return False
 
 
 def do_expire_uploads(max_age_s: int) -> int:

@@ -23,6 +23,7 @@ from django.conf import settings
 from django.db.models import F
 
 from npulab.review.versions import describe, unknown_versions
+from npulab.runs import evidence as run_evidence
 from npulab.runs.kinds import get as get_kind
 from npulab.runs.kinds import judge
 from npulab.runs.models import Run
@@ -249,6 +250,9 @@ def compare_numbers(current: Evidence, target: Evidence, min_runs: int) -> list[
     rows = []
     for (kind_name, group), runs in sorted(groups.items()):
         headlines = get_kind(kind_name).review_headlines(list(runs.values()))
+        # Evidence any run may carry (a profile's step time), under the kind's own numbers.
+        for run_id, extra in run_evidence.for_runs(list(runs.values())).items():
+            headlines[run_id] = {**extra, **headlines.get(run_id, {})}
         keys = sorted({key for found in headlines.values() for key in found})
         for key in keys:
             values: dict[str, list[float]] = {name: [] for name in sides}

@@ -9,6 +9,7 @@ whatever could be read.
 from __future__ import annotations
 
 import copy
+import json
 import shlex
 from typing import Any
 
@@ -16,7 +17,7 @@ from django import forms
 from django.conf import settings
 
 from npulab.hosts.models import DeviceType, Host
-from npulab.runs.services import PRIORITY_RANGE, SubmissionInvalid
+from npulab.runs.services import NO_HOST_HINT, PRIORITY_RANGE, SubmissionInvalid
 from workers.contract import kinds
 from workers.contract.entries import BUILTIN_JOBS, BUILTIN_PREFIX
 from workers.contract.kinds import Kind
@@ -37,7 +38,13 @@ EXAMPLES = {
     "python": "/opt/venvs/torch_npu/bin/python",
     "env": "# for example:\nASCEND_GLOBAL_LOG_LEVEL=3\nHCCL_CONNECT_TIMEOUT=1200",
     "entry_path": "train.py, or package.module:main",
+    "profile": '{"wait": 1, "warmup": 1, "active": 3}',
 }
+# The API's refusal of a run no host could take names its field; the form names its box.
+FORM_NO_HOST_HINT = (
+    '. No registered host could ever take this run; tick "Wait for a host that could take '
+    'it" to queue it until one could'
+)
 HELP = {
     "python": "The interpreter on the host that runs it, e.g. the torch_npu virtualenv's "
     "bin/python (its torch_npu must match the host's CANN); empty: the worker's own.",
@@ -169,6 +176,8 @@ class RunSubmitForm(forms.Form):
     def add_submission_errors(self, error: SubmissionInvalid) -> None:
         """The platform's refusal on the fields it names; the rest above the form."""
         for field, message in error.errors.items():
+            if message.endswith(NO_HOST_HINT):
+                message = message.removesuffix(NO_HOST_HINT) + FORM_NO_HOST_HINT
             name = FORM_FIELD_OF.get(field, field)
             if name in self.fields:
                 self.add_error(name, message)
@@ -232,6 +241,9 @@ def _form_field(field: Field) -> forms.Field:
         made = WordsField(**options)
     elif field.type == "env":
         made = EnvField(**options)
+    elif field.type == "object":
+        options["required"] = False
+        made = JsonObjectField(**options)
     else:
         made = forms.CharField(**options)
     if field.name in EXAMPLES:
@@ -309,6 +321,26 @@ class WordsField(forms.CharField):
             return shlex.split(super().to_python(value))
         except ValueError as error:  # an unclosed quote
             raise forms.ValidationError(f"not a valid command line: {error}") from error
+
+
+class JsonObjectField(forms.CharField):
+    """A JSON object typed as text (the profiling window); empty: none (null)."""
+
+    widget = forms.Textarea(attrs={"rows": 2})
+
+    def prepare_value(self, value: Any) -> Any:
+        return json.dumps(value) if isinstance(value, dict) else (value or "")
+
+    def to_python(self, value: Any) -> Any:
+        if value is None or isinstance(value, dict):
+            return value
+        text = super().to_python(value).strip()
+        if not text:
+            return None
+        try:
+            return json.loads(text)
+        except ValueError as error:
+            raise forms.ValidationError(f"not valid JSON: {error}") from error
 
 
 class EnvField(forms.CharField):

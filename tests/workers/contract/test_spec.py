@@ -25,6 +25,7 @@ def test_smoke_spec_gets_its_defaults() -> None:
         "matmul_size": 2048,
         "train_steps": 50,
         "seed": 0,
+        "profile": None,
     }
 
 
@@ -55,9 +56,13 @@ def test_every_bad_field_is_named_at_once() -> None:
 @pytest.mark.parametrize(
     ("doc", "field", "message"),
     [
-        ({}, "kind", "this field is required; one of: coverage, echo, smoke, training"),
-        ({"kind": "fly"}, "kind", "unknown kind 'fly'; one of: coverage, echo, smoke, training"),
-        ({"kind": 3}, "kind", "unknown kind 3; one of: coverage, echo, smoke, training"),
+        ({}, "kind", "this field is required; one of: coverage, echo, smoke, stability, training"),
+        (
+            {"kind": "fly"},
+            "kind",
+            "unknown kind 'fly'; one of: coverage, echo, smoke, stability, training",
+        ),
+        ({"kind": 3}, "kind", "unknown kind 3; one of: coverage, echo, smoke, stability, training"),
         ({"kind": "smoke"}, "device_type", "this field is required"),
         ({"kind": "smoke", "device_type": "cpu", "devices": True}, "devices", "must be an integer"),
         ({"kind": "smoke", "device_type": "cpu", "devices": 1.5}, "devices", "must be an integer"),

@@ -87,6 +87,8 @@ class FakePlatform:
         self.finished: list[tuple[int, int, dict[str, Any]]] = []
         self.heartbeat_replies: list[dict[str, Any]] = []
         self.uploads: list[tuple[int, int, str]] = []
+        # Artifacts sent through the chunked protocol: upload id -> declaration and bytes.
+        self.artifacts: dict[str, dict[str, Any]] = {}
         self.register_reply = {"name": "fake-host", "queue": "host.fake-host"}
         self.on_snapshot: Callable[[], None] | None = None
 
@@ -218,6 +220,33 @@ class FakePlatform:
         with self.lock:
             self.uploads.append((run_id, step, os.path.basename(path)))
         return self._reply(lost, "upload_checkpoint", {"step": step, "status": "stored"})
+
+    def create_upload(self, run_id: int, declaration: dict[str, Any]) -> dict[str, Any]:
+        lost = self._enter("create_upload", run_id, dict(declaration))
+        with self.lock:
+            upload_id = f"upload-{len(self.artifacts)}"
+            self.artifacts[upload_id] = {"declaration": dict(declaration), "data": b""}
+            reply = self._upload_reply(upload_id)
+        return self._reply(lost, "create_upload", reply)
+
+    def upload_status(self, run_id: int, upload_id: str) -> dict[str, Any]:
+        lost = self._enter("upload_status", run_id, upload_id)
+        with self.lock:
+            reply = self._upload_reply(upload_id)
+        return self._reply(lost, "upload_status", reply)
+
+    def upload_chunk(self, run_id: int, upload_id: str, offset: int, data: bytes) -> dict[str, Any]:
+        lost = self._enter("upload_chunk", run_id, upload_id, offset)
+        with self.lock:
+            self.artifacts[upload_id]["data"] += data
+            reply = self._upload_reply(upload_id)
+        return self._reply(lost, "upload_chunk", reply)
+
+    def _upload_reply(self, upload_id: str) -> dict[str, Any]:
+        upload = self.artifacts[upload_id]
+        size = len(upload["data"])
+        done = size >= upload["declaration"]["bytes"]
+        return {"id": upload_id, "offset": size, "status": "stored" if done else "uploading"}
 
     def download_checkpoint(self, run_id: int, step: int, destination: str) -> None:
         self._enter("download_checkpoint", run_id, step, destination)

@@ -311,3 +311,54 @@ def test_the_run_environment_has_the_lease_and_not_the_worker_credentials(
         "NPULAB_HOST_TOKEN": None,
         "NPULAB_BROKER_URL": None,
     }
+
+
+# Writes a trace in the run directory and a file outside it, and announces both.
+ANNOUNCES = """
+import os, sys
+from workers.events import EventWriter
+run_dir = os.environ["NPULAB_RUN_DIR"]
+events = EventWriter(os.path.join(run_dir, "events.jsonl"))
+os.makedirs(os.path.join(run_dir, "profiles"), exist_ok=True)
+inside = os.path.join(run_dir, "profiles", "trace-1.json.gz")
+with open(inside, "wb") as handle:
+    handle.write(b"a trace" * 100)
+events.artifact("trace-1.json.gz", inside, kind="trace")
+events.artifact("outside.json.gz", sys.argv[1], kind="trace")
+events.close()
+"""
+
+
+def test_announced_artifacts_are_uploaded_and_what_is_not_is_said_in_the_runs_log(
+    agent: HostAgent, platform: FakePlatform, tmp_path: Path
+) -> None:
+    outside = tmp_path / "secret.json.gz"
+    outside.write_bytes(b"not the run's")
+    platform.claims[7] = training_claim(tmp_path, ANNOUNCES, str(outside))
+    agent.execute(7, ATTEMPT)
+
+    [upload] = platform.artifacts.values()
+    assert upload["declaration"]["name"] == "trace-1.json.gz"
+    assert upload["declaration"]["kind"] == "trace"
+    assert upload["data"] == b"a trace" * 100
+    lines = platform.stored_lines(7)
+    assert "artifact 'outside.json.gz' not uploaded: it is outside the run directory" in lines
+    # The uploads come before the end is reported.
+    names = [name for name, _ in platform.calls]
+    assert names.index("finish") > names.index("upload_chunk")
+
+
+def test_an_artifact_the_platform_refuses_is_a_line_in_the_runs_log(
+    agent: HostAgent, platform: FakePlatform, tmp_path: Path
+) -> None:
+    detail = "the trace's 700 bytes exceed the limit of 100 bytes (NPULAB_PROFILE_MAX_BYTES)"
+    platform.reject("create_upload", 413, {"detail": detail, "max_bytes": 100})
+    outside = tmp_path / "other.json.gz"
+    outside.write_bytes(b"x")
+    platform.claims[8] = training_claim(tmp_path, ANNOUNCES, str(outside))
+    agent.execute(8, ATTEMPT)
+
+    lines = platform.stored_lines(8)
+    assert f"artifact 'trace-1.json.gz' not stored: {detail}" in lines
+    assert platform.stored_events(8)[-1]["type"] == "log"  # after the result: the host's note
+    assert [report["exit_code"] for _, _, report in platform.finished] == [0]

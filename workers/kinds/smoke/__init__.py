@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from workers.contract.kinds import Kind
-from workers.contract.spec import Field, common_fields
+from workers.contract.spec import Field, common_fields, profile_field
 
 KIND = Kind(
     "smoke",
@@ -28,5 +28,6 @@ KIND = Kind(
             help="Steps of the Conv2d + LayerNorm + Adam training loop.",
         ),
         Field("seed", "integer", default=0, minimum=0, maximum=2**31 - 1),
+        profile_field(),
     ],
 )

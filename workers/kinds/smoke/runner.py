@@ -12,6 +12,7 @@ from typing import Any
 
 from workers.backends import BackendError
 from workers.kinds.base import Outcome, RunContext, StepFailed, StepRecorder
+from workers.profiling import Window
 
 # fp32 matmul may run in TF32 (CUDA) or HF32 (Ascend) when a user enabled it;
 # both keep about 10 mantissa bits, so the check allows that, not worse.
@@ -120,14 +121,17 @@ def check_training(ctx: RunContext, train_steps: int, seed: int) -> dict[str, An
 
     losses: list[float] = []
     started = time.perf_counter()
-    for step in range(train_steps):
-        optimizer.zero_grad(set_to_none=True)
-        loss = torch.nn.functional.cross_entropy(model(images), labels)
-        loss.backward()
-        optimizer.step()
-        value = float(loss.item())  # .item() synchronizes, so the timing is honest
-        losses.append(value)
-        ctx.events.metric("train/loss", step, value)
+    # The spec's profiling window, if any, records steps of this loop (docs/profiles.md).
+    with Window(backend, ctx.spec.get("profile"), ctx.run_dir, ctx.events, ctx.say) as window:
+        for step in range(train_steps):
+            optimizer.zero_grad(set_to_none=True)
+            loss = torch.nn.functional.cross_entropy(model(images), labels)
+            loss.backward()
+            optimizer.step()
+            value = float(loss.item())  # .item() synchronizes, so the timing is honest
+            losses.append(value)
+            ctx.events.metric("train/loss", step, value)
+            window.step()
     seconds = time.perf_counter() - started
 
     window = max(1, min(5, train_steps // 2))

@@ -6,7 +6,7 @@ from workers.contract.entries import check_entry
 from workers.contract.events import EventType
 from workers.contract.exits import Cause
 from workers.contract.kinds import Kind
-from workers.contract.spec import Field, common_fields, host_path_problem
+from workers.contract.spec import Field, common_fields, host_path_problem, profile_field
 
 PRECISIONS = ("fp32", "fp16", "bf16")
 
@@ -79,6 +79,7 @@ FIELDS = [
         help="Kill a run whose training loop stopped beating (needs workers.track); 0: never.",
     ),
     Field("seed", "integer", default=0, minimum=0, maximum=2**31 - 1),
+    profile_field(),
 ]
 
 

@@ -162,6 +162,8 @@ def _environment(ctx: RunContext) -> dict[str, str]:
             "NPULAB_KEEP_CHECKPOINTS": str(spec["keep_checkpoints"]),
             "NPULAB_CHECKPOINT_EVERY_STEPS": str(spec["checkpoint_every_steps"]),
             "NPULAB_CHECKPOINT_EVERY_MINUTES": str(spec["checkpoint_every_minutes"]),
+            # The profiling window workers.track's run.profile_step() records; "null": none.
+            "NPULAB_PROFILE": json.dumps(spec.get("profile")),
         }
     )
     return env

@@ -25,8 +25,9 @@ class BoundField(serializers.JSONField):
 class KindFieldSerializer(serializers.Serializer):
     name = serializers.CharField()
     type = serializers.ChoiceField(
-        choices=["integer", "number", "string", "boolean", "env", "strings"],
-        help_text="A JSON type; `env`: object of name to string; `strings`: list of strings.",
+        choices=["integer", "number", "string", "boolean", "env", "strings", "object"],
+        help_text="A JSON type; `env`: object of name to string; `strings`: list of strings; "
+        "`object`: a JSON object, or null (the profiling window).",
     )
     required = serializers.BooleanField()
     default = serializers.JSONField(allow_null=True, help_text="Null for a required field.")

@@ -1,0 +1,1 @@
+"""Profiling timelines: traces of runs, their summaries, the timeline view and diffs."""

@@ -1,0 +1,13 @@
+"""Control-plane tasks of the profiles app."""
+
+from __future__ import annotations
+
+from celery import shared_task
+
+from npulab.profiles.services import do_summarise_profile
+from workers.contract.tasks import SUMMARISE_PROFILE
+
+
+@shared_task(name=SUMMARISE_PROFILE, ignore_result=True)
+def summarise_profile_task(profile_id: int, again: bool = False) -> None:
+    do_summarise_profile(profile_id, again=again)

@@ -1,0 +1,116 @@
+"""Uploading the files a run announced with ``artifact`` events (traces, reports).
+
+Once the platform has acknowledged an ``artifact`` event, its file is sent through the
+artifact store in chunks (workers.host.uploads), declared as the event describes it
+(name, kind, size, SHA-256), so the platform keeps it only if the bytes match. The event
+comes from the user's code: only a regular file inside the run directory is sent, never
+one a path or a link leads out of it. What the platform refused (a trace over its size
+limit) is said in the run's log.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import queue
+import threading
+from typing import Any
+
+from workers.host.client import PlatformClient
+from workers.host.uploads import CHUNK_BYTES, ChunkedUpload, UploadRefused, UploadStopped
+
+log = logging.getLogger(__name__)
+
+
+def artifact_path_problem(run_dir: str, path: Any) -> str | None:
+    """Why the file an artifact event names may not be uploaded, or None."""
+    if not isinstance(path, str) or not path:
+        return "the event names no path"
+    root = os.path.realpath(run_dir)
+    real = os.path.realpath(path if os.path.isabs(path) else os.path.join(run_dir, path))
+    if os.path.commonpath([root, real]) != root:
+        return "it is outside the run directory"
+    if not os.path.isfile(real):
+        return "it is not a file in the run directory"
+    return None
+
+
+class ArtifactUploader:
+    """Uploads announced artifacts one after another in a thread; ``drain`` waits for them."""
+
+    def __init__(
+        self, client: PlatformClient, run_id: int, run_dir: str, chunk_bytes: int = CHUNK_BYTES
+    ) -> None:
+        self.client = client
+        self.run_id = run_id
+        self.run_dir = run_dir
+        self.chunk_bytes = chunk_bytes
+        # Why each refused artifact was not stored, for the run's log.
+        self.refusals: list[str] = []
+        self._queue: queue.Queue[dict[str, Any]] = queue.Queue()
+        self._idle = threading.Event()
+        self._idle.set()
+        self._give_up = threading.Event()
+        threading.Thread(target=self._work, name=f"artifacts-{run_id}", daemon=True).start()
+
+    def add(self, event: dict[str, Any]) -> None:
+        self._idle.clear()
+        self._queue.put(event)
+
+    def drain(self, give_up: threading.Event) -> bool:
+        """Wait until every queued artifact is uploaded; False if ``give_up`` came first."""
+        while not self._idle.wait(0.5):
+            if give_up.is_set():
+                self._give_up.set()
+                return False
+        return True
+
+    def take_refusals(self) -> list[str]:
+        refusals, self.refusals = self.refusals, []
+        return refusals
+
+    def _work(self) -> None:
+        while True:
+            event = self._queue.get()
+            try:
+                self.upload(event)
+            except Exception:  # a bad event must not stop the uploads after it
+                log.exception("run %s: artifact upload failed", self.run_id)
+            if self._queue.empty():
+                self._idle.set()
+
+    def upload(self, event: dict[str, Any]) -> None:
+        """Upload one announced artifact now, in this thread (``add`` queues it instead)."""
+        name = str(event.get("name") or "")
+        problem = artifact_path_problem(self.run_dir, event.get("path"))
+        if problem:
+            self.refusals.append(f"artifact {name!r} not uploaded: {problem}")
+            return
+        path = os.path.realpath(event["path"])
+        declaration = {
+            "name": name,
+            "kind": event.get("kind") or "file",
+            "bytes": event.get("bytes"),
+            "sha256": event.get("sha256"),
+            "step": event.get("step"),
+        }
+        key = hashlib.sha256(f"{name}\0{event.get('sha256')}".encode()).hexdigest()[:16]
+        upload = ChunkedUpload(
+            self.client,
+            self.run_id,
+            path,
+            declaration,
+            state_path=os.path.join(self.run_dir, f".upload-artifact-{key}.json"),
+            chunk_bytes=self.chunk_bytes,
+            give_up=self._give_up,
+        )
+        try:
+            upload.run()
+            log.info("run %s: artifact %s stored on the platform", self.run_id, name)
+        except (UploadRefused, OSError) as exc:
+            detail = exc.body.get("detail") if isinstance(exc, UploadRefused) else None
+            self.refusals.append(f"artifact {name!r} not stored: {detail or exc}")
+            log.warning("run %s: artifact %s not stored: %s", self.run_id, name, exc)
+        except UploadStopped:
+            log.info("run %s: artifact %s upload stopped; it resumes later", self.run_id, name)
