@@ -27,6 +27,18 @@ def test_a_smoke_run_shows_the_step_running_now() -> None:
     assert _progress_text(run, 13.0)[0] == "run 8 running · step 2 running 12s · 13s"
 
 
+def test_a_smoke_run_names_the_step_running_now_when_the_platform_knows_it() -> None:
+    run = {
+        "id": 8,
+        "status": "running",
+        "progress": {"running_step": 2, "running_step_name": "matmul", "running_s": 4.0},
+    }
+    text, key = _progress_text(run, 5.0)
+    assert text == "run 8 running · step matmul running 4s · 5s"
+    # Off a terminal, a line as each named step begins, not one per second it runs.
+    assert key == "run 8 running · step matmul"
+
+
 def test_an_ended_run_shows_no_progress() -> None:
     run = {"id": 9, "status": "succeeded", "progress": {"step": 300, "total_steps": 300}}
     assert _progress_text(run, 5.0)[0] == "run 9 succeeded · 5s"

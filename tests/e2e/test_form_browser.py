@@ -10,6 +10,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from tests.e2e.platform import Platform
+from tests.e2e.screenshots import shoot
 
 pytestmark = [pytest.mark.e2e, pytest.mark.browser]
 
@@ -70,7 +71,7 @@ def test_the_form_reports_every_problem_in_one_round(platform: Platform, offline
     assert "6 problems to fix" in page.locator("#form-problems").inner_text()
     assert page.input_value("#id_include") == "nn.functional.*"  # nothing typed is lost
     assert "/runs/new/" in page.url
-    page.screenshot(path=str(platform.var_dir / "form-errors.png"), full_page=True)
+    shoot(page, platform.var_dir, "form-errors")
 
     # Fixed in one go, the run is queued and the page goes to it.
     page.fill("#id_devices", "1")
@@ -91,7 +92,7 @@ def test_the_form_reports_every_problem_in_one_round(platform: Platform, offline
     row = page.locator(f'tr[data-run="{run["id"]}"]')
     assert "one add" in row.inner_text()
     assert row.locator("[data-headline]").count() >= 1
-    page.screenshot(path=str(platform.var_dir / "form-run-list.png"), full_page=True)
+    shoot(page, platform.var_dir, "form-run-list")
 
 
 def test_the_training_form_offers_built_in_entries(platform: Platform, offline) -> None:

@@ -7,6 +7,7 @@ import re
 import pytest
 
 from tests.e2e.platform import HOST, Platform
+from tests.e2e.screenshots import shoot
 
 pytestmark = [pytest.mark.e2e, pytest.mark.browser]
 # More steps than the test waits for (it cancels the run), few enough for an ETA under an
@@ -21,7 +22,7 @@ def test_a_live_training_run_shows_its_progress_log_and_what_cancel_loses(
     run_id = platform.submit(
         kind="training", entry="builtin:cnn", max_steps=STEPS, checkpoint_every_steps=200
     )["id"]
-    page = browser.new_page(viewport={"width": 1400, "height": 1100})
+    page = browser.new_page(viewport={"width": 1280, "height": 1100})
     platform.log_in(page)
     page.goto(f"{platform.url}/runs/{run_id}/")
 
@@ -46,7 +47,7 @@ def test_a_live_training_run_shows_its_progress_log_and_what_cancel_loses(
     listed = page.locator("#metric-list").inner_text().removeprefix("metrics: ").split(", ")
     assert titles == listed
     assert page.locator("#no-metrics").is_hidden()
-    page.screenshot(path=str(platform.var_dir / "live-progress.png"), full_page=True)
+    shoot(page, platform.var_dir, "live-progress")
 
     # The whole log of the attempt, searched.
     page.click("#full-log-link")
@@ -61,7 +62,7 @@ def test_a_live_training_run_shows_its_progress_log_and_what_cancel_loses(
     assert any(f"builtin:cnn: steps 0..{STEPS - 1}" in hit for hit in hits), hits
     summary = page.locator("#log-summary").inner_text()
     assert summary.startswith(f"{len(hits)} line{'s' if len(hits) > 1 else ''} of attempt 1")
-    page.screenshot(path=str(platform.var_dir / "live-log-search.png"), full_page=True)
+    shoot(page, platform.var_dir, "live-log-search")
     download = page.locator("#log-download").get_attribute("href")
     assert download == f"/runs/{run_id}/log.txt?attempt=1&q=BUILTIN%3ACNN"
     assert page.request.get(f"{platform.url}{download}").text().count("\n") == len(hits)
@@ -79,12 +80,12 @@ def test_a_live_training_run_shows_its_progress_log_and_what_cancel_loses(
         asked[0],
     ), asked
     page.wait_for_function("document.querySelectorAll('main > .alert').length === 0")
-    page.screenshot(path=str(platform.var_dir / "live-cancelled.png"), full_page=True)
+    shoot(page, platform.var_dir, "live-cancelled")
     page.close()
 
 
 def test_a_finished_smoke_run_has_no_stale_parts(platform: Platform, browser) -> None:
-    page = browser.new_page(viewport={"width": 1400, "height": 1100})
+    page = browser.new_page(viewport={"width": 1280, "height": 1100})
     platform.log_in(page)
     page.goto(f"{platform.url}/runs/new/?kind=smoke")
     page.select_option("#id_host", HOST)
@@ -101,5 +102,5 @@ def test_a_finished_smoke_run_has_no_stale_parts(platform: Platform, browser) ->
     single = page.locator(".metric-chart[data-key='matmul/gflops']")
     assert re.fullmatch(r"[\d.]+ at step 0", single.inner_text().strip())
     assert page.locator("#no-metrics").is_hidden()
-    page.screenshot(path=str(platform.var_dir / "live-smoke-finished.png"), full_page=True)
+    shoot(page, platform.var_dir, "live-smoke-finished")
     page.close()

@@ -7,9 +7,9 @@ import time
 import pytest
 
 from tests.e2e.platform import HOST, Platform
+from tests.e2e.screenshots import shoot
 
 pytestmark = pytest.mark.e2e
-# Where the browser check leaves its picture of the failure banner.
 
 
 def training(platform: Platform, **spec) -> dict:
@@ -47,7 +47,7 @@ def test_the_failure_banner_shows_the_exception(platform: Platform, browser) -> 
         assert banner.inner_text().startswith("Job error:")
         assert "ModuleNotFoundError: No module named 'mymodel'" in banner.inner_text()
         assert "exited with code" not in banner.inner_text()
-        page.screenshot(path=str(platform.var_dir / "job-error-banner.png"), full_page=True)
+        shoot(page, platform.var_dir, "job-error-banner")
     finally:
         page.close()
 

@@ -10,10 +10,11 @@ import pytest
 import requests
 
 from tests.e2e.platform import HOST, Platform
+from tests.e2e.screenshots import shoot
 
 pytestmark = [pytest.mark.e2e, pytest.mark.browser]
 
-SCREENSHOTS = "review-{}.png"
+SCREENSHOTS = "review-{}"
 EXTRA_PACKAGE = "npulab-review-demo"
 
 # A staging host on another torch, with three smoke runs and a user's job error, as the
@@ -118,14 +119,14 @@ def test_the_review_shows_numbers_job_errors_and_unknown_versions(
     decision = page.locator("#decision")
     assert decision.get_attribute("data-decision") != "no-go"
     assert "failed" not in decision.inner_text()
-    page.screenshot(path=platform.var_dir / SCREENSHOTS.format("numbers"), full_page=True)
+    shoot(page, platform.var_dir, SCREENSHOTS.format("numbers"))
 
     # The previous snapshot of the same host: the same stack, the same evidence on both sides.
     page.goto(f"{platform.url}/hosts/{HOST}/upgrade-review/?target={before['id']}")
     page.wait_for_selector("#same-stack")
     same = page.locator('#numbers tr[data-kind="smoke"][data-key="matmul_gflops"]')
     assert f"n={current_n}" in same.locator('[data-side="target"]').inner_text()
-    page.screenshot(path=platform.var_dir / SCREENSHOTS.format("same-stack"), full_page=True)
+    shoot(page, platform.var_dir, SCREENSHOTS.format("same-stack"))
 
     # A planned version nobody knows.
     page.fill("#planned-form input[name=torch_npu]", "2.1.0.post99")
@@ -135,5 +136,5 @@ def test_the_review_shows_numbers_job_errors_and_unknown_versions(
     unknown = page.locator('#unknown-versions [data-field="torch_npu"]').inner_text()
     assert "2.1.0.post99" in unknown
     assert "2.1.0.post17" in unknown
-    page.screenshot(path=platform.var_dir / SCREENSHOTS.format("unknown-version"), full_page=True)
+    shoot(page, platform.var_dir, SCREENSHOTS.format("unknown-version"))
     page.close()

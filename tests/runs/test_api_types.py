@@ -43,6 +43,7 @@ def test_a_runs_attempts_and_progress_have_their_own_schemas(schemas) -> None:
         "steps_per_s": "number",
         "eta_s": "number",
         "running_step": "integer",
+        "running_step_name": "string",
         "running_s": "number",
         "finished_steps": "array",
     }

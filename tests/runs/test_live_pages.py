@@ -125,6 +125,55 @@ def test_a_smoke_run_shows_the_step_running_now_and_for_how_long(
     assert body["running_s"] >= 30
 
 
+def step_started(name: str, at) -> dict:
+    return {"type": "step_started", "time": at.timestamp(), "name": name}
+
+
+def test_a_smoke_run_names_the_step_that_began_and_times_it_from_its_start(
+    browser, api, owner, cpu_host
+) -> None:
+    run = smoke_running(owner, cpu_host)
+    began = timezone.now() - timedelta(seconds=40)
+    feed = Feed(cpu_host, run)
+    feed.send(
+        [
+            step_started("device", began),
+            {"type": "step", "time": began.timestamp() + 1, "name": "device", "status": "pass"},
+        ]
+    )
+    assert progress(run).running_step_name is None  # between steps: nothing named runs
+    feed.send([step_started("matmul", began + timedelta(seconds=2))])
+
+    found = progress(run, now=began + timedelta(seconds=14))
+    assert (found.running_step, found.running_step_name) == (2, "matmul")
+    assert found.running_s == pytest.approx(12.0)
+    assert found.finished_steps == ("device",)
+    # The news that a step began is a field of the attempt, not a row of the run's events.
+    assert not RunEvent.objects.filter(run=run, type="step_started").exists()
+
+    page = re.sub(r"<[^>]+>", "", browser.get(f"/runs/{run.pk}/").content.decode())
+    assert re.search(r"Running: matmul for \d+ s, after device", page), page
+    body = api.get(f"/api/v1/runs/{run.pk}/").json()["progress"]
+    assert (body["running_step"], body["running_step_name"]) == (2, "matmul")
+    assert body["running_s"] >= 38
+
+    # The step's end clears it; the next one's start names the next.
+    feed.send(
+        [{"type": "step", "time": began.timestamp() + 20, "name": "matmul", "status": "pass"}]
+    )
+    assert progress(run).running_step_name is None
+    feed.send([step_started("train", began + timedelta(seconds=21))])
+    assert api.get(f"/api/v1/runs/{run.pk}/").json()["progress"]["running_step_name"] == "train"
+
+
+def test_a_step_started_event_without_a_name_is_kept_as_a_visible_error(owner, cpu_host) -> None:
+    run = smoke_running(owner, cpu_host)
+    Feed(cpu_host, run).send([{"type": "step_started", "time": 1.0, "name": 7}])
+    line = RunEvent.objects.get(run=run, type="log").data["line"]
+    assert line.startswith("malformed event (step_started.name must be string)")
+    assert progress(run).running_step_name is None
+
+
 # -- nothing stale or contradictory ------------------------------------------------------------
 
 
@@ -146,7 +195,11 @@ def test_charts_and_the_metric_list_have_one_order_losses_first(browser, owner, 
 def test_no_metrics_says_yet_only_while_the_run_is_alive(browser, owner, cpu_host) -> None:
     run = started(owner, cpu_host, max_restarts=0)
     page = browser.get(f"/runs/{run.pk}/").content.decode()
-    assert '<div class="small text-muted" id="no-metrics">No metrics yet.</div>' in page
+    assert re.search(
+        r'<div class="small text-muted" id="no-metrics"[^>]*>No metrics yet\.</div>', page
+    )
+    # What charts.js says instead once the run has ended under the open page.
+    assert 'data-ended="No metrics were logged."' in page
     crash(cpu_host, run)
     page = browser.get(f"/runs/{run.pk}/").content.decode()
     assert "No metrics were logged." in page

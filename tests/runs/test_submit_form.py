@@ -159,6 +159,9 @@ def test_the_entry_is_a_built_in_job_or_a_path(
 def test_a_run_no_host_could_take_waits_when_asked(browser: Client) -> None:
     refused = browser.post("/runs/new/", defaults("smoke")).content.decode()
     assert 'data-error-for="device_type"' in refused
+    # The form names its own box, not the API's field.
+    assert "tick &quot;Wait for a host that could take it&quot; to queue it" in refused
+    assert "wait_for_host: true" not in refused
     assert not Run.objects.exists()
     response = browser.post("/runs/new/", defaults("smoke", wait_for_host="on"))
     assert response.status_code == 302

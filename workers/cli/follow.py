@@ -66,7 +66,11 @@ def _progress_text(run: dict[str, Any], elapsed: float) -> tuple[str, str]:
         parts.append(str(run["queue_reason"]))
         key += " · " + str(run["queue_reason"])
     if run.get("status") == "running":
-        parts += _live_progress(run.get("progress") or {})
+        live = run.get("progress") or {}
+        parts += _live_progress(live)
+        if live.get("running_step_name"):
+            # A CI log gets a line as each named step begins: where a hung run hangs.
+            key += f" · step {live['running_step_name']}"
     parts.append(output.duration(elapsed))
     return " · ".join(parts), key
 
@@ -76,7 +80,9 @@ def _live_progress(progress: dict[str, Any]) -> list[str]:
     parts = []
     if progress.get("running_step"):
         running = output.duration(progress.get("running_s")) or "0s"
-        parts.append(f"step {progress['running_step']} running {running}")
+        # The name when the runner said which step began; older platforms give the ordinal only.
+        step = progress.get("running_step_name") or progress["running_step"]
+        parts.append(f"step {step} running {running}")
     if progress.get("step") is not None:
         total = progress.get("total_steps")
         text = f"step {progress['step']}/{total}" if total else f"step {progress['step']}"

@@ -9,7 +9,7 @@ from typing import Any, Callable
 
 from workers.backends import Backend
 from workers.contract import exits, kinds
-from workers.contract.events import FAIL, PASS, RUNNER, SKIP
+from workers.contract.events import FAIL, PASS, RUNNER, SKIP, STEP_STARTED
 from workers.events import EventWriter
 
 
@@ -73,7 +73,8 @@ class StepRecorder:
     A step is a callable returning a detail dict. It fails by raising
     StepFailed (a check did not hold) or any other exception (it broke; the
     traceback goes to stderr). Steps listed in ``requires`` that did not
-    pass make a step skip instead of run.
+    pass make a step skip instead of run. A ``step_started`` event goes out
+    before each body runs, so the platform can say which step is running now.
     """
 
     def __init__(self, events: EventWriter):
@@ -91,6 +92,10 @@ class StepRecorder:
         if blocked:
             self._record(name, SKIP, 0.0, {}, "skipped: " + ", ".join(blocked) + " did not pass")
             return {}
+        self.events.emit(STEP_STARTED, name=name)
+        # A step may run for minutes without another event: a buffering writer must not
+        # hold back the news that it began.
+        self.events.flush()
         started = time.perf_counter()
         try:
             detail = body() or {}

@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from math import isfinite
 from typing import Any
 
-from npulab.runs.models import Run, RunEvent
+from npulab.runs.models import Run, RunAttempt, RunEvent
 from npulab.series.ingest import Point, insert_points
 from npulab.series.owners import Owner
 from workers.contract import events as contract_events
@@ -51,6 +51,9 @@ class Batch:
         self.now = now
         self.points: dict[str, list[Point]] = {}
         self._pending: dict[str, tuple[list[Any], Callable[[Run, list[Any]], None]]] = {}
+        # The step running at the batch's end: (name, began) after a step_started, ("", None)
+        # after a step ended; None when the batch says nothing of steps.
+        self.current_step: tuple[str, datetime | None] | None = None
 
     def flush_points(self) -> None:
         insert_points(Owner.of_run(self.run.pk), self.points, attempt=self.run.attempt)
@@ -68,6 +71,11 @@ class Batch:
             if items:
                 flush(self.run, items)
         self._pending = {}
+        if self.current_step is not None:
+            name, began = self.current_step
+            RunAttempt.objects.filter(run=self.run, number=self.run.attempt).update(
+                current_step=name, current_step_started_at=began
+            )
 
 
 # Returns True when it stored the event itself (in a table of its own), so
@@ -124,6 +132,13 @@ def store_events(run: Run, events: list[Any], now: datetime) -> dict[str, Any] |
         if problem:
             rows.append(_malformed(run, raw, problem, now))
             continue
+        if kind == contract_events.STEP_STARTED:
+            # Only the newest matters: one field of the attempt, not a row per step.
+            name = str(raw["name"])[: RunAttempt._meta.get_field("current_step").max_length]
+            batch.current_step = (name, _time(raw.get("time"), now))
+            continue
+        if kind == contract_events.STEP:
+            batch.current_step = ("", None)
         data = {key: value for key, value in raw.items() if key not in ("type", "time")}
         if kind == contract_events.LOG:
             data["line"] = _scrub(str(data.get("line", "")), secrets)

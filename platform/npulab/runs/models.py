@@ -339,6 +339,14 @@ class RunAttempt(models.Model):
     exit_reason = models.TextField(blank=True)
     exit_code = models.IntegerField(null=True, blank=True)
     resumed_from_step = models.BigIntegerField(null=True, blank=True)
+    # The step running now, from the runner's step_started events: one row per attempt
+    # changes, no row per step is added.
+    current_step = models.CharField(
+        max_length=200, blank=True, default="", help_text="The step running now, if any."
+    )
+    current_step_started_at = models.DateTimeField(
+        null=True, blank=True, help_text="When that step began, by the host's clock."
+    )
 
     class Meta:
         ordering = ["number"]

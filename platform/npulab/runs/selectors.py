@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from npulab.hosts.models import Host
 from npulab.runs.kinds import get as get_kind
-from npulab.runs.models import Checkpoint, Run, RunEvent
+from npulab.runs.models import Checkpoint, Run, RunAttempt, RunEvent
 from npulab.series.models import Metric, MetricSeries
 from npulab.snapshots.diff import version_changes
 from npulab.snapshots.models import Snapshot
@@ -56,7 +56,9 @@ class Progress:
 
     ``step`` counts the steps done by the furthest metric (a run logging from step 0 has done
     step + 1); ``total_steps`` is what its spec asks for, when it says. ``running_step`` is the
-    ordinal of the reported step running now, for a kind that reports steps.
+    ordinal of the reported step running now, for a kind that reports steps, and
+    ``running_step_name`` its name when the runner said it began (a ``step_started`` event);
+    ``running_s`` is how long it has run (without the name: since the last step ended).
     """
 
     step: int | None = None
@@ -64,6 +66,7 @@ class Progress:
     steps_per_s: float | None = None
     eta_s: float | None = None
     running_step: int | None = None
+    running_step_name: str | None = None
     running_s: float | None = None
     finished_steps: tuple[str, ...] = ()
 
@@ -103,6 +106,13 @@ def progress(run: Run, now: datetime | None = None) -> Progress | None:
             .values_list("time", "data__name")
         )
         since = finished[-1][0] if finished else run.started_at
+        current = (
+            RunAttempt.objects.filter(run=run, number=run.attempt)
+            .values_list("current_step", "current_step_started_at")
+            .first()
+        )
+        if current and current[0]:
+            found.running_step_name, since = current[0], current[1] or since
         found.finished_steps = tuple(str(name) for _, name in finished)
         found.running_step = len(finished) + 1
         found.running_s = max(0.0, (now - since).total_seconds())

@@ -31,6 +31,10 @@ class ProgressSerializer(serializers.Serializer):
     running_step = serializers.IntegerField(
         allow_null=True, help_text="Which reported step (1, 2 ...) is running now."
     )
+    running_step_name = serializers.CharField(
+        allow_null=True,
+        help_text="That step's name, when the runner said it began (null: it did not say).",
+    )
     running_s = serializers.FloatField(
         allow_null=True, help_text="How long that step has been running."
     )

@@ -166,7 +166,11 @@
         container.appendChild(charts[key].card);
       });
       var none = document.getElementById("no-metrics");
-      if (none !== null) { none.hidden = keys.length > 0; }
+      if (none !== null) {
+        none.hidden = keys.length > 0;
+        // Drawn while the run was alive: once it has ended, "yet" is no longer true.
+        if (none.dataset.ended && !runIsActive()) { none.textContent = none.dataset.ended; }
+      }
       drawnKeys = JSON.stringify(keys);
     }
 
