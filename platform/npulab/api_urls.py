@@ -6,7 +6,21 @@ from npulab.accounts.api.views import ApiTokenViewSet
 from npulab.artifacts.api.views import ArtifactDownloadView, RunArtifactListView
 from npulab.core.converters import IdRouter
 from npulab.coverage.api.views import CoverageCompareView, CoverageSummaryView, OpResultListView
+from npulab.health.api.views import (
+    AuditEntryListView,
+    HostDeviceClearView,
+    HostDrainView,
+    HostHealthView,
+    HostUndrainView,
+)
 from npulab.hosts.api.views import HostViewSet
+from npulab.profiles.api.timeline import ProfileTimelineView
+from npulab.profiles.api.views import (
+    ProfileDetailView,
+    ProfileDownloadView,
+    ProfileSummariseView,
+    RunProfileListView,
+)
 from npulab.review.api.views import UpgradeReviewView
 from npulab.runs.api.compare import RunCompareView
 from npulab.runs.api.kinds import KindViewSet
@@ -42,6 +56,11 @@ urlpatterns = [
         ArtifactDownloadView.as_view(),
         name="artifact-download",
     ),
+    path("runs/<id:run_id>/profiles/", RunProfileListView.as_view(), name="run-profiles"),
+    path("profiles/<id:pk>/", ProfileDetailView.as_view(), name="profile-detail"),
+    path("profiles/<id:pk>/download/", ProfileDownloadView.as_view(), name="profile-download"),
+    path("profiles/<id:pk>/timeline/", ProfileTimelineView.as_view(), name="profile-timeline"),
+    path("profiles/<id:pk>/summarise/", ProfileSummariseView.as_view(), name="profile-summarise"),
     path("runs/<id:run_id>/coverage/", OpResultListView.as_view(), name="run-coverage"),
     path(
         "runs/<id:run_id>/coverage/summary/",
@@ -54,6 +73,15 @@ urlpatterns = [
         name="run-coverage-compare",
     ),
     path("hosts/<name:name>/history/", HostHistoryView.as_view(), name="host-history"),
+    path("hosts/<name:name>/health/", HostHealthView.as_view(), name="host-health"),
+    path("hosts/<name:name>/drain/", HostDrainView.as_view(), name="host-drain"),
+    path("hosts/<name:name>/undrain/", HostUndrainView.as_view(), name="host-undrain"),
+    path(
+        "hosts/<name:name>/devices/<step:index>/clear/",
+        HostDeviceClearView.as_view(),
+        name="host-device-clear",
+    ),
+    path("audit/", AuditEntryListView.as_view(), name="audit-list"),
     path(
         "hosts/<name:name>/snapshot-request/",
         HostSnapshotRequestView.as_view(),

@@ -46,6 +46,11 @@ INSTALLED_APPS = [
     "npulab.smoke",
     "npulab.training",
     "npulab.coverage",
+    "npulab.stability",
+    "npulab.profiles",
+    "npulab.telemetry",
+    "npulab.health",
+    "npulab.audit",
     "npulab.series",
     "npulab.snapshots",
     "npulab.review",
@@ -54,7 +59,10 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # First: every later part sees the client's address and scheme, or none that a client wrote.
+    "npulab.core.middleware.TrustedProxyMiddleware",
     "django.middleware.security.SecurityMiddleware",
+    "npulab.core.middleware.SecurityHeadersMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -128,13 +136,18 @@ STATIC_URL = "static/"
 STATIC_ROOT = env.str("NPULAB_STATIC_ROOT", "") or None
 WHITENOISE_USE_FINDERS = True
 
+# NPULAB_SECURE_COOKIES=true: the cookies are Secure on every response; without it, whenever a
+# request came over TLS (core.middleware.SecurityHeadersMiddleware).
 SESSION_COOKIE_SECURE = env.bool("NPULAB_SECURE_COOKIES", False)
 CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
 SESSION_COOKIE_HTTPONLY = True
 X_FRAME_OPTIONS = "DENY"
 SECURE_CONTENT_TYPE_NOSNIFF = True
-if env.bool("NPULAB_BEHIND_TLS_PROXY", False):
-    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+# Only a trusted proxy's X-Forwarded-Proto reaches Django: TrustedProxyMiddleware drops the
+# header from everyone else, so reading it here never believes a client.
+SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+# Sent on TLS responses only (Django's SecurityMiddleware); 0 turns it off.
+SECURE_HSTS_SECONDS = env.int("NPULAB_HSTS_SECONDS", 365 * 86400, minimum=0)
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
@@ -201,7 +214,9 @@ SPECTACULAR_SETTINGS = {
         {"name": "kinds", "description": "The run kinds and the fields of their specs."},
         {"name": "hosts", "description": "Accelerator hosts, their devices and history."},
         {"name": "snapshots", "description": "Environment snapshots and their differences."},
+        {"name": "profiles", "description": "Profiling traces: summaries, timelines, imports."},
         {"name": "tokens", "description": "Your API tokens."},
+        {"name": "audit", "description": "Who did what (operators)."},
         {
             "name": "agent",
             "description": "Called by host workers with their host token, not by users.",
@@ -215,6 +230,7 @@ SPECTACULAR_SETTINGS = {
         "TokenScopeEnum": "npulab.accounts.models.Scope",
         "ExitCauseEnum": "npulab.runs.api.serializers.EXIT_CAUSES",
         "OpStatusEnum": "workers.kinds.coverage.STATUSES",
+        "ProfileStatusEnum": "npulab.profiles.models.Profile.Status",
     },
 }
 
@@ -252,6 +268,20 @@ NPULAB = {
     "API_RATE": env.rate("NPULAB_API_RATE", "1200/min"),
     # Failed sign-ins and unknown tokens per client address; past it, 429 until the period ends.
     "AUTH_FAILURE_RATE": env.rate("NPULAB_AUTH_FAILURE_RATE", "20/min"),
+    # The proxies whose X-Forwarded-For / -Proto are believed. NPULAB_BEHIND_TLS_PROXY=true
+    # is the short form for nginx on this machine (deploy/nginx).
+    "TRUSTED_PROXIES": env.list(
+        "NPULAB_TRUSTED_PROXIES",
+        ["127.0.0.1", "::1"] if env.bool("NPULAB_BEHIND_TLS_PROXY", False) else [],
+    ),
+    # No inline script anywhere (the pages' code is in static files); inline styles are
+    # allowed because htmx and uPlot set them. ReDoc starts its search worker from a blob.
+    "CONTENT_SECURITY_POLICY": env.str(
+        "NPULAB_CONTENT_SECURITY_POLICY",
+        "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
+        "img-src 'self' data:; font-src 'self'; connect-src 'self'; worker-src 'self' blob:; "
+        "object-src 'none'; base-uri 'self'; form-action 'self'; frame-ancestors 'none'",
+    ),
     # Where uploaded checkpoints (and later other artifacts) are kept.
     "ARTIFACT_DIR": str(env.path("NPULAB_ARTIFACT_DIR", VAR_DIR / "artifacts")),
     # A snapshot upload larger than this is refused (HTTP 413).
@@ -264,6 +294,48 @@ NPULAB = {
     "ARTIFACT_UPLOAD_EXPIRY_S": env.int(
         "NPULAB_ARTIFACT_UPLOAD_EXPIRY_S", 2 * 24 * 3600, minimum=60
     ),
+    # A profiler trace larger than this, as stored (compressed), is refused (HTTP 413).
+    # Stability runs may carry injected faults (docs/stability.md) only where this is on:
+    # a test set-up's, since a failed verdict marks devices bad.
+    "STABILITY_ALLOW_FAULTS": env.bool("NPULAB_STABILITY_ALLOW_FAULTS", False),
+    "PROFILE_MAX_BYTES": env.int(
+        "NPULAB_PROFILE_MAX_BYTES", 2 * 1024 * 1024 * 1024, minimum=64 * 1024
+    ),
+    # ... and one that unpacks (gunzip, untar) to more than this: a gzip bomb stops here.
+    "PROFILE_MAX_UNPACKED_BYTES": env.int(
+        "NPULAB_PROFILE_MAX_UNPACKED_BYTES", 16 * 1024 * 1024 * 1024, minimum=64 * 1024
+    ),
+    # Scratch space of the control worker: traces unpacked for their summary and index.
+    "PROFILE_WORK_DIR": str(env.path("NPULAB_PROFILE_WORK_DIR", VAR_DIR / "profiles")),
+    # Timeline indexes copied from the artifacts storage on their first view, read from here.
+    "PROFILE_CACHE_DIR": str(env.path("NPULAB_PROFILE_CACHE_DIR", VAR_DIR / "cache" / "profiles")),
+    # Device telemetry: raw samples are kept this many days, their rollups this many.
+    "TELEMETRY_RAW_DAYS": env.int("NPULAB_TELEMETRY_RAW_DAYS", 7, minimum=1),
+    "TELEMETRY_ROLLUP_DAYS": env.int("NPULAB_TELEMETRY_ROLLUP_DAYS", 90, minimum=1),
+    # How often the control worker rolls raw telemetry up into minutes and applies retention.
+    "TELEMETRY_ROLLUP_S": env.int("NPULAB_TELEMETRY_ROLLUP_S", 60, minimum=10),
+    # /metrics without a token, for a Prometheus that scrapes from inside the network.
+    "METRICS_PUBLIC": env.bool("NPULAB_METRICS_PUBLIC", False),
+    # Host health (docs/health.md): the rules' thresholds, and the webhook told of each change.
+    "HEALTH_TEMPERATURE_LIMIT_C": env.int("NPULAB_HEALTH_TEMPERATURE_LIMIT_C", 95, minimum=30),
+    "HEALTH_TEMPERATURE_SAMPLES": env.int("NPULAB_HEALTH_TEMPERATURE_SAMPLES", 3, minimum=1),
+    "HEALTH_ECC_SINGLE_BIT_INCREASE": env.int(
+        "NPULAB_HEALTH_ECC_SINGLE_BIT_INCREASE", 10, minimum=1
+    ),
+    "HEALTH_ECC_DOUBLE_BIT_INCREASE": env.int(
+        "NPULAB_HEALTH_ECC_DOUBLE_BIT_INCREASE", 1, minimum=1
+    ),
+    "HEALTH_RETIRED_PAGES_DEGRADED": env.int("NPULAB_HEALTH_RETIRED_PAGES_DEGRADED", 15, minimum=1),
+    "HEALTH_RETIRED_PAGES_UNHEALTHY": env.int(
+        "NPULAB_HEALTH_RETIRED_PAGES_UNHEALTHY", 63, minimum=1
+    ),
+    "HEALTH_HEARTBEAT_MAX_AGE_S": env.int("NPULAB_HEALTH_HEARTBEAT_MAX_AGE_S", 30, minimum=5),
+    "HEALTH_INFRA_FAILURES": env.int("NPULAB_HEALTH_INFRA_FAILURES", 3, minimum=1),
+    "HEALTH_INFRA_WINDOW_S": env.int("NPULAB_HEALTH_INFRA_WINDOW_S", 3600, minimum=60),
+    # Empty: no webhook. A JSON POST per state change, retried with back-off.
+    "HEALTH_WEBHOOK_URL": env.str("NPULAB_HEALTH_WEBHOOK_URL", "").strip(),
+    "HEALTH_WEBHOOK_TIMEOUT_S": env.int("NPULAB_HEALTH_WEBHOOK_TIMEOUT_S", 10, minimum=1),
+    "HEALTH_WEBHOOK_RETRIES": env.int("NPULAB_HEALTH_WEBHOOK_RETRIES", 5, minimum=0),
 }
 
 # Artifact files: a directory (NPULAB_ARTIFACT_DIR) unless an S3-compatible
@@ -307,7 +379,12 @@ CELERY_BEAT_SCHEDULE = {
     "place-queued-runs": {"task": tasks.PLACE_RUNS, "schedule": NPULAB["SCHEDULER_TICK_S"]},
     "sweep-runs": {"task": tasks.SWEEP_RUNS, "schedule": NPULAB["SCHEDULER_TICK_S"]},
     "sweep-hosts": {"task": tasks.SWEEP_HOSTS, "schedule": NPULAB["SCHEDULER_TICK_S"]},
+    "sweep-health": {"task": tasks.SWEEP_HEALTH, "schedule": NPULAB["SCHEDULER_TICK_S"]},
     "expire-artifact-uploads": {"task": tasks.EXPIRE_UPLOADS, "schedule": 3600},
+    "roll-up-telemetry": {
+        "task": tasks.ROLL_UP_TELEMETRY,
+        "schedule": NPULAB["TELEMETRY_ROLLUP_S"],
+    },
 }
 
 DATA_UPLOAD_MAX_MEMORY_SIZE = env.int(

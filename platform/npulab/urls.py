@@ -1,18 +1,26 @@
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
-from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
+from drf_spectacular.views import (
+    SpectacularAPIView,
+    SpectacularRedocView,
+    SpectacularSwaggerSplitView,
+)
 
 from npulab.accounts.views import SignInView
+from npulab.health import urls as health_urls
 from npulab.hosts import urls as host_urls
 from npulab.review import urls as review_urls
 from npulab.snapshots import urls as snapshot_urls
+from npulab.telemetry import urls as telemetry_urls
 
 # The host pages of the apps above hosts join its namespace (hosts:host_history ...).
 host_pages = [
     *host_urls.urlpatterns,
     *snapshot_urls.host_urlpatterns,
     *review_urls.host_urlpatterns,
+    *health_urls.host_urlpatterns,
+    *telemetry_urls.host_urlpatterns,
 ]
 
 urlpatterns = [
@@ -21,13 +29,15 @@ urlpatterns = [
     path("runs/", include("npulab.coverage.urls")),
     path("hosts/", include((host_pages, host_urls.app_name))),
     path("snapshots/", include("npulab.snapshots.urls")),
+    path("profiles/", include("npulab.profiles.urls")),
     path("account/", include("npulab.accounts.urls")),
     path("login/", SignInView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
     path("api/v1/", include("npulab.api_urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
-    path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
+    # The split view serves Swagger UI's start-up code as a script file, not inline.
+    path("api/docs/", SpectacularSwaggerSplitView.as_view(url_name="schema"), name="api-docs"),
     path(
         "api/redoc/",
         SpectacularRedocView.as_view(url_name="schema", template_name="core/redoc.html"),

@@ -18,6 +18,8 @@ SET_FOR_RUNS = {
     "NPULAB_KEEP_CHECKPOINTS",
     "NPULAB_CHECKPOINT_EVERY_STEPS",
     "NPULAB_CHECKPOINT_EVERY_MINUTES",
+    # The spec's profiling window, for workers.track's run.profile_step().
+    "NPULAB_PROFILE",
     # The run directory's owner lock, handed from the supervisor to its child.
     "NPULAB_OWNER_LOCK_FD",
 }

@@ -191,3 +191,17 @@ def test_the_compare_page_says_when_there_is_no_known_good_baseline(client, owne
     assert "on a known-good snapshot: mark a snapshot known-good, or give a run id" in (
         page.content.decode()
     )
+
+
+def test_the_runs_compare_page_counts_each_later_runs_cells_against_the_first(
+    client, owner
+) -> None:
+    client.force_login(owner)
+    baseline, candidate = with_results(BASELINE), with_results(CANDIDATE)
+    page = client.get("/runs/compare/", {"ids": f"{baseline.pk},{candidate.pk}"})
+    html = page.content.decode()
+    assert page.status_code == 200
+    section = html[html.index('id="coverage-compare"') :]
+    assert f"Operator coverage against run #{baseline.pk}" in section
+    assert f'href="/runs/{candidate.pk}/coverage/compare/?baseline={baseline.pk}"' in section
+    assert '<td class="text-danger fw-semibold">1</td>' in section  # the one regression

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from django.conf import settings
 
 from tests.e2e.platform import CHROMIUM_ARGS, Platform, chromium_path, launched_platform
 from tests.services import in_ci
+
+ASYNC_UNSAFE = "DJANGO_ALLOW_ASYNC_UNSAFE"
 
 
 @pytest.fixture(scope="session")
@@ -33,14 +36,48 @@ def require(condition: bool, reason: str) -> None:
     pytest.skip(reason)
 
 
+class PagesBrowser:
+    """The browser for tests of what pages do, not of their Content-Security-Policy.
+
+    Playwright's waits given as strings (``wait_for_function("...")``) are evaluated in the
+    page, which the policy refuses as eval; these contexts bypass it. The policy itself is
+    tested with ``bypass_csp=False`` (tests/e2e/test_csp_browser.py).
+    """
+
+    def __init__(self, browser: Any) -> None:
+        self._browser = browser
+
+    def new_context(self, **options: Any) -> Any:
+        options.setdefault("bypass_csp", True)
+        return self._browser.new_context(**options)
+
+    def new_page(self, **options: Any) -> Any:
+        options.setdefault("bypass_csp", True)
+        return self._browser.new_page(**options)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._browser, name)
+
+
 @pytest.fixture(scope="session")
-def browser() -> Iterator[object]:
+def browser() -> Iterator[PagesBrowser]:
     """Debian's Chromium driven by Playwright (its own browser download fails here)."""
     executable = chromium_path()
     require(executable is not None, "no chromium on PATH (Debian: apt-get install chromium)")
     from playwright.sync_api import sync_playwright
 
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
-        yield browser
-        browser.close()
+    # Playwright's sync API keeps an asyncio loop in this thread from here on, which Django
+    # takes for async code: the test database work in this process (a live server's tests,
+    # and every test after them) is plain synchronous code.
+    before = os.environ.get(ASYNC_UNSAFE)
+    os.environ[ASYNC_UNSAFE] = "true"
+    try:
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
+            yield PagesBrowser(browser)
+            browser.close()
+    finally:
+        if before is None:
+            os.environ.pop(ASYNC_UNSAFE, None)
+        else:
+            os.environ[ASYNC_UNSAFE] = before

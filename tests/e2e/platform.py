@@ -148,6 +148,12 @@ class Platform:
                 # A lost host and its runs are noticed in seconds, not minutes.
                 "NPULAB_HOST_HEARTBEAT_TIMEOUT_S": "8",
                 "NPULAB_RUN_HEARTBEAT_TIMEOUT_S": "12",
+                # The session's tests lose runs on purpose, several on one host: that must
+                # not make the shared host unhealthy for the tests after them (docs/health.md).
+                "NPULAB_HEALTH_INFRA_FAILURES": "1000",
+                # tests/e2e/test_stability_e2e.py injects a consistency mismatch.
+                "NPULAB_STABILITY_ALLOW_FAULTS": "true",
+                "NPULAB_HEALTH_HEARTBEAT_MAX_AGE_S": "8",
                 # The tests poll runs far faster than any pipeline would.
                 "NPULAB_API_RATE": "100000/min",
                 "DJANGO_SUPERUSER_USERNAME": USER,

@@ -50,7 +50,11 @@ def test_submit_queues_the_run_and_returns_it(
     [
         (
             {"kind": "teleport", "device_type": "cpu"},
-            {"kind": ["unknown kind 'teleport'; one of: coverage, echo, smoke, training"]},
+            {
+                "kind": [
+                    "unknown kind 'teleport'; one of: coverage, echo, smoke, stability, training"
+                ]
+            },
         ),
         ({**SMOKE, "devices": 0}, {"devices": ["must be at least 1"]}),
         ({**SMOKE, "matmul_size": "big"}, {"matmul_size": ["must be an integer"]}),
@@ -60,7 +64,11 @@ def test_submit_queues_the_run_and_returns_it(
         ),
         (
             {"device_type": "cpu"},
-            {"kind": ["this field is required; one of: coverage, echo, smoke, training"]},
+            {
+                "kind": [
+                    "this field is required; one of: coverage, echo, smoke, stability, training"
+                ]
+            },
         ),
         ([SMOKE], {"spec": ["must be a JSON object"]}),
     ],

@@ -55,6 +55,10 @@ def field_option(field: dict[str, Any], taken: set[str]) -> click.Option | None:
             metavar="NAME=VALUE",
             help=help_text + " (repeatable)",
         )
+    if kind == "object":
+        return click.Option(
+            [flag, dest], type=JsonObject(), default=None, help=help_text + " (JSON object)"
+        )
     if kind == "integer":
         option_type: Any = click.INT
     elif kind == "number":
@@ -95,6 +99,23 @@ class SubmitCommand(click.Command):
         }
         built = [field_option(field, taken) for field in described.get("fields", [])]
         return [option for option in built if option is not None]
+
+
+class JsonObject(click.ParamType):
+    """An option typed as a JSON object (the profiling window: ``--profile '{"active": 3}'``)."""
+
+    name = "json"
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> Any:
+        if isinstance(value, dict):
+            return value
+        try:
+            parsed = json.loads(value)
+        except ValueError as exc:
+            self.fail(f"not valid JSON: {exc}", param, ctx)
+        if not isinstance(parsed, dict):
+            self.fail("must be a JSON object", param, ctx)
+        return parsed
 
 
 def _json_value(text: str) -> Any:
@@ -156,6 +177,12 @@ def read_spec(source: str) -> dict[str, Any]:
 @click.option("--tag", "tags", multiple=True, help="A tag; repeatable.")
 @click.option("--priority", type=click.IntRange(-1000, 1000), help="Higher runs first.")
 @click.option(
+    "--wait-for-host",
+    is_flag=True,
+    help="Queue it even if no registered host could take it, until one could or the "
+    "queue expiry passes (then it ends expired); without it such a run is refused.",
+)
+@click.option(
     "--idempotency-key",
     metavar="K",
     help="Submitting the same key again returns the run it made (a retried CI step).",
@@ -175,6 +202,7 @@ def submit(
     name: str | None,
     tags: tuple[str, ...],
     priority: int | None,
+    wait_for_host: bool,
     idempotency_key: str | None,
     wait: bool,
     timeout: float | None,
@@ -212,6 +240,8 @@ def submit(
         doc[field] = _json_value(text)
     queueing = {"host": host, "name": name, "priority": priority}
     doc.update({key: value for key, value in queueing.items() if value is not None})
+    if wait_for_host:
+        doc["wait_for_host"] = True
     if labels:
         doc["labels"] = list(labels)
     if tags:

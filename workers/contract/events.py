@@ -15,7 +15,25 @@ from typing import Any
 EVENTS_FILE = "events.jsonl"
 
 LOG, METRIC, STEP, HEARTBEAT = "log", "metric", "step", "heartbeat"
+# A step began; its ``step`` event follows when it ends (the live page's "running: <step>").
+STEP_STARTED = "step_started"
 CHECKPOINT, ARTIFACT, RESULT = "checkpoint", "artifact", "result"
+
+# The ``kind`` of an artifact event that announces a profiler trace (docs/profiles.md), and
+# the trace formats: a Kineto/Chrome trace travels as ``*.json.gz``, a torch_npu profiler
+# folder (``*_ascend_pt``) as ``*.tar.gz``.
+TRACE = "trace"
+KINETO, ASCEND = "kineto", "ascend"
+TRACE_SUFFIXES = {KINETO: ".json.gz", ASCEND: ".tar.gz"}
+
+
+def trace_format(name: str) -> str | None:
+    """The format of a stored trace by its file name, or None when it is neither."""
+    for fmt, suffix in TRACE_SUFFIXES.items():
+        if name.endswith(suffix):
+            return fmt
+    return None
+
 
 # Streams of a log event.
 STDOUT, STDERR, RUNNER = "stdout", "stderr", "runner"
@@ -90,6 +108,12 @@ CORE_EVENT_TYPES = {
             },
             ("name", "status"),
             "a pass/fail/skip step",
+        ),
+        EventType(
+            STEP_STARTED,
+            {"name": ("string",)},
+            ("name",),
+            "a step began; its step event follows when it ends",
         ),
         EventType(HEARTBEAT, help="the runner is alive"),
         EventType(

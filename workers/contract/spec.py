@@ -155,6 +155,10 @@ class Field:
             raise ValueError("must be true or false")
         return value
 
+    def _clean_object(self, value: Any) -> Any:
+        # The one object field so far is the profiling window.
+        return clean_profile(value)
+
     @staticmethod
     def _clean_env(value: Any) -> dict[str, str]:
         if not isinstance(value, dict):
@@ -207,6 +211,8 @@ class Field:
             schema: dict[str, Any] = {"type": "object", "additionalProperties": {"type": "string"}}
         elif self.type == "strings":
             schema = {"type": "array", "items": {"type": "string"}}
+        elif self.type == "object":
+            schema = {"type": "object", "nullable": True}
         else:
             schema = {"type": self.type}
         if self.choices is not None:
@@ -252,6 +258,85 @@ def common_fields(default_timeout_s: int) -> list[Field]:
         ),
         Field("env", "env", default={}, help="Extra environment variables for the run."),
     ]
+
+
+# A run's profiling window (docs/profiles.md): torch.profiler's schedule vocabulary, the
+# recording options, and torch_npu's _ExperimentalConfig on an NPU.
+PROFILE_FIELD = "profile"
+PROFILE_LEVELS = ("Level0", "Level1", "Level2")
+# torch_npu.profiler.AiCMetrics member names (Level0 records none whatever is asked).
+AIC_METRICS = (
+    "AiCoreNone",
+    "PipeUtilization",
+    "ArithmeticUtilization",
+    "Memory",
+    "MemoryL0",
+    "MemoryUB",
+    "ResourceConflictRatio",
+    "L2Cache",
+    "MemoryAccess",
+)
+PROFILE_DEFAULTS: dict[str, Any] = {
+    "wait": 1,
+    "warmup": 1,
+    "active": 3,
+    "repeat": 1,
+    "record_shapes": False,
+    "with_stack": False,
+    "profile_memory": False,
+    "level": "Level1",
+    "aic_metrics": "AiCoreNone",
+}
+_PROFILE_INTEGERS = {
+    "wait": (0, 10000),
+    "warmup": (0, 10000),
+    "active": (1, 1000),
+    "repeat": (1, 100),
+}
+_PROFILE_CHOICES = {"level": PROFILE_LEVELS, "aic_metrics": AIC_METRICS}
+
+
+def clean_profile(value: Any) -> dict[str, Any] | None:
+    """A profiling window with its defaults filled in; None (no profiling) stays None."""
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise ValueError('must be an object such as {"wait": 1, "warmup": 1, "active": 3}')
+    unknown = sorted(key for key in value if key not in PROFILE_DEFAULTS)
+    if unknown:
+        raise ValueError(
+            f"unknown key(s) {', '.join(unknown)}; known: {', '.join(PROFILE_DEFAULTS)}"
+        )
+    clean = dict(PROFILE_DEFAULTS)
+    for key, item in value.items():
+        if key in _PROFILE_INTEGERS:
+            low, high = _PROFILE_INTEGERS[key]
+            if isinstance(item, bool) or not isinstance(item, int) or not low <= item <= high:
+                raise ValueError(f"{key} must be an integer from {low} to {high}")
+        elif key in _PROFILE_CHOICES:
+            if item not in _PROFILE_CHOICES[key]:
+                raise ValueError(f"{key} must be one of: {', '.join(_PROFILE_CHOICES[key])}")
+        elif not isinstance(item, bool):
+            raise ValueError(f"{key} must be true or false")
+        clean[key] = item
+    return clean
+
+
+def profiled_steps(profile: dict[str, Any]) -> int:
+    """Steps a loop must run for the whole window to be recorded (every repeat)."""
+    return (profile["wait"] + profile["warmup"] + profile["active"]) * profile["repeat"]
+
+
+def profile_field() -> Field:
+    """The ``profile`` key that smoke and training runs (any kind that loops) accept."""
+    return Field(
+        PROFILE_FIELD,
+        "object",
+        default=None,
+        help="Profile a window of the training loop: {wait, warmup, active, repeat} steps "
+        "(torch.profiler.schedule), record_shapes, with_stack, profile_memory; on an NPU also "
+        "level (Level0-2) and aic_metrics. Empty: no profiling.",
+    )
 
 
 def split_submission(doc: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:

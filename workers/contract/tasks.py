@@ -7,7 +7,13 @@ CONTROL_QUEUE = "control"
 PLACE_RUNS = "runs.place_runs"
 SWEEP_RUNS = "runs.sweep_runs"
 SWEEP_HOSTS = "hosts.sweep_hosts"
+SWEEP_HEALTH = "health.sweep_health"
+DELIVER_HEALTH_WEBHOOK = "health.deliver_webhook"
 EXPIRE_UPLOADS = "artifacts.expire_uploads"
+# A stored trace's summary and timeline index (npulab.profiles).
+SUMMARISE_PROFILE = "profiles.summarise_profile"
+# Device telemetry: raw samples into minute rollups, then retention of both.
+ROLL_UP_TELEMETRY = "telemetry.roll_up"
 # Host workers: "execute attempt K of run N", on the host's own queue.
 EXECUTE_RUN = "runs.execute_run"
 

@@ -20,11 +20,14 @@ from workers.contract.devices import VISIBLE_DEVICES_ENV
 from workers.contract.events import EVENTS_FILE, RUNNER
 from workers.contract.exits import EXIT_INVALID_SPEC, EXIT_RUN_DIR_BUSY
 from workers.events import EventWriter
+from workers.host.artifacts import ArtifactUploader
 from workers.host.checkpoints import CheckpointUploader, apply_pins, fetch_for_resume
 from workers.host.client import PlatformClient, PlatformRejected, PlatformUnavailable
 from workers.host.config import HostConfig
 from workers.host.devices import detect
 from workers.host.forwarder import Forwarder, RunGone
+from workers.host.runenv import clean_env
+from workers.host.runuser import RunUser
 from workers.host.snapshots import SnapshotFailed, collect_and_send
 from workers.processes import kill_group, kill_registered
 
@@ -42,12 +45,14 @@ CANCEL_GRACE_S = 15.0
 class HostAgent:
     """One per host worker process; runs execute in Celery's worker threads."""
 
-    def __init__(self, config: HostConfig, client: PlatformClient):
+    def __init__(self, config: HostConfig, client: PlatformClient, run_user: RunUser | None = None):
         self.config = config
         self.client = client
+        self.run_user = run_user
         self.name = ""
         self.queue = ""
         self.devices: list[dict[str, Any]] = []
+        self.device_type = ""  # known once registered, like the devices
         self.shutting_down = threading.Event()
         self._snapshot_lock = threading.Lock()
         self._running: dict[int, RunExecution] = {}
@@ -81,6 +86,7 @@ class HostAgent:
         self.name = reply["name"]
         self.queue = reply["queue"]
         self.devices = facts["devices"]
+        self.device_type = facts["device_type"]
         log.info(
             "registered as host %r: %d %s device(s), queue %s",
             self.name,
@@ -203,17 +209,29 @@ class RunExecution:
             json.dump(self.spec, handle, indent=2)
         python = self.spec.get("python") or self.agent.config.python
         self._prepare(python)
+        env = self._env()
+        become = None
+        run_user = self.agent.run_user
+        if run_user is not None:
+            # Its own directories, and a home of its own: never the worker's.
+            home = os.path.join(os.path.dirname(self.run_dir), "home")
+            for path in (self.checkpoint_dir, home):
+                os.makedirs(path, exist_ok=True)
+            run_user.give([self.run_dir, self.checkpoint_dir, home])
+            env.update(run_user.env(home))
+            become = run_user.become()
         log.info("run %s attempt %s: starting in %s", self.run_id, self.attempt, self.run_dir)
         with open(os.path.join(self.run_dir, SUPERVISOR_LOG), "ab") as output:
             try:
                 self.process = subprocess.Popen(
                     [python, "-m", "workers.run", spec_path, "--run-dir", self.run_dir],
                     cwd=self.run_dir,
-                    env=self._env(),
+                    env=env,
                     stdin=subprocess.DEVNULL,
                     stdout=output,
                     stderr=subprocess.STDOUT,
                     start_new_session=True,
+                    preexec_fn=become,
                 )
             except OSError as exc:
                 self._finish({"exit_code": None, "error": f"cannot start {python}: {exc}"})
@@ -223,6 +241,7 @@ class RunExecution:
             handle.write(str(self.process.pid))
         forwarder = Forwarder(self.agent.client, self.run_id, self.attempt, self.run_dir)
         uploader = CheckpointUploader(self.agent.client, self.run_id, self.checkpoint_dir)
+        self.artifacts = ArtifactUploader(self.agent.client, self.run_id, self.run_dir)
         exit_code = self._supervise(forwarder, uploader)
         report: dict[str, Any] = {"exit_code": exit_code, "exited_at": time.time()}
         try:
@@ -234,8 +253,11 @@ class RunExecution:
             return
         # A new attempt, perhaps on another host, resumes from what is stored.
         self._hand_over(forwarder, uploader)
+        uploader.sweep()
         if not uploader.drain(give_up=self.agent.shutting_down):
             log.warning("run %s: shutting down with checkpoints not uploaded", self.run_id)
+            return
+        if not self._send_artifacts(forwarder):
             return
         if self.stop_reason:
             report["stop_reason"] = self.stop_reason
@@ -262,10 +284,34 @@ class RunExecution:
             events.log(RUNNER, f"attempt {self.attempt}: {note}")
         events.close()
 
+    def _send_artifacts(self, forwarder: Forwarder) -> bool:
+        """Wait for the announced artifacts' uploads; say in the run's log what was refused.
+
+        False when the worker shuts down first (the uploads resume with the next start).
+        """
+        for event in forwarder.take_artifacts():
+            self.artifacts.add(event)
+        if not self.artifacts.drain(give_up=self.agent.shutting_down):
+            log.warning("run %s: shutting down with artifacts not uploaded", self.run_id)
+            return False
+        refusals = self.artifacts.take_refusals()
+        if refusals:
+            events = EventWriter(os.path.join(self.run_dir, EVENTS_FILE))
+            for line in refusals:
+                events.log(RUNNER, line)
+            events.close()
+            try:
+                forwarder.drain(give_up=self.agent.shutting_down)
+            except (RunGone, PlatformUnavailable) as exc:
+                log.warning("run %s: refusals not forwarded: %s", self.run_id, exc)
+        return True
+
     def _hand_over(self, forwarder: Forwarder, uploader: CheckpointUploader) -> None:
         """Queue the checkpoints the forwarder saw for upload; keep what the platform pinned."""
         for step in forwarder.take_checkpoints():
             uploader.add(step)
+        for event in forwarder.take_artifacts():
+            self.artifacts.add(event)
         if forwarder.pinned is not None:
             apply_pins(self.checkpoint_dir, forwarder.pinned)
 
@@ -312,10 +358,8 @@ class RunExecution:
         kill_run_processes(self.run_dir, self.process.pid)
 
     def _env(self) -> dict[str, str]:
-        env = dict(os.environ)
-        # The host worker's own credentials never reach user code.
-        for key in ("NPULAB_HOST_TOKEN", "NPULAB_BROKER_URL"):
-            env.pop(key, None)
+        # The host worker's own credentials and settings never reach user code.
+        env = clean_env(os.environ, self.agent.config.run_env_allow)
         env["PYTHONPATH"] = _PACKAGE_ROOT + (
             os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else ""
         )

@@ -62,6 +62,11 @@ class PlatformClient:
     ) -> dict[str, Any]:
         return self._post("/api/v1/agent/snapshots/", {"snapshot": snapshot, "run": run_id})
 
+    def telemetry(self, samples: list[dict[str, Any]]) -> dict[str, Any]:
+        """Device samples (``workers.contract.telemetry``); the reply counts what was
+        accepted and names each rejected sample: ``{"accepted": N, "rejected": [...]}``."""
+        return self._post("/api/v1/agent/telemetry/", {"samples": samples})
+
     def upload_checkpoint(self, run_id: int, step: int, path: str) -> dict[str, Any]:
         """Stream a checkpoint file to the platform (which checks its size and SHA-256)."""
         url = f"{self.url}/api/v1/agent/runs/{run_id}/checkpoints/{step}/"

@@ -5,8 +5,11 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from typing import Mapping, Sequence
 
 from workers.contract.devices import DEVICE_TYPES
+from workers.contract.telemetry import DEFAULT_INTERVAL_S
+from workers.host.runenv import DEFAULT_ALLOW, parse_allow
 
 
 class HostConfig:
@@ -26,6 +29,9 @@ class HostConfig:
         flush_s: float = 0.2,
         claim_retry_s: float = 30.0,
         log_level: str = "INFO",
+        telemetry_s: float = DEFAULT_INTERVAL_S,
+        run_env_allow: Sequence[str] = DEFAULT_ALLOW,
+        run_user: str | None = None,
     ):
         self.url = url
         self.token = token
@@ -39,6 +45,11 @@ class HostConfig:
         self.flush_s = flush_s
         self.claim_retry_s = claim_retry_s
         self.log_level = log_level
+        self.telemetry_s = telemetry_s  # 0: no device telemetry
+        # The worker's environment variables a run inherits (workers.host.runenv).
+        self.run_env_allow = list(run_env_allow)
+        # Who runs execute as (workers.host.runuser); None: the worker's own user.
+        self.run_user = run_user
 
     @classmethod
     def from_args(cls, argv: list[str] | None = None) -> HostConfig:
@@ -78,6 +89,26 @@ class HostConfig:
         parser.add_argument(
             "--heartbeat-s", type=float, default=float(env.get("NPULAB_WORKER_HEARTBEAT_S", "10"))
         )
+        parser.add_argument(
+            "--telemetry-s",
+            type=float,
+            default=_float(env, "NPULAB_TELEMETRY_S", DEFAULT_INTERVAL_S),
+            help="seconds between device telemetry samples; 0 turns telemetry off "
+            f"(default {DEFAULT_INTERVAL_S:g})",
+        )
+        parser.add_argument(
+            "--run-env-allow",
+            default=env.get("NPULAB_RUN_ENV_ALLOW", ",".join(DEFAULT_ALLOW)),
+            help="the worker's environment variables a run inherits: names, or prefixes "
+            "ending in * (default: deploy/worker-hosts.md)",
+        )
+        parser.add_argument(
+            "--run-user",
+            default=env.get("NPULAB_RUN_USER", ""),
+            help="the unprivileged user runs execute as (with its groups, e.g. HwHiAiUser); "
+            "'auto': nobody when the worker is root and nobody can run the interpreter; "
+            "default: the worker's own user",
+        )
         parser.add_argument("--log-level", default=env.get("NPULAB_LOG_LEVEL", "INFO"))
         args = parser.parse_args(argv)
 
@@ -94,6 +125,8 @@ class HostConfig:
             parser.error("no broker: set NPULAB_BROKER_URL or --broker-url")
         if args.devices is not None and args.devices < 1:
             parser.error("--devices must be at least 1")
+        if not args.telemetry_s >= 0 or args.telemetry_s == float("inf"):
+            parser.error("--telemetry-s must be 0 (off) or a positive number of seconds")
         return cls(
             url=args.url,
             token=token,
@@ -105,6 +138,9 @@ class HostConfig:
             labels=[label.strip() for label in args.labels.split(",") if label.strip()],
             heartbeat_s=args.heartbeat_s,
             log_level=args.log_level.upper(),
+            telemetry_s=args.telemetry_s,
+            run_env_allow=parse_allow(args.run_env_allow),
+            run_user=args.run_user or None,
         )
 
 
@@ -115,3 +151,13 @@ def _int_or_none(value: str | None) -> int | None:
         return int(value)
     except ValueError:
         raise SystemExit(f"NPULAB_DEVICES must be an integer, got {value!r}") from None
+
+
+def _float(env: Mapping[str, str], name: str, default: float) -> float:
+    value = env.get(name, "")
+    if value == "":
+        return default
+    try:
+        return float(value)
+    except ValueError:
+        raise SystemExit(f"{name} must be a number of seconds, got {value!r}") from None

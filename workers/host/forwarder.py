@@ -14,7 +14,7 @@ import os
 import threading
 import time
 
-from workers.contract.events import EVENTS_FILE
+from workers.contract.events import ARTIFACT, EVENTS_FILE
 from workers.events import read_batch
 from workers.host.client import PlatformClient, PlatformRejected, PlatformUnavailable
 
@@ -51,6 +51,7 @@ class Forwarder:
         # What the platform said with its last reply: checkpoint steps to keep.
         self.pinned: list[int] | None = None
         self._checkpoints: list[int] = []
+        self._artifacts: list[dict] = []
         self._last_contact = 0.0
 
     def pump(self) -> bool:
@@ -93,11 +94,17 @@ class Forwarder:
             for event in events
             if event.get("type") == "checkpoint" and isinstance(event.get("step"), int)
         ]
+        self._artifacts += [event for event in events if event.get("type") == ARTIFACT]
 
     def take_checkpoints(self) -> list[int]:
         """Steps of the checkpoint events the platform acknowledged since the last call."""
         steps, self._checkpoints = self._checkpoints, []
         return steps
+
+    def take_artifacts(self) -> list[dict]:
+        """The artifact events the platform acknowledged since the last call."""
+        events, self._artifacts = self._artifacts, []
+        return events
 
     def pending(self) -> bool:
         """True while the file holds bytes the platform has not acknowledged."""

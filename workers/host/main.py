@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import threading
 
+from workers.host import runuser
 from workers.host.agent import HostAgent, reap_orphans
 from workers.host.celery_app import app, bind_agent
 from workers.host.client import PlatformClient, PlatformRejected
 from workers.host.config import HostConfig
 from workers.host.devices import DeviceDetectionError
+from workers.host.telemetry import start as start_telemetry
 
 log = logging.getLogger("workers")
 
@@ -22,7 +25,20 @@ def main(argv: list[str] | None = None) -> int:
     )
     for run_dir in reap_orphans(config.work_dir):
         log.warning("killed a run left behind by an earlier worker process: %s", run_dir)
-    agent = HostAgent(config, PlatformClient(config.url, config.token))
+    os.makedirs(config.work_dir, exist_ok=True)
+    try:
+        run_user = runuser.resolve(config.run_user, config.python, config.work_dir)
+    except runuser.RunUserError as exc:
+        log.error("%s", exc)
+        return 1
+    if run_user is not None:
+        log.info("runs execute as %s (groups %s)", run_user.name, run_user.group_names())
+    elif os.geteuid() == 0:
+        log.warning(
+            "runs execute as root and can read all this worker can (its token included): "
+            "set --run-user / NPULAB_RUN_USER to an unprivileged user"
+        )
+    agent = HostAgent(config, PlatformClient(config.url, config.token), run_user)
     try:
         agent.register()
     except PlatformRejected as exc:
@@ -37,6 +53,13 @@ def main(argv: list[str] | None = None) -> int:
     threading.Thread(
         target=agent.heartbeat_forever, args=(stop,), name="heartbeat", daemon=True
     ).start()
+    start_telemetry(
+        agent.client,
+        agent.device_type,
+        [device["index"] for device in agent.devices],
+        config.telemetry_s,
+        stop,
+    )
     app.conf.broker_url = config.broker_url
     # A run leases at least one device, so more slots than devices never fill.
     slots = max(1, len(agent.devices))

@@ -49,11 +49,13 @@ def announce() -> None:
     for variable in ("ASCEND_RT_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES"):
         if variable in env:
             visible = f" ({variable}={env[variable]})"
-    print(
+    line = (
         f"npulab: rank {env.get('RANK', '0')} of {env.get('WORLD_SIZE', '1')}, "
-        f"local rank {local_rank}, {device_type} device {local_rank}{visible}, pid {os.getpid()}",
-        flush=True,
+        f"local rank {local_rank}, {device_type} device {local_rank}{visible}, pid {os.getpid()}"
     )
+    # One write: the ranks share the pipe, and unbuffered print() writes the text and its
+    # newline apart, so two ranks' lines could run into one.
+    os.write(sys.stdout.fileno(), (line + "\n").encode("utf-8", "replace"))
 
 
 if __name__ == "__main__":

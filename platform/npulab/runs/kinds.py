@@ -91,6 +91,14 @@ class RunKind:
         """How many automatic restarts the run may have (after restartable causes)."""
         return 0
 
+    def on_finished(self, run: Run) -> None:
+        """The run reached its final state (called once its transaction has committed)."""
+
+    def check_submission(self, spec: dict[str, Any]) -> dict[str, str]:
+        """What this platform refuses in a valid spec (field -> why): what its settings allow,
+        beyond the spec's own rules, which the contract checks on both sides."""
+        return {}
+
     def headlines(self, run: Run) -> dict[str, Headline]:
         """The numbers of a succeeded run that the upgrade review compares across stacks."""
         summary = run.result.get("summary") or {}

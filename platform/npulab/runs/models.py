@@ -136,6 +136,16 @@ class Run(models.Model):
     failed_hosts = models.JSONField(
         default=dict, blank=True, help_text="Host name -> attempts of this run that failed there."
     )
+    # Placement prefers hosts with fewer failures of any kind; it avoids for good only a
+    # host that may itself be why (a cause that blames the host): a killed worker or a lost
+    # platform says nothing about it, and a single host keeps every restart.
+    host_faults = models.JSONField(
+        default=dict,
+        # Rows written by code that predates the column (a rolling upgrade) get it too.
+        db_default=models.Value({}, output_field=models.JSONField()),
+        blank=True,
+        help_text="Host name -> attempts that failed there for a cause that blames the host.",
+    )
     # The submitter's Idempotency-Key (POST /api/v1/runs/): a retried submission
     # with the same key gets this run back instead of a second one. A database
     # default too, so rows written without the columns (older code, historical
@@ -177,8 +187,8 @@ class Run(models.Model):
         missing = self._missing_labels(host)
         if missing:
             return "lacks label(s) " + ", ".join(missing)
-        if self.failed_hosts.get(host.name, 0) >= self.FAILURES_BEFORE_AVOIDING:
-            return f"failed this run {self.failed_hosts[host.name]} times"
+        if self.host_faults.get(host.name, 0) >= self.FAILURES_BEFORE_AVOIDING:
+            return f"failed this run {self.host_faults[host.name]} times"
         return ""
 
     def unplaceable(self, hosts: Iterable[Host]) -> tuple[str, str]:

@@ -20,13 +20,16 @@ from django.core.exceptions import PermissionDenied
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from npulab.audit import actions
+from npulab.audit.services import record
 from npulab.core.errors import IDEMPOTENCY_CONFLICT, Conflict, SubmissionInvalid
+from npulab.health.services import record_infrastructure_failure
 from npulab.hosts.models import HOST_NAME_PATTERN, Host
 from npulab.runs.checkpoints import pinned_steps
 from npulab.runs.dispatch import request_placement, send_execute
 from npulab.runs.events import store_events
 from npulab.runs.kinds import get as get_kind
-from npulab.runs.models import DeviceLease, Run, RunAttempt, no_such_host
+from npulab.runs.models import Checkpoint, DeviceLease, Run, RunAttempt, no_such_host
 from npulab.snapshots.models import Snapshot
 from workers.contract import exits, kinds
 from workers.contract.spec import SpecError, split_submission, text_problem
@@ -35,6 +38,8 @@ log = logging.getLogger(__name__)
 
 MAX_TAGS = 20
 MAX_TAG_CHARS = 64
+# How a run is named as the target of an audit entry.
+AUDIT_RUN = "run"
 PRIORITY_RANGE = (-1000, 1000)
 # Ends the refusal of a run no registered host could take.
 NO_HOST_HINT = (
@@ -71,6 +76,8 @@ def do_submit_run(user: AbstractBaseUser | None, document: Any, idempotency_key:
         spec = kinds.validate(spec_doc)
     except SpecError as exc:
         errors.update(exc.errors)
+    else:
+        errors.update(get_kind(spec["kind"]).check_submission(spec))
     queueing = _clean_submission(submission, errors)
     if errors:
         raise SubmissionInvalid(errors)
@@ -94,6 +101,14 @@ def do_submit_run(user: AbstractBaseUser | None, document: Any, idempotency_key:
     try:
         with transaction.atomic():
             run.save(force_insert=True)
+            record(
+                actions.RUN_SUBMIT,
+                target_type=AUDIT_RUN,
+                target_id=run.pk,
+                target_label=f"#{run.pk} {run.kind}",
+                user=user,
+                data={"device_type": run.device_type, "devices": run.devices},
+            )
     except IntegrityError:
         # A concurrent submission with the same key committed first: its run is the answer.
         earlier = _idempotent_replay(user, idempotency_key, digest) if idempotency_key else None
@@ -337,6 +352,14 @@ def do_cancel_run(run_id: int, user: AbstractBaseUser) -> Run:
         return run
     run.cancel_requested = True
     run.exit_reason = f"cancelled by {user.get_username()}"
+    record(
+        actions.RUN_CANCEL,
+        target_type=AUDIT_RUN,
+        target_id=run.pk,
+        target_label=f"#{run.pk} {run.kind}",
+        user=user,
+        data={"status": run.status},
+    )
     if run.status == Run.Status.RUNNING:
         # The host worker learns of it with its next events batch and stops
         # the process group; the run ends when the worker reports the exit.
@@ -346,6 +369,7 @@ def do_cancel_run(run_id: int, user: AbstractBaseUser) -> Run:
     run.transition_to(Run.Status.CANCELLED)
     run.save()
     _release(run)
+    _finished(run)
     return run
 
 
@@ -400,6 +424,7 @@ def do_expire_run(run_id: int, now: datetime) -> int:
     run.queue_reason = ""
     run.transition_to(Run.Status.EXPIRED, now)
     run.save()
+    _finished(run)
     return 1
 
 
@@ -475,11 +500,24 @@ def _end_attempt(run: Run, status: str, cause: str, reason: str, now: datetime) 
         exit_code=run.exit_code,
     )
     host = run.host.name if run.host else "?"
+    # The host uploads an attempt's checkpoints before it reports the end: one still only
+    # on the host will not come (gone from it, or refused); it ends here, with the reason.
+    # A later upload of it (the same host sending what it left) stores it after all.
+    Checkpoint.objects.filter(run=run, status=Checkpoint.Status.ON_HOST).update(
+        status=Checkpoint.Status.DELETED,
+        status_reason=f"not uploaded from {host} before attempt {run.attempt} ended",
+        updated=now,
+    )
     max_restarts = get_kind(run.kind).max_restarts(run)
     restarted = False
     declared = kinds.cause(cause)
+    if declared and declared.infrastructure and declared.blames_host and run.host is not None:
+        # The host's health counts these (K within a window make it unhealthy).
+        record_infrastructure_failure(run.host, run.pk, cause, now)
     if status in (Run.Status.FAILED, Run.Status.LOST) and declared and declared.restartable:
         run.failed_hosts = dict(run.failed_hosts, **{host: run.failed_hosts.get(host, 0) + 1})
+        if declared.blames_host:
+            run.host_faults = dict(run.host_faults, **{host: run.host_faults.get(host, 0) + 1})
         if run.restarts < max_restarts and _hosts_left(run):
             run.restarts += 1
             ended = run.attempt
@@ -500,6 +538,8 @@ def _end_attempt(run: Run, status: str, cause: str, reason: str, now: datetime) 
         run.transition_to(status, now)
     run.save()
     _release(run)
+    if not restarted:
+        _finished(run)
 
 
 def _hosts_left(run: Run) -> bool:
@@ -539,6 +579,14 @@ def do_restart_run(run_id: int, user: AbstractBaseUser) -> Run:
     now = timezone.now()
     _requeue_as_new_attempt(run, now)
     run.queue_reason = f"restarted by {user.get_username()} as attempt {run.attempt}"
+    record(
+        actions.RUN_RESTART,
+        target_type=AUDIT_RUN,
+        target_id=run.pk,
+        target_label=f"#{run.pk} {run.kind}",
+        user=user,
+        data={"attempt": run.attempt},
+    )
     if run.wait_for_host:
         _, why = run.unplaceable(Host.objects.all())
         if why:
@@ -546,6 +594,23 @@ def do_restart_run(run_id: int, user: AbstractBaseUser) -> Run:
     run.save()
     transaction.on_commit(request_placement)
     return run
+
+
+def _finished(run: Run) -> None:
+    """Tell the run's kind it ended (a failed stability verdict marks devices bad), once
+    the final state is committed: never from inside a transaction that may yet roll back."""
+    run_id = run.pk
+
+    def notify() -> None:
+        ended = Run.objects.select_related("host").filter(pk=run_id).first()
+        if ended is None or ended.is_active:
+            return
+        try:
+            get_kind(ended.kind).on_finished(ended)
+        except Exception:  # the run has ended whatever a kind's hook does
+            log.exception("the %s kind's on_finished failed for run %s", ended.kind, run_id)
+
+    transaction.on_commit(notify)
 
 
 def _release(run: Run) -> None:

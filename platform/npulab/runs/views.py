@@ -16,6 +16,7 @@ from npulab.runs.checkpoints import do_pin_checkpoint
 from npulab.runs.forms import RunSubmitForm
 from npulab.runs.kinds import get as get_kind
 from npulab.runs.models import Checkpoint, Run
+from npulab.runs.pages import run_panels
 from npulab.runs.selectors import (
     MAX_LOG_QUERY,
     can_cancel,
@@ -98,10 +99,11 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
     run = get_object_or_404(Run.objects.select_related("host", "submitted_by", "snapshot"), pk=pk)
     may = can_cancel(request.user, run)
     kind = get_kind(run.kind)
+    panels = run_panels(kind.panels)
     context = {
         "run": run,
         "kind": kind,
-        "panels": [panel.template for panel in kind.panels],
+        "panels": [panel.template for panel in panels],
         "steps": steps(run),
         "log": log_tail(run),
         "metric_summary": metric_keys(run),
@@ -122,7 +124,7 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
     }
     if context["can_cancel"] and not run.cancel_requested:
         context["cancel_warning"] = cancel_warning(run)
-    for panel in kind.panels:
+    for panel in panels:
         context.update(panel.render_context(run))
     if request.htmx:
         return render(request, "runs/partials/run_live.html", context)

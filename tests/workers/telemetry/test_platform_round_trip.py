@@ -6,9 +6,10 @@ from typing import Any
 
 import pytest
 
-from npulab.hosts.models import Host
 from npulab.hosts.services import do_issue_host_token
 from npulab.telemetry.models import DeviceTelemetry
+from tests.conftest import register
+from tests.factories import HostFactory
 from tests.workers.telemetry.conftest import INFO, FakeTool
 from workers import telemetry
 from workers.host.client import PlatformClient
@@ -30,10 +31,12 @@ class Replies:
 
 @pytest.mark.django_db(transaction=True)
 def test_npu_samples_of_the_warning_cards_are_taken_by_the_platform(
-    live_server: Any, cpu_host: Host, npu_smi: FakeTool
+    live_server: Any, npu_smi: FakeTool
 ) -> None:
     npu_smi.answer('"info"', next(INFO.glob("24_*.txt")))
-    client = PlatformClient(live_server.url, do_issue_host_token(cpu_host))
+    # The host of that capture: eight NPUs, as its worker registers them.
+    host = register(HostFactory(name="npu-09"), "npu", 8)
+    client = PlatformClient(live_server.url, do_issue_host_token(host))
     # The live server's request thread would keep its database connection with a
     # keep-alive session, and the test database could not be dropped.
     client._headers["Connection"] = "close"
@@ -41,6 +44,6 @@ def test_npu_samples_of_the_warning_cards_are_taken_by_the_platform(
     TelemetrySender(replies, "npu", [3, 7], sample=telemetry.sample).tick()  # type: ignore[arg-type]
     assert replies.replies[0]["accepted"] == 3
     assert replies.replies[0]["rejected"] == []
-    rows = {row.device_index: row for row in DeviceTelemetry.objects.filter(host=cpu_host)}
+    rows = {row.device_index: row for row in DeviceTelemetry.objects.filter(host=host)}
     assert set(rows) == {3, 7, None}
     assert rows[3].health == "WARNING"

@@ -1,0 +1,24 @@
+"""Panels of every run page, whatever the run's kind, added by other apps from their ``ready``.
+
+A kind's own cards are its ``RunKind.panels``; what applies to a run of any kind (the
+profile of a run that carried a profiling window, the telemetry of the devices it used)
+is added here, and shown after the kind's cards.
+"""
+
+from __future__ import annotations
+
+from npulab.runs.kinds import Panel
+
+_panels: list[Panel] = []
+
+
+def add_panel(panel: Panel) -> Panel:
+    """Show ``panel`` on every run page; adding it twice is adding it once."""
+    if panel not in _panels:
+        _panels.append(panel)
+    return panel
+
+
+def run_panels(kind_panels: tuple[Panel, ...]) -> list[Panel]:
+    """The kind's panels, then those of every run."""
+    return [*kind_panels, *_panels]
