@@ -13,6 +13,9 @@ from tests.e2e.platform import CHROMIUM_ARGS, Platform, chromium_path, launched_
 from tests.services import in_ci
 
 ASYNC_UNSAFE = "DJANGO_ALLOW_ASYNC_UNSAFE"
+# Playwright waits 30 s by default; a loaded 2-core machine (a CI runner, a second test
+# session) can take longer to draw a page, and a wait that gives up early is a false alarm.
+DEFAULT_WAIT_MS = 120_000
 
 
 @pytest.fixture(scope="session")
@@ -25,6 +28,28 @@ def platform(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Platform]:
         flush_redis=True,
     ) as platform:
         yield platform
+
+
+ACTIVE = ("queued", "dispatched", "running")
+
+
+@pytest.fixture(autouse=True)
+def _no_run_left_behind(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A test that fails half-way leaves its runs behind, holding the shared platform's
+    devices: they are cancelled, so the next test does not fail by waiting for them."""
+    yield
+    if "platform" not in request.fixturenames:
+        return
+    platform = request.getfixturevalue("platform")
+    left = [
+        run["id"]
+        for state in ACTIVE
+        for run in platform.api("GET", f"runs/?status={state}&page_size=200").json()["results"]
+    ]
+    for run_id in left:
+        platform.api("POST", f"runs/{run_id}/cancel/")
+    for run_id in left:
+        platform.wait(run_id)
 
 
 def require(condition: bool, reason: str) -> None:
@@ -41,7 +66,8 @@ class PagesBrowser:
 
     Playwright's waits given as strings (``wait_for_function("...")``) are evaluated in the
     page, which the policy refuses as eval; these contexts bypass it. The policy itself is
-    tested with ``bypass_csp=False`` (tests/e2e/test_csp_browser.py).
+    tested with ``bypass_csp=False`` (tests/e2e/test_csp_browser.py). Every wait has a
+    generous default deadline.
     """
 
     def __init__(self, browser: Any) -> None:
@@ -49,11 +75,15 @@ class PagesBrowser:
 
     def new_context(self, **options: Any) -> Any:
         options.setdefault("bypass_csp", True)
-        return self._browser.new_context(**options)
+        context = self._browser.new_context(**options)
+        context.set_default_timeout(DEFAULT_WAIT_MS)
+        return context
 
     def new_page(self, **options: Any) -> Any:
         options.setdefault("bypass_csp", True)
-        return self._browser.new_page(**options)
+        page = self._browser.new_page(**options)
+        page.set_default_timeout(DEFAULT_WAIT_MS)
+        return page
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._browser, name)
@@ -64,7 +94,9 @@ def browser() -> Iterator[PagesBrowser]:
     """Debian's Chromium driven by Playwright (its own browser download fails here)."""
     executable = chromium_path()
     require(executable is not None, "no chromium on PATH (Debian: apt-get install chromium)")
-    from playwright.sync_api import sync_playwright
+    from playwright.sync_api import expect, sync_playwright
+
+    expect.set_options(timeout=DEFAULT_WAIT_MS)
 
     # Playwright's sync API keeps an asyncio loop in this thread from here on, which Django
     # takes for async code: the test database work in this process (a live server's tests,
