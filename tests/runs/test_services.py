@@ -7,7 +7,7 @@ from django.core.exceptions import PermissionDenied
 from django.utils import timezone
 
 from npulab.hosts.models import Host
-from npulab.runs.models import DeviceLease, Run, RunEvent
+from npulab.runs.models import DeviceLease, Run, RunAttempt, RunEvent
 from npulab.runs.scheduler import place_queued_runs
 from npulab.runs.services import (
     NO_HOST_HINT,
@@ -171,6 +171,17 @@ def test_malformed_events_are_kept_as_text_not_dropped(owner, cpu_host) -> None:
     assert lines[0].startswith("malformed event (no valid type) stored as text:")
     assert lines[1].startswith("malformed event (a metric needs key, integer step and value)")
     assert list(Metric.objects.filter(series__run=run).values_list("step", "value")) == [(1, None)]
+
+
+def test_a_hostile_step_started_line_is_stored_cut_and_clean(owner, cpu_host) -> None:
+    # A user's script can append this line to events.jsonl itself.
+    run = running_run(owner, cpu_host)
+    name = "step\x00\udcff" + "x" * 10_000
+    started = {"type": "step_started", "time": 1.0, "name": name}
+    do_ingest_events(cpu_host, run.pk, 1, 0, 10, [started])
+    current = RunAttempt.objects.get(run=run, number=1).current_step
+    assert current.startswith("step\ufffd")
+    assert len(current) == RunAttempt._meta.get_field("current_step").max_length
 
 
 def test_secrets_from_the_spec_never_reach_the_stored_log(owner, cpu_host) -> None:

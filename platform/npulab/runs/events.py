@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from math import isfinite
 from typing import Any
 
+from npulab.core.text import storable
 from npulab.runs.models import Run, RunAttempt, RunEvent
 from npulab.series.ingest import Point, insert_points
 from npulab.series.owners import Owner
@@ -134,7 +135,9 @@ def store_events(run: Run, events: list[Any], now: datetime) -> dict[str, Any] |
             continue
         if kind == contract_events.STEP_STARTED:
             # Only the newest matters: one field of the attempt, not a row per step.
-            name = str(raw["name"])[: RunAttempt._meta.get_field("current_step").max_length]
+            # A user's script may write this line too: any text must store.
+            limit = RunAttempt._meta.get_field("current_step").max_length
+            name = storable(str(raw["name"]))[:limit]
             batch.current_step = (name, _time(raw.get("time"), now))
             continue
         if kind == contract_events.STEP:
