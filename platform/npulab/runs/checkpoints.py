@@ -10,6 +10,7 @@ stored file.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -28,6 +29,7 @@ from npulab.artifacts.services import (
     open_artifact,
 )
 from npulab.core.errors import CHECKPOINT_DAMAGED, Conflict
+from npulab.runs.events import MalformedEvent
 from npulab.runs.models import Checkpoint, Run
 
 STATE_FILE = "state.pt"
@@ -53,8 +55,25 @@ def record_checkpoint(run: Run, event: dict[str, Any]) -> Checkpoint | None:
     return checkpoint
 
 
+# A step, and a size, a signed 64-bit column holds; a SHA-256 as hex.
+_MAX_STEP = 2**63 - 1
+_SHA256 = re.compile(r"^[0-9a-fA-F]{64}$")
+
+
 def on_checkpoint_event(batch: Any, event: dict[str, Any]) -> None:
-    """The ingestion handler of ``checkpoint`` events (npulab.runs.events.Batch)."""
+    """The ingestion handler of ``checkpoint`` events (npulab.runs.events.Batch).
+
+    A line a user's script wrote itself with a step or size no checkpoint has, or a
+    digest that is none, is kept as a visible ingest error, not a checkpoint row that
+    could never be uploaded, downloaded or resumed from.
+    """
+    step, size, sha256 = event.get("step"), event.get("bytes"), event.get("sha256")
+    if not 0 <= step <= _MAX_STEP:
+        raise MalformedEvent(f"checkpoint.step must be 0 to {_MAX_STEP}")
+    if not 0 <= size <= _MAX_STEP:
+        raise MalformedEvent("checkpoint.bytes must be a size in bytes")
+    if not _SHA256.match(sha256):
+        raise MalformedEvent("checkpoint.sha256 must be 64 hexadecimal digits")
     record_checkpoint(batch.run, event)
 
 
