@@ -294,10 +294,10 @@ NPULAB = {
     "ARTIFACT_UPLOAD_EXPIRY_S": env.int(
         "NPULAB_ARTIFACT_UPLOAD_EXPIRY_S", 2 * 24 * 3600, minimum=60
     ),
-    # A profiler trace larger than this, as stored (compressed), is refused (HTTP 413).
     # Stability runs may carry injected faults (docs/stability.md) only where this is on:
     # a test set-up's, since a failed verdict marks devices bad.
     "STABILITY_ALLOW_FAULTS": env.bool("NPULAB_STABILITY_ALLOW_FAULTS", False),
+    # A profiler trace larger than this, as stored (compressed), is refused (HTTP 413).
     "PROFILE_MAX_BYTES": env.int(
         "NPULAB_PROFILE_MAX_BYTES", 2 * 1024 * 1024 * 1024, minimum=64 * 1024
     ),
