@@ -29,8 +29,9 @@ from npulab.profiles.summary.breakdown import RankBreakdown, combine_types
 from npulab.profiles.summary.fallbacks import Fallbacks
 from npulab.profiles.summary.kernels import ASCEND_DEVICE_PROCESSES, BITS, ORDER, as_int
 from npulab.profiles.summary.npu import npu_views
+from npulab.profiles.summary.occurrences import lane_dict
 from npulab.profiles.summary.ops import LAUNCH, OP, OpStats, is_launch, shapes_of, top_kernels
-from npulab.profiles.summary.sync import Syncs, lane_dict, sync_name
+from npulab.profiles.summary.sync import Syncs, sync_name
 from npulab.profiles.summary.trace import Trace, TraceError, ascend_output, iter_events, trace_files
 
 SUMMARY_VERSION = 1

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from npulab.profiles.summary.sync import SYNC_OPS, lane_dict
+from npulab.profiles.summary.occurrences import Occurrences
+from npulab.profiles.summary.sync import SYNC_OPS
 
 # Ops that are bookkeeping, not computation: they run on the host by design.
 METADATA_OPS = frozenset(
@@ -85,11 +86,11 @@ MAX_NAMES = 5000
 TOP = 20
 
 
-class Fallbacks:
+class Fallbacks(Occurrences):
     """Fed every completed op (``ops.OpStats.on_close``); keeps the ones that launched nothing."""
 
     def __init__(self) -> None:
-        self.rows: dict[str, list] = {}  # name -> [count, total, max_dur, ts, lane]
+        super().__init__(limit=MAX_NAMES)
 
     def __call__(self, frame: Any) -> bool:
         """Count the op if it is one; True when it was (its ancestors are then skipped)."""
@@ -103,43 +104,23 @@ class Fallbacks:
             return frame.covered
         if not frame.name.startswith(("aten::", "npu::", "torch_npu::")):
             return False
-        row = self.rows.get(frame.name)
-        if row is None:
-            if len(self.rows) >= MAX_NAMES:
-                return True
-            self.rows[frame.name] = [1, frame.dur, frame.dur, frame.ts, frame.lane]
-            return True
-        row[0] += 1
-        row[1] += frame.dur
-        if frame.dur > row[2]:
-            row[2], row[3], row[4] = frame.dur, frame.ts, frame.lane
+        self.add(frame.name, frame.ts, frame.dur, frame.lane)
         return True
-
-    def merge(self, other: Fallbacks) -> None:
-        for name, (count, total, longest, ts, lane) in other.rows.items():
-            row = self.rows.get(name)
-            if row is None:
-                self.rows[name] = [count, total, longest, ts, lane]
-                continue
-            row[0] += count
-            row[1] += total
-            if longest > row[2]:
-                row[2], row[3], row[4] = longest, ts, lane
 
     def result(self, device_run: bool) -> list[dict[str, Any]]:
         if not device_run:
             return []
         rows = [
             {
-                "name": n,
-                "count": c,
-                "us": t,
-                "max_us": m,
+                "name": name,
+                "count": count,
+                "us": total,
+                "max_us": longest,
                 "ts_us": ts,
-                "dur_us": m,
-                "lane": lane_dict(lane),
+                "dur_us": longest,
+                "lane": lane,
             }
-            for n, (c, t, m, ts, lane) in self.rows.items()
+            for name, count, total, longest, ts, lane in self.each()
         ]
         rows.sort(key=lambda r: (-r["us"], r["name"]))
         return rows[:TOP]

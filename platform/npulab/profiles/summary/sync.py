@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from npulab.profiles.summary.occurrences import Occurrences
+
 SYNC_CALLS = frozenset(
     {
         "cudaDeviceSynchronize",
@@ -58,32 +60,8 @@ def sync_name(name: str) -> str | None:
     return None
 
 
-class Syncs:
+class Syncs(Occurrences):
     """Count, time and the longest occurrence of each sync point."""
-
-    def __init__(self) -> None:
-        self.rows: dict[str, list] = {}  # name -> [count, total, max_dur, ts, lane]
-
-    def add(self, name: str, ts: float, dur: float, lane: tuple) -> None:
-        row = self.rows.get(name)
-        if row is None:
-            self.rows[name] = [1, dur, dur, ts, lane]
-            return
-        row[0] += 1
-        row[1] += dur
-        if dur > row[2]:
-            row[2], row[3], row[4] = dur, ts, lane
-
-    def merge(self, other: Syncs) -> None:
-        for name, (count, total, longest, ts, lane) in other.rows.items():
-            row = self.rows.get(name)
-            if row is None:
-                self.rows[name] = [count, total, longest, ts, lane]
-                continue
-            row[0] += count
-            row[1] += total
-            if longest > row[2]:
-                row[2], row[3], row[4] = longest, ts, lane
 
     def result(self, steps: int) -> list[dict[str, Any]]:
         rows = [
@@ -95,14 +73,9 @@ class Syncs:
                 "max_us": longest,
                 "ts_us": ts,
                 "dur_us": longest,
-                "lane": lane_dict(lane),
+                "lane": lane,
             }
-            for name, (count, total, longest, ts, lane) in self.rows.items()
+            for name, count, total, longest, ts, lane in self.each()
         ]
         rows.sort(key=lambda r: (-r["count"], r["name"]))
         return rows
-
-
-def lane_dict(lane: tuple) -> dict[str, str]:
-    """A lane as the timeline names it: the trace's pid and tid, as text."""
-    return {"pid": str(lane[0]), "tid": str(lane[1])}
