@@ -15,7 +15,7 @@ from django.test import Client
 from npulab.profiles import timeline
 from npulab.profiles.timeline.store import local_index
 from tests.factories import RunFactory, UserFactory
-from tests.profiles.timeline.profiles import record_torch_trace, stored_profile
+from tests.profiles.timeline.profiles import record_torch_trace, stored_profile, use_local_stores
 
 pytestmark = [pytest.mark.browser]
 
@@ -29,15 +29,7 @@ CURRENT = """() => {
 
 @pytest.fixture
 def profile(settings: Any, tmp_path, transactional_db) -> Any:
-    settings.NPULAB = dict(
-        settings.NPULAB,
-        ARTIFACT_DIR=str(tmp_path / "artifacts"),
-        PROFILE_CACHE_DIR=str(tmp_path / "cache"),
-    )
-    settings.STORAGES = dict(
-        settings.STORAGES,
-        artifacts={"BACKEND": "npulab.artifacts.storage.LocalArtifactStorage"},
-    )
+    use_local_stores(settings, tmp_path)
     trace = record_torch_trace(tmp_path / "trace.json")
     return stored_profile(RunFactory(name="profiled"), trace)
 

@@ -83,3 +83,16 @@ def record_torch_trace(path: Path) -> Path:
             optimiser.step()
             profiler.step()
     return path
+
+
+def use_local_stores(settings: Any, folder: Path) -> None:
+    """The artifact store and the timeline cache in ``folder``, for one test."""
+    settings.NPULAB = dict(
+        settings.NPULAB,
+        ARTIFACT_DIR=str(folder / "artifacts"),
+        PROFILE_CACHE_DIR=str(folder / "cache"),
+    )
+    settings.STORAGES = dict(
+        settings.STORAGES,
+        artifacts={"BACKEND": "npulab.artifacts.storage.LocalArtifactStorage"},
+    )

@@ -9,22 +9,14 @@ import pytest
 from npulab.profiles.models import Profile
 from tests.factories import RunFactory
 from tests.profiles.timeline.generate import write_trace
-from tests.profiles.timeline.profiles import stored_profile
+from tests.profiles.timeline.profiles import stored_profile, use_local_stores
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
 def profile(settings: Any, tmp_path) -> Profile:
-    settings.NPULAB = dict(
-        settings.NPULAB,
-        ARTIFACT_DIR=str(tmp_path / "artifacts"),
-        PROFILE_CACHE_DIR=str(tmp_path / "cache"),
-    )
-    settings.STORAGES = dict(
-        settings.STORAGES,
-        artifacts={"BACKEND": "npulab.artifacts.storage.LocalArtifactStorage"},
-    )
+    use_local_stores(settings, tmp_path)
     write_trace(tmp_path / "trace.json", 100_000, seed=5)
     return stored_profile(RunFactory(), tmp_path / "trace.json")
 

@@ -18,7 +18,7 @@ from npulab.runs.models import Run
 from npulab.snapshots.services import do_record_snapshot
 from tests.factories import HostFactory, RunFactory
 from tests.profiles.timeline.generate import write_trace
-from tests.profiles.timeline.profiles import stored_profile
+from tests.profiles.timeline.profiles import stored_profile, use_local_stores
 from workers.contract import exits
 
 
@@ -108,15 +108,7 @@ def test_shapes_of_one_op_are_summed_by_name() -> None:
 
 @pytest.fixture
 def stores(settings: Any, tmp_path) -> None:
-    settings.NPULAB = dict(
-        settings.NPULAB,
-        ARTIFACT_DIR=str(tmp_path / "artifacts"),
-        PROFILE_CACHE_DIR=str(tmp_path / "cache"),
-    )
-    settings.STORAGES = dict(
-        settings.STORAGES,
-        artifacts={"BACKEND": "npulab.artifacts.storage.LocalArtifactStorage"},
-    )
+    use_local_stores(settings, tmp_path)
 
 
 @pytest.fixture

@@ -20,22 +20,14 @@ from npulab.profiles.models import Profile
 from npulab.profiles.timeline import INDEX_NAME
 from tests.factories import RunFactory
 from tests.profiles.timeline.generate import write_trace
-from tests.profiles.timeline.profiles import stored_profile
+from tests.profiles.timeline.profiles import stored_profile, use_local_stores
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
 def stores(settings: Any, tmp_path) -> None:
-    settings.NPULAB = dict(
-        settings.NPULAB,
-        ARTIFACT_DIR=str(tmp_path / "artifacts"),
-        PROFILE_CACHE_DIR=str(tmp_path / "cache"),
-    )
-    settings.STORAGES = dict(
-        settings.STORAGES,
-        artifacts={"BACKEND": "npulab.artifacts.storage.LocalArtifactStorage"},
-    )
+    use_local_stores(settings, tmp_path)
 
 
 @pytest.fixture
