@@ -101,13 +101,11 @@ def do_submit_run(user: AbstractBaseUser | None, document: Any, idempotency_key:
     try:
         with transaction.atomic():
             run.save(force_insert=True)
-            record(
+            _audit(
                 actions.RUN_SUBMIT,
-                target_type=AUDIT_RUN,
-                target_id=run.pk,
-                target_label=f"#{run.pk} {run.kind}",
-                user=user,
-                data={"device_type": run.device_type, "devices": run.devices},
+                run,
+                user,
+                {"device_type": run.device_type, "devices": run.devices},
             )
     except IntegrityError:
         # A concurrent submission with the same key committed first: its run is the answer.
@@ -352,14 +350,7 @@ def do_cancel_run(run_id: int, user: AbstractBaseUser) -> Run:
         return run
     run.cancel_requested = True
     run.exit_reason = f"cancelled by {user.get_username()}"
-    record(
-        actions.RUN_CANCEL,
-        target_type=AUDIT_RUN,
-        target_id=run.pk,
-        target_label=f"#{run.pk} {run.kind}",
-        user=user,
-        data={"status": run.status},
-    )
+    _audit(actions.RUN_CANCEL, run, user, {"status": run.status})
     if run.status == Run.Status.RUNNING:
         # The host worker learns of it with its next events batch and stops
         # the process group; the run ends when the worker reports the exit.
@@ -579,14 +570,7 @@ def do_restart_run(run_id: int, user: AbstractBaseUser) -> Run:
     now = timezone.now()
     _requeue_as_new_attempt(run, now)
     run.queue_reason = f"restarted by {user.get_username()} as attempt {run.attempt}"
-    record(
-        actions.RUN_RESTART,
-        target_type=AUDIT_RUN,
-        target_id=run.pk,
-        target_label=f"#{run.pk} {run.kind}",
-        user=user,
-        data={"attempt": run.attempt},
-    )
+    _audit(actions.RUN_RESTART, run, user, {"attempt": run.attempt})
     if run.wait_for_host:
         _, why = run.unplaceable(Host.objects.all())
         if why:
@@ -594,6 +578,18 @@ def do_restart_run(run_id: int, user: AbstractBaseUser) -> Run:
     run.save()
     transaction.on_commit(request_placement)
     return run
+
+
+def _audit(action: str, run: Run, user: AbstractBaseUser | None, data: dict[str, Any]) -> None:
+    """An audit entry of ``user``'s ``action`` on ``run``, in the change's transaction."""
+    record(
+        action,
+        target_type=AUDIT_RUN,
+        target_id=run.pk,
+        target_label=f"#{run.pk} {run.kind}",
+        user=user,
+        data=data,
+    )
 
 
 def _finished(run: Run) -> None:
