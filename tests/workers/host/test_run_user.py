@@ -18,9 +18,19 @@ from workers.host.runuser import AUTO, RunUser, RunUserError, resolve
 
 # An interpreter outside /root, which the run user cannot enter.
 SYSTEM_PYTHON = "/usr/bin/python3"
+PACKAGE_ROOT = Path(__file__).resolve().parents[3]
+
+
+def others_may_enter(path: Path) -> bool:
+    """Whether every folder down to ``path`` lets any user through (a checkout in a
+    ``mktemp -d`` folder does not: the run user could not import the runner from it)."""
+    return all(folder.stat().st_mode & stat.S_IXOTH for folder in (path, *path.parents))
+
+
 pytestmark = pytest.mark.skipif(
-    os.geteuid() != 0 or not os.path.exists(SYSTEM_PYTHON),
-    reason="changing to another user needs root and a system interpreter",
+    os.geteuid() != 0 or not os.path.exists(SYSTEM_PYTHON) or not others_may_enter(PACKAGE_ROOT),
+    reason="changing to another user needs root, a system interpreter and a checkout "
+    "other users may read",
 )
 
 PROBE = """
