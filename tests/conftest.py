@@ -9,10 +9,12 @@ from typing import Any
 import pytest
 from celery.signals import before_task_publish
 from django.conf import settings
+from django.contrib.auth.models import Group
 from django.core.cache import cache
 from rest_framework.test import APIClient
 
 from npulab.accounts.models import Scope
+from npulab.accounts.roles import OPERATORS_GROUP
 from npulab.accounts.services import do_issue_api_token
 from npulab.hosts.models import Host
 from npulab.hosts.services import do_issue_host_token, do_register_host
@@ -46,6 +48,12 @@ def other_user(db: None) -> Any:
 @pytest.fixture
 def staff(db: None) -> Any:
     return UserFactory(username="staff", is_staff=True)
+
+
+def make_operator(user: Any) -> Any:
+    """Give ``user`` the operator role (the operators group, ``npulab.accounts.roles``)."""
+    user.groups.add(Group.objects.get(name=OPERATORS_GROUP))
+    return user
 
 
 def token_client(user: Any, scopes: list[str] | None = None) -> APIClient:

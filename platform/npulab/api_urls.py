@@ -3,7 +3,6 @@
 from django.urls import include, path
 
 from npulab.accounts.api.views import ApiTokenViewSet
-from npulab.artifacts.api.views import ArtifactDownloadView, RunArtifactListView
 from npulab.core.converters import IdRouter
 from npulab.coverage.api.views import CoverageCompareView, CoverageSummaryView, OpResultListView
 from npulab.health.api.views import (
@@ -21,7 +20,9 @@ from npulab.profiles.api.views import (
     ProfileSummariseView,
     RunProfileListView,
 )
+from npulab.projects.api.views import PoolViewSet, ProjectMemberView, ProjectViewSet
 from npulab.review.api.views import UpgradeReviewView
+from npulab.runs.api.artifacts import ArtifactDownloadView, RunArtifactListView
 from npulab.runs.api.compare import RunCompareView
 from npulab.runs.api.kinds import KindViewSet
 from npulab.runs.api.views import CheckpointFileDownloadView, CheckpointPinView, RunViewSet
@@ -35,6 +36,8 @@ router.register("hosts", HostViewSet, basename="host")
 router.register("snapshots", SnapshotViewSet, basename="snapshot")
 router.register("kinds", KindViewSet, basename="kind")
 router.register("tokens", ApiTokenViewSet, basename="token")
+router.register("projects", ProjectViewSet, basename="project")
+router.register("pools", PoolViewSet, basename="pool")
 
 urlpatterns = [
     # Before the router's runs/<pk>/, which would take "compare" for an id.
@@ -49,6 +52,11 @@ urlpatterns = [
         "runs/<id:run_id>/checkpoints/<step:step>/pin/",
         CheckpointPinView.as_view(),
         name="checkpoint-pin",
+    ),
+    path(
+        "projects/<name:slug>/members/<name:username>/",
+        ProjectMemberView.as_view(),
+        name="project-member",
     ),
     path("runs/<id:run_id>/artifacts/", RunArtifactListView.as_view(), name="run-artifacts"),
     path(

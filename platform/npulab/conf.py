@@ -49,6 +49,16 @@ class Env:
             raise ImproperlyConfigured(f"{name} must be at least {minimum}, got {value}")
         return value
 
+    def choice(self, name: str, default: str, choices: tuple[str, ...]) -> str:
+        """One of ``choices`` (case-insensitive), or ``default`` when unset or empty."""
+        raw = self.environ.get(name)
+        if raw is None or raw.strip() == "":
+            return default
+        value = raw.strip().lower()
+        if value not in choices:
+            raise ImproperlyConfigured(f"{name} must be one of {', '.join(choices)}, got {raw!r}")
+        return value
+
     def rate(self, name: str, default: str) -> tuple[int, int]:
         """``N/period`` (period: s, min, h or day) as (N requests, period in seconds)."""
         raw = self.environ.get(name) or default

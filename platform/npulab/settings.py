@@ -41,6 +41,7 @@ INSTALLED_APPS = [
     "npulab.accounts",
     "npulab.artifacts",
     "npulab.hosts",
+    "npulab.projects",
     "npulab.runs",
     # Run kinds on the web side (their declarations: workers/kinds/).
     "npulab.smoke",
@@ -259,6 +260,11 @@ NPULAB = {
     "DISPATCH_TIMEOUT_S": env.int("NPULAB_DISPATCH_TIMEOUT_S", 120, minimum=5),
     # How often the control worker retries placement and looks for lost runs.
     "SCHEDULER_TICK_S": env.int("NPULAB_SCHEDULER_TICK_S", 5, minimum=1),
+    # The role a new user gets in the default project: member (submits runs), viewer
+    # (reads them), or none (sees nothing until an owner adds them to a project).
+    "DEFAULT_PROJECT_ROLE": env.choice(
+        "NPULAB_DEFAULT_PROJECT_ROLE", "member", ("member", "viewer", "none")
+    ),
     # The kind the submit form opens with.
     "DEFAULT_KIND": env.str("NPULAB_DEFAULT_KIND", "smoke"),
     # The upgrade review says a number is thin evidence when fewer runs stand behind it.

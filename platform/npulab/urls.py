@@ -30,6 +30,7 @@ urlpatterns = [
     path("hosts/", include((host_pages, host_urls.app_name))),
     path("snapshots/", include("npulab.snapshots.urls")),
     path("profiles/", include("npulab.profiles.urls")),
+    path("projects/", include("npulab.projects.urls")),
     path("account/", include("npulab.accounts.urls")),
     path("login/", SignInView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
@@ -45,6 +46,8 @@ urlpatterns = [
     ),
 ]
 
-# Under /api/, an unknown URL and a crash are answered with an error body (code, detail).
+# Under /api/, a request Django refuses before any view, an unknown URL and a crash are
+# answered with an error body (code, detail).
+handler400 = "npulab.core.api.bad_request"
 handler404 = "npulab.core.api.not_found"
 handler500 = "npulab.core.api.server_error"

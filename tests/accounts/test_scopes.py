@@ -12,6 +12,7 @@ from npulab.accounts.services import do_revoke_api_token
 from npulab.runs.models import Run
 from npulab.runs.services import do_submit_run
 from npulab.snapshots.services import do_record_snapshot
+from tests.conftest import make_operator
 
 pytestmark = pytest.mark.django_db
 RUNS = "/api/v1/runs/"
@@ -74,6 +75,7 @@ def test_a_submit_token_cannot_do_the_operator_actions(
 
 
 def test_an_admin_token_does_the_operator_actions(owner, token_for, cpu_host, document) -> None:
+    make_operator(owner)
     snapshot = do_record_snapshot(cpu_host, document()).snapshot
     client, _ = token_for(owner, scopes=["read", "admin"])
     url = f"/api/v1/snapshots/{snapshot.pk}/known-good/"
@@ -150,6 +152,7 @@ def test_a_host_token_still_works_on_the_agent_api(host_api) -> None:
 
 
 def test_browser_sessions_are_not_scoped(owner, cpu_host, document) -> None:
+    make_operator(owner)
     snapshot = do_record_snapshot(cpu_host, document()).snapshot
     session = APIClient()
     session.force_login(owner)

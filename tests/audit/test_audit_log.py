@@ -8,7 +8,7 @@ import pytest
 from npulab.audit import actions
 from npulab.audit.models import AuditEntry
 from npulab.snapshots.services import do_record_snapshot
-from tests.conftest import token_client
+from tests.conftest import make_operator, token_client
 
 pytestmark = pytest.mark.django_db
 SMOKE = {"kind": "smoke", "device_type": "cpu", "matmul_size": 64, "train_steps": 2}
@@ -43,7 +43,8 @@ def test_a_refused_submission_leaves_no_entry(api) -> None:
     assert entries() == []
 
 
-def test_known_good_and_snapshot_requests_are_in_the_log(api, cpu_host, document) -> None:
+def test_known_good_and_snapshot_requests_are_in_the_log(api, owner, cpu_host, document) -> None:
+    make_operator(owner)
     AuditEntry.objects.all().delete()
     snapshot = do_record_snapshot(cpu_host, document()).snapshot
     url = f"/api/v1/snapshots/{snapshot.pk}/known-good/"

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from django.contrib.auth.models import Group
 
-from npulab.health.roles import OPERATORS_GROUP
+from npulab.accounts.roles import OPERATORS_GROUP
 from npulab.hosts.models import Host
 from npulab.telemetry.services import record_samples
 from tests.conftest import register, token_client

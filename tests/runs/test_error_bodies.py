@@ -62,7 +62,9 @@ def test_401_without_a_token_and_with_a_bad_one(anon_api) -> None:
 def test_403_for_another_users_run(other_api, owner) -> None:
     run = do_submit_run(owner, SMOKE)
     body = error(other_api.post(f"{RUNS}{run.pk}/cancel/"), 403, "permission_denied")
-    assert body["detail"] == "Only the run's submitter or staff may cancel it."
+    assert body["detail"] == (
+        "Only the run's submitter, its project's owners or staff may cancel it."
+    )
 
 
 def test_404_for_an_object_and_for_an_unknown_api_url(api) -> None:

@@ -6,6 +6,7 @@ import pytest
 
 from npulab.snapshots.models import Snapshot
 from npulab.snapshots.services import do_record_snapshot
+from tests.conftest import make_operator
 
 pytestmark = pytest.mark.django_db
 UPLOAD = "/api/v1/agent/snapshots/"
@@ -87,6 +88,7 @@ def test_diff_over_the_api(api, cpu_host, document) -> None:
 
 
 def test_known_good_mark_and_unmark(api, owner, cpu_host, document) -> None:
+    make_operator(owner)
     snapshot = do_record_snapshot(cpu_host, document()).snapshot
     url = f"/api/v1/snapshots/{snapshot.pk}/known-good/"
     marked = api.post(url, {"note": "nightly smoke green for a week"}, format="json").json()
@@ -113,7 +115,8 @@ def test_rollback_recipe(api, cpu_host, document) -> None:
     assert "torch==2.5.1" in lines
 
 
-def test_history_and_snapshot_request(api, host_api, cpu_host, document) -> None:
+def test_history_and_snapshot_request(api, owner, host_api, cpu_host, document) -> None:
+    make_operator(owner)
     do_record_snapshot(cpu_host, document(torch_npu="2.1.0.post8"))
     do_record_snapshot(cpu_host, document(torch_npu="2.5.1"))
     history = api.get("/api/v1/hosts/cpu-01/history/").json()

@@ -5,6 +5,7 @@ from django.test import Client
 
 from npulab.snapshots.models import Snapshot
 from npulab.snapshots.services import do_record_snapshot
+from tests.conftest import make_operator
 from tests.factories import HostFactory
 
 pytestmark = pytest.mark.django_db
@@ -39,7 +40,8 @@ def test_a_host_without_snapshots_says_so(browser) -> None:
     assert "No snapshot yet" in browser.get("/hosts/fresh/").content.decode()
 
 
-def test_snapshot_page_and_known_good(browser, upgraded) -> None:
+def test_snapshot_page_and_known_good(browser, owner, upgraded) -> None:
+    make_operator(owner)
     _, new = upgraded
     page = browser.get(f"/snapshots/{new.pk}/").content.decode()
     assert new.short_hash in page
@@ -88,7 +90,8 @@ def test_upgrade_review_page(browser, cpu_host, document) -> None:
     assert "data-decision" not in empty
 
 
-def test_collect_snapshot_now(browser, cpu_host) -> None:
+def test_collect_snapshot_now(browser, owner, cpu_host) -> None:
+    make_operator(owner)
     response = browser.post("/hosts/cpu-01/snapshot-request/")
     assert response.status_code == 302
     cpu_host.refresh_from_db()

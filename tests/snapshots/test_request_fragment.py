@@ -6,6 +6,7 @@ import pytest
 from django.test import Client
 
 from npulab.snapshots.services import do_record_snapshot
+from tests.conftest import make_operator
 
 pytestmark = pytest.mark.django_db
 HTMX = {"HTTP_HX_REQUEST": "true"}
@@ -15,7 +16,7 @@ URL = "/hosts/cpu-01/snapshot-request/"
 @pytest.fixture
 def browser(owner) -> Client:
     client = Client()
-    client.force_login(owner)
+    client.force_login(make_operator(owner))
     return client
 
 

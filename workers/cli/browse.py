@@ -39,6 +39,7 @@ RUN_COLUMNS = [
 @click.option("--host", shell_complete=complete_host)
 @click.option("--device-type", type=click.Choice(DEVICE_TYPES))
 @click.option("--user", "submitted_by", metavar="USERNAME", help="Submitted by this user.")
+@click.option("--project", metavar="SLUG", help="Of this project.")
 @click.option("--limit", type=click.IntRange(1, 1000), default=20, show_default=True)
 @json_option
 @click.pass_context
@@ -50,9 +51,10 @@ def runs_list(
     host: str | None,
     device_type: str | None,
     submitted_by: str | None,
+    project: str | None,
     limit: int,
 ) -> None:
-    """The newest runs first."""
+    """The newest runs first (of the projects you are in)."""
     state = state_of(ctx)
     page = state.client.get(
         "runs/",
@@ -61,6 +63,7 @@ def runs_list(
         host=host,
         device_type=device_type,
         submitted_by=submitted_by,
+        project=project,
         limit=limit,
     )
     results = page.get("results", [])

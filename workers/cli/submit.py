@@ -171,6 +171,12 @@ def read_spec(source: str) -> dict[str, Any]:
     metavar="FIELD=VALUE",
     help="Set any spec field (VALUE as JSON when it parses); repeatable.",
 )
+@click.option(
+    "--project",
+    metavar="SLUG",
+    help="Submit to this project (who may see the run, which hosts it may use); "
+    "default: the default project.",
+)
 @click.option("--host", metavar="H", shell_complete=complete_host, help="Run on this host.")
 @click.option("--label", "labels", multiple=True, help="The host must carry it; repeatable.")
 @click.option("--name", help="A name for the run.")
@@ -197,6 +203,7 @@ def submit(
     spec_file: str | None,
     kind: str | None,
     settings: tuple[str, ...],
+    project: str | None,
     host: str | None,
     labels: tuple[str, ...],
     name: str | None,
@@ -238,7 +245,7 @@ def submit(
             doc[field] = list(value) if isinstance(value, tuple) else value
     for field, text in _pairs(settings, "--set"):
         doc[field] = _json_value(text)
-    queueing = {"host": host, "name": name, "priority": priority}
+    queueing = {"project": project, "host": host, "name": name, "priority": priority}
     doc.update({key: value for key, value in queueing.items() if value is not None})
     if wait_for_host:
         doc["wait_for_host"] = True

@@ -16,7 +16,7 @@ from workers.contract.devices import DEVICE_TYPES, MAX_DEVICES, VISIBLE_DEVICES_
 
 # Keys of a submission that say where and how a run is queued, not what it
 # does. The API reads them; the runner ignores them, so one file serves both.
-SUBMISSION_FIELDS = ("host", "labels", "name", "tags", "priority", "wait_for_host")
+SUBMISSION_FIELDS = ("project", "host", "labels", "name", "tags", "priority", "wait_for_host")
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # Set by npulab from the spec and the device lease; a spec's env may not override them.

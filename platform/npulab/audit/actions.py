@@ -14,6 +14,12 @@ HEALTH_DRAIN = "health.drain"
 HEALTH_UNDRAIN = "health.undrain"
 HEALTH_MARK_DEVICE_BAD = "health.mark_device_bad"
 HEALTH_CLEAR_DEVICE = "health.clear_device"
+POOL_CREATE = "pool.create"
+PROJECT_CREATE = "project.create"
+PROJECT_ADD_MEMBER = "project.add_member"
+PROJECT_CHANGE_MEMBER = "project.change_member"
+PROJECT_REMOVE_MEMBER = "project.remove_member"
+HOST_MOVE_TO_POOL = "host.move_to_pool"
 
 LABELS = {
     RUN_SUBMIT: "submitted a run",
@@ -28,4 +34,10 @@ LABELS = {
     HEALTH_UNDRAIN: "undrained a host",
     HEALTH_MARK_DEVICE_BAD: "marked a device bad",
     HEALTH_CLEAR_DEVICE: "cleared a device's bad mark",
+    POOL_CREATE: "created a pool",
+    PROJECT_CREATE: "created a project",
+    PROJECT_ADD_MEMBER: "added a member to a project",
+    PROJECT_CHANGE_MEMBER: "changed a project member's role",
+    PROJECT_REMOVE_MEMBER: "removed a member from a project",
+    HOST_MOVE_TO_POOL: "moved a host to a pool",
 }

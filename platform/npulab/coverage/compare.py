@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from django.db.models import QuerySet
+
 from npulab.coverage.models import OpResult
 from npulab.runs.models import Run
 from workers.kinds.coverage import PASS
@@ -105,14 +107,15 @@ def compare(baseline: Run, candidate: Run) -> CoverageComparison:
 _BASELINE_CANDIDATES = 200
 
 
-def known_good_baseline(candidate: Run) -> Run | None:
+def known_good_baseline(candidate: Run, runs: QuerySet[Run] | None = None) -> Run | None:
     """The newest succeeded coverage run on a known-good snapshot, like the candidate.
 
     Like it: the same device type and op set; a run on the candidate's own host
-    is preferred to one on another host.
+    is preferred to one on another host. ``runs``: those it may be (every run by default).
     """
     runs = (
-        Run.objects.filter(
+        (Run.objects.all() if runs is None else runs)
+        .filter(
             kind=candidate.kind,
             status=Run.Status.SUCCEEDED,
             device_type=candidate.device_type,
@@ -142,11 +145,15 @@ class NoBaseline(LookupError):
     """No run answers to the ``baseline`` asked for; the message says why."""
 
 
-def resolve_baseline(candidate: Run, value: str) -> Run:
-    """The run ``value`` names: a coverage run's id, or ``known-good`` (also the default)."""
+def resolve_baseline(candidate: Run, value: str, runs: QuerySet[Run] | None = None) -> Run:
+    """The run ``value`` names: a coverage run's id, or ``known-good`` (also the default).
+
+    ``runs``: the runs it may be, e.g. those the asking user may see (every run by default).
+    """
+    runs = Run.objects.all() if runs is None else runs
     value = value.strip()
     if value in ("", KNOWN_GOOD):
-        found = known_good_baseline(candidate)
+        found = known_good_baseline(candidate, runs)
         if found is None:
             raise NoBaseline(
                 f"no succeeded {candidate.device_type} coverage run of op set "
@@ -156,7 +163,7 @@ def resolve_baseline(candidate: Run, value: str) -> Run:
         return found
     if not value.isdigit() or not 0 < int(value) <= _MAX_ID:
         raise BaselineInvalid(f"{value[:40]!r} is not a run id nor {KNOWN_GOOD!r}")
-    found = Run.objects.select_related("host", "snapshot").filter(pk=int(value)).first()
+    found = runs.select_related("host", "snapshot").filter(pk=int(value)).first()
     if found is None or found.kind != candidate.kind:
         raise NoBaseline(f"no coverage run #{int(value)}")
     return found

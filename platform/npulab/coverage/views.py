@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404, render
+from django.shortcuts import render
 
 from npulab.coverage import compare as cell_compare
 from npulab.coverage.matrix import cell, matrix, progress
+from npulab.runs.access import run_for, visible_runs
 from npulab.runs.models import Run
 from workers.kinds.coverage import FORWARD, PASSES, STATUSES
 from workers.kinds.coverage import KIND as COVERAGE_KIND
@@ -18,8 +21,8 @@ MAX_LISTED = 500
 RECENT_BASELINES = 30
 
 
-def _coverage_run(pk: int) -> Run:
-    run = get_object_or_404(Run.objects.select_related("host", "snapshot"), pk=pk)
+def _coverage_run(user: Any, pk: int) -> Run:
+    run = run_for(user, pk, Run.objects.select_related("host", "snapshot", "project"))
     if run.kind != COVERAGE_KIND.name:
         raise Http404("not a coverage run")
     return run
@@ -27,7 +30,7 @@ def _coverage_run(pk: int) -> Run:
 
 @login_required
 def matrix_page(request: HttpRequest, pk: int) -> HttpResponse:
-    run = _coverage_run(pk)
+    run = _coverage_run(request.user, pk)
     phase = request.GET.get("pass", FORWARD)
     status = request.GET.get("status", "")
     filters = {
@@ -50,7 +53,7 @@ def matrix_page(request: HttpRequest, pk: int) -> HttpResponse:
 
 @login_required
 def cell_page(request: HttpRequest, pk: int) -> HttpResponse:
-    run = _coverage_run(pk)
+    run = _coverage_run(request.user, pk)
     results = cell(
         run, request.GET.get("op", ""), request.GET.get("variant", ""), request.GET.get("dtype", "")
     )
@@ -61,17 +64,18 @@ def cell_page(request: HttpRequest, pk: int) -> HttpResponse:
 
 @login_required
 def compare_page(request: HttpRequest, pk: int) -> HttpResponse:
-    run = _coverage_run(pk)
+    run = _coverage_run(request.user, pk)
     asked = request.GET.get("baseline", "")
     comparison = None
     try:
-        baseline = cell_compare.resolve_baseline(run, asked)
+        baseline = cell_compare.resolve_baseline(run, asked, visible_runs(request.user))
     except (cell_compare.BaselineInvalid, cell_compare.NoBaseline) as exc:
         messages.error(request, str(exc))
     else:
         comparison = cell_compare.compare(baseline, run)
     others = (
-        Run.objects.filter(kind=run.kind, device_type=run.device_type)
+        visible_runs(request.user)
+        .filter(kind=run.kind, device_type=run.device_type)
         .exclude(pk=run.pk)
         .exclude(status__in=Run.ACTIVE)
         .select_related("host", "snapshot")

@@ -9,8 +9,8 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect
 from django.views.decorators.http import require_POST
 
+from npulab.accounts.roles import NOT_AN_OPERATOR, is_operator
 from npulab.core.errors import Conflict
-from npulab.health.roles import NOT_AN_OPERATOR, is_operator
 from npulab.health.services import (
     MAX_NOTE_CHARS,
     do_clear_device,

@@ -8,6 +8,7 @@ from django.db import models
 from django.urls import reverse
 from django.utils import timezone
 
+from npulab.projects.models import Pool, default_pool_pk
 from workers.contract.devices import DEVICE_TYPE_LABELS, DEVICE_TYPES
 from workers.contract.tasks import host_queue
 
@@ -46,6 +47,14 @@ class Host(models.Model):
         default=False, help_text="The worker sends a snapshot with its next heartbeat."
     )
     registered = models.DateTimeField(null=True, blank=True)
+    # Which projects' runs may come here (a project's pools); an operator moves it.
+    pool = models.ForeignKey(
+        Pool,
+        on_delete=models.PROTECT,
+        default=default_pool_pk,
+        related_name="hosts",
+        help_text="Runs of the projects using this pool may be placed here.",
+    )
     hostname = models.CharField(max_length=255, blank=True)
     worker_version = models.CharField(max_length=32, blank=True)
     python_version = models.CharField(max_length=32, blank=True)

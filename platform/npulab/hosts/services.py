@@ -6,10 +6,15 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import transaction
 from django.utils import timezone
 
 from npulab.accounts import tokens
+from npulab.audit import actions
+from npulab.audit.services import record
 from npulab.hosts.models import Host
+from npulab.projects.models import Pool
 
 
 def do_create_host(name: str, labels: list[str] | None = None) -> Host:
@@ -26,6 +31,27 @@ def do_issue_host_token(host: Host) -> str:
     host.token_display = plain[: tokens.DISPLAY_CHARS]
     host.save(update_fields=["token_digest", "token_display", "updated"])
     return plain
+
+
+@transaction.atomic
+def do_move_host_to_pool(host: Host, pool: Pool, by: AbstractBaseUser | None) -> Host:
+    """Put ``host`` in ``pool``: from now on only its projects' runs are placed there.
+
+    Runs already placed on the host go on; the scheduler's next pass follows the move.
+    """
+    before = Host.objects.select_for_update().select_related("pool").get(pk=host.pk).pool
+    if before.pk == pool.pk:
+        return host
+    host.pool = pool
+    host.save(update_fields=["pool", "updated"])
+    record(
+        actions.HOST_MOVE_TO_POOL,
+        target_type="host",
+        target_id=host.name,
+        user=by,
+        data={"pool": pool.name, "was": before.name},
+    )
+    return host
 
 
 def do_register_host(host: Host, facts: dict[str, Any]) -> Host:

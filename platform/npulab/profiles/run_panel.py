@@ -13,7 +13,7 @@ from django import forms
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404, redirect, render
+from django.shortcuts import redirect, render
 from django.template import TemplateDoesNotExist
 from django.template.loader import get_template
 from django.urls import NoReverseMatch, reverse
@@ -23,8 +23,8 @@ from django.views.decorators.http import require_POST
 from npulab.profiles.models import Profile
 from npulab.profiles.services import do_import_profile
 from npulab.profiles.traces import ACCEPTED, TraceRefused, check_upload, limit_upload, max_bytes
+from npulab.runs.access import change_refused, may_change, run_for
 from npulab.runs.models import Run
-from npulab.runs.selectors import can_cancel
 
 TEMPLATE = "profiles/partials/panel.html"
 SUMMARY_TEMPLATE = "profiles/partials/summary.html"
@@ -76,9 +76,9 @@ def panel_context(run: Run) -> dict[str, Any]:
 @login_required
 def run_profiles_panel(request: HttpRequest, run_id: int) -> HttpResponse:
     """The card alone, for its own polling."""
-    run = get_object_or_404(Run, pk=run_id)
+    run = run_for(request.user, run_id)
     context = {"run": run, **panel_context(run)}
-    context["can_manage"] = can_cancel(request.user, run)
+    context["can_manage"] = may_change(request.user, run)
     return render(request, TEMPLATE, context)
 
 
@@ -87,7 +87,7 @@ def run_profiles_panel(request: HttpRequest, run_id: int) -> HttpResponse:
 @require_POST
 def run_profile_import(request: HttpRequest, run_id: int) -> HttpResponse:
     """The card's import form: the trace is stored and summarised, or the page says why not."""
-    run = get_object_or_404(Run, pk=run_id)
+    run = run_for(request.user, run_id)
     try:
         handler = limit_upload(request)
     except TraceRefused as refused:
@@ -104,8 +104,9 @@ def _import(request: HttpRequest, run: Run, handler: Any) -> HttpResponse:
     except TraceRefused as refused:
         messages.error(request, f"The trace was not imported: {refused}. Nothing was kept.")
         return redirect(run.get_absolute_url())
-    if not can_cancel(request.user, run):
-        messages.error(request, "Only the run's submitter or staff may add a profile to it.")
+    refused = change_refused(request.user, run, "add a profile to it")
+    if refused:
+        messages.error(request, refused)
         return redirect(run.get_absolute_url())
     form = ProfileImportForm(request.POST, files)
     if not form.is_valid():

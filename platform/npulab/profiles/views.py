@@ -13,6 +13,7 @@ from django.urls import reverse
 
 from npulab.core import errors
 from npulab.profiles import timeline
+from npulab.profiles.access import visible_profiles
 from npulab.profiles.compare import Delta, compare
 from npulab.profiles.models import Profile
 from npulab.profiles.timeline.store import IndexMissing, local_index
@@ -40,7 +41,9 @@ def _index(profile: Profile) -> str | JsonResponse:
 
 @login_required
 def timeline_page(request: HttpRequest, pk: int) -> HttpResponse:
-    profile = get_object_or_404(Profile.objects.select_related("run", "artifact"), pk=pk)
+    profile = get_object_or_404(
+        visible_profiles(request.user, Profile.objects.select_related("run", "artifact")), pk=pk
+    )
     context: dict[str, Any] = {"profile": profile, "run": profile.run, "problem": ""}
     try:
         path = local_index(profile)
@@ -83,7 +86,7 @@ def _place(at: str | None, span: str | None) -> tuple[float | None, float | None
 @login_required
 def timeline_window(request: HttpRequest, pk: int) -> JsonResponse:
     """The events of the window ``start``..``end`` (µs) at ``width`` pixels (``lanes``: ids)."""
-    profile = get_object_or_404(Profile, pk=pk)
+    profile = get_object_or_404(visible_profiles(request.user), pk=pk)
     params = request.GET
     try:
         start, end, width, lanes = timeline.parse_window(
@@ -99,7 +102,7 @@ def timeline_window(request: HttpRequest, pk: int) -> JsonResponse:
 
 @login_required
 def timeline_event(request: HttpRequest, pk: int, event_id: int) -> JsonResponse:
-    profile = get_object_or_404(Profile, pk=pk)
+    profile = get_object_or_404(visible_profiles(request.user), pk=pk)
     path = _index(profile)
     if isinstance(path, JsonResponse):
         return path
@@ -111,7 +114,7 @@ def timeline_event(request: HttpRequest, pk: int, event_id: int) -> JsonResponse
 
 @login_required
 def timeline_search(request: HttpRequest, pk: int) -> JsonResponse:
-    profile = get_object_or_404(Profile, pk=pk)
+    profile = get_object_or_404(visible_profiles(request.user), pk=pk)
     path = _index(profile)
     if isinstance(path, JsonResponse):
         return path
@@ -132,7 +135,11 @@ def profile_compare(request: HttpRequest) -> HttpResponse:
         if not raw.isdigit() or int(raw) >= MAX_ID:
             context["problems"].append(f"{side}: a profile id is a whole number, not {raw[:40]!r}")
             continue
-        found = Profile.objects.select_related("run", "run__host").filter(pk=int(raw)).first()
+        found = (
+            visible_profiles(request.user, Profile.objects.select_related("run", "run__host"))
+            .filter(pk=int(raw))
+            .first()
+        )
         if found is None:
             context["problems"].append(f"{side}: there is no profile {raw}")
         elif found.status != Profile.Status.READY:
@@ -154,9 +161,8 @@ def profile_compare(request: HttpRequest) -> HttpResponse:
         for section in context["sections"]:
             section["more"] = max(0, len(section["rows"]) - COMPARE_ROWS)
             section["rows"] = [_shown(row) for row in section["rows"][:COMPARE_ROWS]]
-    context["recent"] = Profile.objects.filter(status=Profile.Status.READY).select_related("run")[
-        :50
-    ]
+    ready = Profile.objects.filter(status=Profile.Status.READY).select_related("run")
+    context["recent"] = visible_profiles(request.user, ready)[:50]
     context["a_id"] = request.GET.get("a", "")
     context["b_id"] = request.GET.get("b", "")
     return render(request, "profiles/compare.html", context, status=status)

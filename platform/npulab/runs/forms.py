@@ -17,6 +17,8 @@ from django import forms
 from django.conf import settings
 
 from npulab.hosts.models import DeviceType, Host
+from npulab.projects.models import DEFAULT_PROJECT, Project
+from npulab.projects.selectors import submittable_projects
 from npulab.runs.services import NO_HOST_HINT, PRIORITY_RANGE, SubmissionInvalid
 from workers.contract import kinds
 from workers.contract.entries import BUILTIN_JOBS, BUILTIN_PREFIX
@@ -57,6 +59,10 @@ class RunSubmitForm(forms.Form):
     """Queueing fields plus the spec fields of one run kind."""
 
     kind = forms.ChoiceField()
+    project = forms.ChoiceField(
+        required=False,
+        help_text="Who may see the run; it goes to a host of the project's pools.",
+    )
     host = forms.ChoiceField(required=False, help_text="Any host that fits, or this one.")
     wait_for_host = forms.BooleanField(
         required=False,
@@ -72,8 +78,17 @@ class RunSubmitForm(forms.Form):
         initial=0, min_value=PRIORITY_RANGE[0], max_value=PRIORITY_RANGE[1]
     )
 
-    def __init__(self, *args: Any, kind: str | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self, *args: Any, kind: str | None = None, user: Any = None, **kwargs: Any
+    ) -> None:
         super().__init__(*args, **kwargs)
+        # The projects the user may submit to; the service checks again on submission.
+        projects = submittable_projects(user) if user is not None else Project.objects.all()
+        self.fields["project"].choices = [
+            (slug, f"{name} ({slug})") for slug, name in projects.values_list("slug", "name")
+        ]
+        slugs = [slug for slug, _ in self.fields["project"].choices]
+        self.fields["project"].initial = DEFAULT_PROJECT if DEFAULT_PROJECT in slugs else None
         declared = kinds.all_kinds()
         self.fields["kind"].choices = [(each.name, each.name) for each in declared]
         default = kinds.get(settings.NPULAB["DEFAULT_KIND"]) or declared[0]
@@ -95,7 +110,9 @@ class RunSubmitForm(forms.Form):
                 self.fields.update(_entry_fields(field))
             else:
                 self.fields[field.name] = _form_field(field)
-        self.order_fields(["kind", *COMMON_SPEC_FIELDS, "timeout_hours", "timeout_minutes"])
+        self.order_fields(
+            ["kind", "project", *COMMON_SPEC_FIELDS, "timeout_hours", "timeout_minutes"]
+        )
 
     def common_fields(self) -> list[forms.BoundField]:
         return [self[name] for name in COMMON_SPEC_FIELDS if name in self.fields]
@@ -167,6 +184,8 @@ class RunSubmitForm(forms.Form):
         document["priority"] = data["priority"]
         document["name"] = data["name"]
         document["tags"] = [tag.strip() for tag in data["tags"].split(",") if tag.strip()]
+        if data["project"]:
+            document["project"] = data["project"]
         if data["host"]:
             document["host"] = data["host"]
         if data["wait_for_host"]:

@@ -7,9 +7,11 @@ from django.conf import settings
 from django.db import models
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.functional import cached_property
 
 from npulab.core.errors import InvalidTransition
 from npulab.hosts.models import DeviceType, Host
+from npulab.projects.models import Project, default_project_pk
 from workers.contract import kinds
 from workers.contract.redact import redact_env
 
@@ -100,6 +102,10 @@ class Run(models.Model):
     submitted_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
     )
+    # Who may see the run, and which hosts it may go to (the project's pools).
+    project = models.ForeignKey(
+        Project, on_delete=models.PROTECT, default=default_project_pk, related_name="runs"
+    )
     snapshot = models.ForeignKey(
         "snapshots.Snapshot",
         null=True,
@@ -180,8 +186,23 @@ class Run(models.Model):
     def get_absolute_url(self) -> str:
         return reverse("runs:run_detail", args=[self.pk])
 
+    @cached_property
+    def pool_ids(self) -> frozenset[int]:
+        """The pools of the run's project: the only hosts it may be placed on."""
+        # .all(): a placement pass prefetches the pools of every queued run's project.
+        return frozenset(pool.pk for pool in self.project.pools.all())
+
+    def outside_pools(self, host: Host) -> str:
+        """Why ``host`` is not one the run's project may use, or ""."""
+        if host.pool_id in self.pool_ids:
+            return ""
+        return f"is not in a pool of project '{self.project.slug}'"
+
     def unsuited_host(self, host: Host) -> str:
         """Why ``host`` can never take this run, whatever its state and load; "" if it can."""
+        outside = self.outside_pools(host)
+        if outside:
+            return outside
         if host.device_type != self.device_type:
             return f"has {host.device_type} devices, the run needs {self.device_type}"
         missing = self._missing_labels(host)
@@ -202,7 +223,10 @@ class Run(models.Model):
         hosts = list(hosts)
         if self.requested_host:
             return self._unplaceable_on_named(hosts)
-        registered = [host for host in hosts if host.registered is not None]
+        usable = [host for host in hosts if not self.outside_pools(host)]
+        if hosts and not usable:
+            return "project", f"no host is in a pool of project '{self.project.slug}'"
+        registered = [host for host in usable if host.registered is not None]
         typed = [host for host in registered if host.device_type == self.device_type]
         if not typed:
             if not registered:
@@ -234,6 +258,9 @@ class Run(models.Model):
         host = next((host for host in hosts if host.name == name), None)
         if host is None:
             return "host", no_such_host(name, hosts)
+        outside = self.outside_pools(host)
+        if outside:
+            return "host", f"host '{name}' {outside}"
         if host.registered is None:
             return "", ""
         if host.device_type != self.device_type:

@@ -7,12 +7,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.core.paginator import Page, Paginator
 from django.db import connection
 from django.utils import timezone
 
 from npulab.hosts.models import Host
+from npulab.projects.models import Project
 from npulab.runs.kinds import get as get_kind
 from npulab.runs.models import Checkpoint, Run, RunAttempt, RunEvent
 from npulab.series.models import Metric, MetricSeries
@@ -28,10 +28,7 @@ MAX_LOG_QUERY = 200
 RATE_WINDOW_POINTS = 50
 RECENT_HOST_RUNS = 25
 RECENT_SNAPSHOT_RUNS = 15
-
-
-def can_cancel(user: AbstractBaseUser | AnonymousUser, run: Run) -> bool:
-    return bool(user.is_authenticated and (user.is_staff or run.submitted_by_id == user.pk))
+RECENT_PROJECT_RUNS = 25
 
 
 def log_tail(run: Run, lines: int = LOG_TAIL_LINES) -> list[RunEvent]:
@@ -255,6 +252,12 @@ def host_runs_context(host: Host) -> dict[str, Any]:
     devices = [dict(device, run=leases.get(device["index"])) for device in host.devices]
     runs = Run.objects.filter(host=host).select_related("submitted_by")[:RECENT_HOST_RUNS]
     return {"devices": devices, "runs": runs}
+
+
+def project_runs_context(project: Project) -> dict[str, Any]:
+    """The project page's runs: the newest of the project, and how many it has."""
+    runs = project.runs.select_related("host", "submitted_by")
+    return {"runs": runs[:RECENT_PROJECT_RUNS], "run_count": runs.count()}
 
 
 def snapshot_runs_context(snapshot: Snapshot) -> dict[str, Any]:

@@ -25,8 +25,10 @@ from npulab.audit.services import record
 from npulab.core.errors import IDEMPOTENCY_CONFLICT, Conflict, SubmissionInvalid
 from npulab.health.services import record_infrastructure_failure
 from npulab.hosts.models import HOST_NAME_PATTERN, Host
+from npulab.projects.models import Membership, Project, default_project, role_at_least
+from npulab.projects.selectors import needs_role, role_in
 from npulab.runs.checkpoints import pinned_steps
-from npulab.runs.dispatch import request_placement, send_execute
+from npulab.runs.dispatch import place_submitted, request_placement, send_execute
 from npulab.runs.events import store_events
 from npulab.runs.kinds import get as get_kind
 from npulab.runs.models import Checkpoint, DeviceLease, Run, RunAttempt, no_such_host
@@ -79,10 +81,12 @@ def do_submit_run(user: AbstractBaseUser | None, document: Any, idempotency_key:
     else:
         errors.update(get_kind(spec["kind"]).check_submission(spec))
     queueing = _clean_submission(submission, errors)
+    project = _submission_project(user, submission.get("project"), errors)
     if errors:
         raise SubmissionInvalid(errors)
     run = Run(
         kind=spec["kind"],
+        project=project,
         spec=spec,
         device_type=spec["device_type"],
         devices=spec["devices"],
@@ -114,7 +118,7 @@ def do_submit_run(user: AbstractBaseUser | None, document: Any, idempotency_key:
             raise
         return earlier
     run.replayed = False
-    transaction.on_commit(request_placement)
+    transaction.on_commit(place_submitted)
     return run
 
 
@@ -151,6 +155,36 @@ def waiting_for_host(why: str, until: datetime) -> str:
         f"no registered host could take it ({why}); "
         f"waiting for one until {until.astimezone(UTC):%Y-%m-%d %H:%M} UTC"
     )
+
+
+def _submission_project(
+    user: AbstractBaseUser | None, slug: Any, errors: dict[str, str]
+) -> Project | None:
+    """The project a run is submitted to: the one named, or the default project.
+
+    One the user has no role in is "no project" (its name is not revealed); one
+    where the user is only a viewer is refused with PermissionDenied (403).
+    """
+    if slug in (None, ""):
+        project = default_project()
+    elif not isinstance(slug, str):
+        errors["project"] = "must be a project's slug"
+        return None
+    else:
+        project = Project.objects.filter(slug=slug).first()
+    if user is None:  # the platform itself (a command): no one's role to check
+        return project
+    role = role_in(user, project) if project is not None else None
+    if role is None:
+        errors["project"] = (
+            f"no project '{slug}' that you are a member of"
+            if slug
+            else "you are not a member of the default project: name a project you are in"
+        )
+        return None
+    if not role_at_least(role, Membership.Role.MEMBER):
+        raise PermissionDenied(needs_role(project, role, Membership.Role.MEMBER))
+    return project
 
 
 def _clean_submission(submission: dict[str, Any], errors: dict[str, str]) -> dict[str, Any]:
@@ -367,8 +401,13 @@ def do_cancel_run(run_id: int, user: AbstractBaseUser) -> Run:
 # -- the control plane --------------------------------------------------------
 
 
-def sweep_runs(now: datetime | None = None) -> dict[str, int]:
-    """Requeue runs their host never claimed; mark runs whose host fell silent as lost."""
+def sweep_runs(now: datetime | None = None, heard_since: datetime | None = None) -> dict[str, int]:
+    """Requeue runs their host never claimed; mark runs whose host fell silent as lost.
+
+    ``heard_since``: since when the platform could hear its hosts (``runs.liveness``).
+    Silence before that is the platform's own outage, not the host's: no run is lost
+    for it until the whole timeout has passed since.
+    """
     now = now or timezone.now()
     limits = settings.NPULAB
     unclaimed = Run.objects.filter(
@@ -376,9 +415,11 @@ def sweep_runs(now: datetime | None = None) -> dict[str, int]:
         dispatched_at__lt=now - timedelta(seconds=limits["DISPATCH_TIMEOUT_S"]),
     ).values_list("pk", flat=True)
     silent_s = limits["RUN_HEARTBEAT_TIMEOUT_S"]
-    silent = Run.objects.filter(
-        status=Run.Status.RUNNING, last_heartbeat__lt=now - timedelta(seconds=silent_s)
-    ).values_list("pk", "host__name")
+    cutoff = now - timedelta(seconds=silent_s)
+    silent = Run.objects.filter(status=Run.Status.RUNNING, last_heartbeat__lt=cutoff)
+    if heard_since is not None and heard_since > cutoff:
+        silent = silent.none()
+    silent = silent.values_list("pk", "host__name")
     waited = Run.objects.filter(status=Run.Status.QUEUED, queue_expires_at__lte=now).values_list(
         "pk", flat=True
     )

@@ -1,9 +1,11 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
@@ -12,6 +14,8 @@ from django.views.decorators.http import require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
 from npulab.hosts.models import Host
+from npulab.projects.selectors import visible_projects
+from npulab.runs.access import change_refused, may_change, run_for, visible_runs
 from npulab.runs.checkpoints import do_pin_checkpoint
 from npulab.runs.forms import RunSubmitForm
 from npulab.runs.kinds import get as get_kind
@@ -19,7 +23,6 @@ from npulab.runs.models import Checkpoint, Run
 from npulab.runs.pages import run_panels
 from npulab.runs.selectors import (
     MAX_LOG_QUERY,
-    can_cancel,
     cancel_warning,
     environment_differences,
     log_attempts,
@@ -50,21 +53,24 @@ SUMMARY_SHOWN_ELSEWHERE = ("steps", "stderr_tail")
 
 @login_required
 def run_list(request: HttpRequest) -> HttpResponse:
-    runs = Run.objects.select_related("host", "submitted_by")
-    filters = {key: request.GET.get(key, "") for key in ("status", "kind", "host")}
+    runs = visible_runs(request.user, Run.objects.select_related("host", "submitted_by", "project"))
+    filters = {key: request.GET.get(key, "") for key in ("status", "kind", "host", "project")}
     if filters["status"]:
         runs = runs.filter(status=filters["status"])
     if filters["kind"]:
         runs = runs.filter(kind=filters["kind"])
     if filters["host"]:
         runs = runs.filter(host__name=filters["host"])
+    if filters["project"]:
+        runs = runs.filter(project__slug=filters["project"])
     page = Paginator(runs, RUNS_PER_PAGE).get_page(request.GET.get("page"))
     context = {
         "page": page,
         "filters": filters,
         "statuses": Run.Status.choices,
-        "kinds": Run.objects.order_by().values_list("kind", flat=True).distinct(),
+        "kinds": visible_runs(request.user).order_by().values_list("kind", flat=True).distinct(),
         "hosts": Host.objects.values_list("name", flat=True),
+        "projects": visible_projects(request.user).values_list("slug", flat=True),
     }
     template = "runs/partials/run_table.html" if request.htmx else "runs/run_list.html"
     return render(request, template, context)
@@ -74,30 +80,37 @@ def run_list(request: HttpRequest) -> HttpResponse:
 @require_http_methods(["GET", "POST"])
 def run_submit(request: HttpRequest) -> HttpResponse:
     if request.method == "POST":
-        form = RunSubmitForm(request.POST)
+        form = RunSubmitForm(request.POST, user=request.user)
         if form.is_valid():
             try:
                 run = do_submit_run(request.user, form.document())
             except SubmissionInvalid as error:
                 form.add_submission_errors(error)
+            except PermissionDenied as refused:
+                form.add_error("project", str(refused))
             else:
                 messages.success(request, f"Run #{run.pk} queued.")
                 if request.htmx:
                     return HttpResponseClientRedirect(run.get_absolute_url())
                 return redirect(run)
     else:
-        form = RunSubmitForm(kind=request.GET.get("kind"), initial=_initial(request))
+        form = RunSubmitForm(
+            kind=request.GET.get("kind"), user=request.user, initial=_initial(request)
+        )
     return render(request, "runs/run_submit.html", {"form": form})
 
 
 def _initial(request: HttpRequest) -> dict[str, str]:
-    return {key: request.GET[key] for key in ("host", "device_type") if key in request.GET}
+    keys = ("project", "host", "device_type")
+    return {key: request.GET[key] for key in keys if key in request.GET}
 
 
 @login_required
 def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
-    run = get_object_or_404(Run.objects.select_related("host", "submitted_by", "snapshot"), pk=pk)
-    may = can_cancel(request.user, run)
+    run = run_for(
+        request.user, pk, Run.objects.select_related("host", "submitted_by", "snapshot", "project")
+    )
+    may = may_change(request.user, run)
     kind = get_kind(run.kind)
     panels = run_panels(kind.panels)
     context = {
@@ -153,7 +166,7 @@ def _log_request(request: HttpRequest, run: Run) -> tuple[int | None, str, list[
 @login_required
 def run_log(request: HttpRequest, pk: int) -> HttpResponse:
     """The whole log of one attempt, a page at a time, or the lines of it that match a search."""
-    run = get_object_or_404(Run, pk=pk)
+    run = run_for(request.user, pk)
     attempt, query, errors = _log_request(request, run)
     attempts = log_attempts(run)
     if attempt is None and attempts:
@@ -173,7 +186,7 @@ def run_log(request: HttpRequest, pk: int) -> HttpResponse:
 @login_required
 def run_log_text(request: HttpRequest, pk: int) -> HttpResponse:
     """The log as a text file: every attempt's, or the one asked for (and its search hits)."""
-    run = get_object_or_404(Run, pk=pk)
+    run = run_for(request.user, pk)
     attempt, query, errors = _log_request(request, run)
     if errors:
         return HttpResponse("\n".join(errors) + "\n", status=400, content_type="text/plain")
@@ -188,9 +201,10 @@ def run_log_text(request: HttpRequest, pk: int) -> HttpResponse:
 @login_required
 @require_POST
 def run_cancel(request: HttpRequest, pk: int) -> HttpResponse:
-    run = get_object_or_404(Run, pk=pk)
-    if not can_cancel(request.user, run):
-        messages.error(request, "Only the run's submitter or staff may cancel it.")
+    run = run_for(request.user, pk)
+    refused = change_refused(request.user, run, "cancel it")
+    if refused:
+        messages.error(request, refused)
     else:
         try:
             do_cancel_run(run.pk, request.user)
@@ -206,9 +220,10 @@ def run_cancel(request: HttpRequest, pk: int) -> HttpResponse:
 @login_required
 @require_POST
 def run_restart(request: HttpRequest, pk: int) -> HttpResponse:
-    run = get_object_or_404(Run, pk=pk)
-    if not can_cancel(request.user, run):
-        messages.error(request, "Only the run's submitter or staff may restart it.")
+    run = run_for(request.user, pk)
+    refused = change_refused(request.user, run, "restart it")
+    if refused:
+        messages.error(request, refused)
     else:
         try:
             run = do_restart_run(run.pk, request.user)
@@ -222,12 +237,14 @@ def run_restart(request: HttpRequest, pk: int) -> HttpResponse:
 @login_required
 @require_POST
 def checkpoint_pin(request: HttpRequest, pk: int, step: int) -> HttpResponse:
-    checkpoint = get_object_or_404(Checkpoint.objects.select_related("run"), run_id=pk, step=step)
-    if not can_cancel(request.user, checkpoint.run):
-        messages.error(request, "Only the run's submitter or staff may pin its checkpoints.")
+    run = run_for(request.user, pk)
+    checkpoint = get_object_or_404(Checkpoint, run=run, step=step)
+    refused = change_refused(request.user, run, "pin its checkpoints")
+    if refused:
+        messages.error(request, refused)
     else:
         do_pin_checkpoint(checkpoint, request.POST.get("pinned") == "1")
-    return redirect(checkpoint.run)
+    return redirect(run)
 
 
 def _requested_ids(values: list[str]) -> tuple[list[int], list[str]]:
@@ -263,7 +280,8 @@ def run_compare(request: HttpRequest) -> HttpResponse:
             f"{len(ids) - MAX_COMPARED} left out.",
         )
     ids = ids[:MAX_COMPARED]
-    found = Run.objects.filter(pk__in=ids).select_related("host", "snapshot").in_bulk()
+    found = visible_runs(request.user, Run.objects.filter(pk__in=ids))
+    found = found.select_related("host", "snapshot").in_bulk()
     if missing := [pk for pk in ids if pk not in found]:
         messages.warning(request, "No such run: " + ", ".join(f"#{pk}" for pk in missing))
     runs = [found[pk] for pk in ids if pk in found]
@@ -285,7 +303,7 @@ def run_compare(request: HttpRequest) -> HttpResponse:
         ),
         "environments": environment_differences(runs),
         "kind_sections": _compare_sections(runs),
-        "recent": _recent_to_pick(runs),
+        "recent": _recent_to_pick(request.user, runs),
         "max_compared": MAX_COMPARED,
     }
     return render(request, "runs/run_compare.html", context)
@@ -303,9 +321,9 @@ def _compare_sections(runs: list[Run]) -> list[dict]:
     return sections
 
 
-def _recent_to_pick(runs: list[Run]) -> list[Run]:
+def _recent_to_pick(user: Any, runs: list[Run]) -> list[Run]:
     """Recent runs to add: of the kinds already chosen, or of any kind."""
-    recent = Run.objects.select_related("host")
+    recent = visible_runs(user, Run.objects.select_related("host"))
     if runs:
         recent = recent.filter(kind__in={run.kind for run in runs})
     return list(recent[:RECENT_TO_PICK])

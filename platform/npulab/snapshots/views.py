@@ -2,12 +2,14 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRefresh
 
+from npulab.accounts.roles import NOT_AN_OPERATOR, is_operator
 from npulab.hosts.models import Host
 from npulab.snapshots.compatibility import snapshot_compatibility
 from npulab.snapshots.diff import diff
@@ -49,6 +51,8 @@ def snapshot_diff(request: HttpRequest) -> HttpResponse:
 @require_POST
 def snapshot_known_good(request: HttpRequest, pk: int) -> HttpResponse:
     snapshot = get_object_or_404(Snapshot, pk=pk)
+    if not is_operator(request.user):
+        raise PermissionDenied(NOT_AN_OPERATOR)
     if request.POST.get("action") == "unmark":
         do_unmark_known_good(snapshot, by=request.user)
         messages.info(request, f"Snapshot {snapshot.short_hash} is no longer marked known good.")
@@ -73,6 +77,8 @@ def host_snapshot_request(request: HttpRequest, name: str) -> HttpResponse:
         if host.snapshot_requested:
             return render(request, "snapshots/partials/snapshot_request.html", {"host": host})
         return HttpResponseClientRefresh()
+    if not is_operator(request.user):
+        raise PermissionDenied(NOT_AN_OPERATOR)
     do_request_snapshot(host, by=request.user)
     messages.info(request, f"{host.name} sends a fresh snapshot after its next heartbeat.")
     return redirect(host)

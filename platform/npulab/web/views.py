@@ -7,6 +7,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 
 from npulab.hosts.models import Host
+from npulab.runs.access import visible_runs
 from npulab.runs.models import Run
 
 RECENT_RUNS = 15
@@ -14,10 +15,11 @@ RECENT_RUNS = 15
 
 @login_required
 def dashboard(request: HttpRequest) -> HttpResponse:
-    counts = dict(Run.objects.order_by().values_list("status").annotate(n=Count("id")))
+    runs = visible_runs(request.user)
+    counts = dict(runs.order_by().values_list("status").annotate(n=Count("id")))
     context = {
         "hosts": Host.objects.annotate(busy_devices=Count("leases")),
-        "runs": Run.objects.select_related("host", "submitted_by")[:RECENT_RUNS],
+        "runs": runs.select_related("host", "submitted_by")[:RECENT_RUNS],
         "counts": [(value, label, counts.get(value, 0)) for value, label in Run.Status.choices],
     }
     template = "web/partials/dashboard_body.html" if request.htmx else "web/dashboard.html"

@@ -6,7 +6,6 @@ from typing import Any
 
 from django.db.models import QuerySet
 from django.http import HttpResponse
-from django.shortcuts import get_object_or_404
 from django_filters import rest_framework as filters
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
@@ -26,14 +25,15 @@ from npulab.coverage.api.serializers import (
 from npulab.coverage.junit import junit_xml
 from npulab.coverage.matrix import dtype_rates, progress
 from npulab.coverage.models import CoveragePlan, OpResult
+from npulab.runs.access import run_for, visible_runs
 from npulab.runs.api.serializers import RunSerializer
 from npulab.runs.models import Run
 from workers.kinds.coverage import KIND as COVERAGE_KIND
 from workers.kinds.coverage import PASSES, STATUSES
 
 
-def _coverage_run(run_id: int) -> Run:
-    run = get_object_or_404(Run.objects.select_related("host", "submitted_by"), pk=run_id)
+def _coverage_run(user: Any, run_id: int) -> Run:
+    run = run_for(user, run_id, Run.objects.select_related("host", "submitted_by", "project"))
     if run.kind != COVERAGE_KIND.name:
         raise NotFound(f"run #{run_id} is a {run.kind} run, not a coverage run")
     return run
@@ -70,7 +70,7 @@ class OpResultListView(generics.ListAPIView):
 
     @extend_schema(responses={200: OpResultSerializer(many=True), 404: ErrorSerializer})
     def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
-        _coverage_run(self.kwargs["run_id"])
+        _coverage_run(request.user, self.kwargs["run_id"])
         return super().get(request, *args, **kwargs)
 
 
@@ -78,7 +78,7 @@ class CoverageSummaryView(APIView):
     @extend_schema(responses={200: CoverageSummarySerializer, 404: ErrorSerializer})
     def get(self, request: Request, run_id: int) -> Response:
         """Progress (done of total, counts per status, ETA) and the pass rate per dtype."""
-        run = _coverage_run(run_id)
+        run = _coverage_run(request.user, run_id)
         state = progress(run)
         plan = CoveragePlan.objects.filter(run=run).first()
         rates = dtype_rates(run)
@@ -143,9 +143,11 @@ class CoverageCompareView(APIView):
     def get(self, request: Request, run_id: int) -> Response | HttpResponse:
         """This run's cells against a baseline's: regressions, fixes, new, changed, unchanged,
         missing."""
-        run = _coverage_run(run_id)
+        run = _coverage_run(request.user, run_id)
         try:
-            baseline = cell_compare.resolve_baseline(run, request.query_params.get("baseline", ""))
+            baseline = cell_compare.resolve_baseline(
+                run, request.query_params.get("baseline", ""), visible_runs(request.user)
+            )
         except cell_compare.BaselineInvalid as exc:
             raise ValidationError({"baseline": [str(exc)]}) from exc
         except cell_compare.NoBaseline as exc:

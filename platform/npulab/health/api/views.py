@@ -9,7 +9,9 @@ from rest_framework.views import APIView
 
 from npulab.accounts.models import Scope
 from npulab.accounts.permissions import HasTokenScope
+from npulab.accounts.roles import IsOperator
 from npulab.audit.models import AuditEntry
+from npulab.core.api import ErrorSerializer
 from npulab.health.api.serializers import (
     AuditEntrySerializer,
     ClearDeviceSerializer,
@@ -19,7 +21,6 @@ from npulab.health.api.serializers import (
     UndrainSerializer,
 )
 from npulab.health.models import DeviceHealth, HostHealth
-from npulab.health.roles import IsOperator
 from npulab.health.selectors import health_of
 from npulab.health.services import do_clear_device, do_drain_host, do_undrain_host
 from npulab.hosts.models import Host
@@ -42,7 +43,11 @@ class _OperatorAction(APIView):
 
 
 class HostDrainView(_OperatorAction):
-    @extend_schema(request=DrainSerializer, responses={200: HostHealthSerializer}, tags=["hosts"])
+    @extend_schema(
+        request=DrainSerializer,
+        responses={200: HostHealthSerializer, 409: ErrorSerializer},
+        tags=["hosts"],
+    )
     def post(self, request: Request, name: str) -> Response:
         """Drain the host: no new run is placed on it; what runs there finishes. Operators only."""
         host = get_object_or_404(Host, name=name)
@@ -53,7 +58,11 @@ class HostDrainView(_OperatorAction):
 
 
 class HostUndrainView(_OperatorAction):
-    @extend_schema(request=UndrainSerializer, responses={200: HostHealthSerializer}, tags=["hosts"])
+    @extend_schema(
+        request=UndrainSerializer,
+        responses={200: HostHealthSerializer, 409: ErrorSerializer},
+        tags=["hosts"],
+    )
     def post(self, request: Request, name: str) -> Response:
         """Undrain the host: its health rules decide again whether runs go there. Operators only."""
         host = get_object_or_404(Host, name=name)
@@ -65,7 +74,9 @@ class HostUndrainView(_OperatorAction):
 
 class HostDeviceClearView(_OperatorAction):
     @extend_schema(
-        request=ClearDeviceSerializer, responses={200: DeviceHealthSerializer}, tags=["hosts"]
+        request=ClearDeviceSerializer,
+        responses={200: DeviceHealthSerializer, 409: ErrorSerializer},
+        tags=["hosts"],
     )
     def post(self, request: Request, name: str, index: int) -> Response:
         """Put a bad device back in service; its error counts start afresh. Operators only."""

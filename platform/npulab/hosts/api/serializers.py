@@ -8,6 +8,9 @@ from npulab.hosts.models import Host
 class HostSerializer(serializers.ModelSerializer):
     url = serializers.HyperlinkedIdentityField(view_name="api:host-detail", lookup_field="name")
     busy_devices = serializers.SerializerMethodField()
+    pool = serializers.SlugRelatedField(
+        slug_field="name", read_only=True, help_text="The pool the host is in."
+    )
 
     class Meta:
         model = Host
@@ -19,6 +22,7 @@ class HostSerializer(serializers.ModelSerializer):
             "busy_devices",
             "devices",
             "labels",
+            "pool",
             "enabled",
             "status",
             "last_heartbeat",

@@ -14,7 +14,7 @@ from rest_framework.views import APIView
 from npulab.core import errors
 from npulab.core.api import ErrorSerializer
 from npulab.profiles import timeline
-from npulab.profiles.models import Profile
+from npulab.profiles.access import visible_profiles
 from npulab.profiles.timeline.query import MAX_WIDTH
 from npulab.profiles.timeline.store import IndexMissing, local_index
 
@@ -51,7 +51,7 @@ class ProfileTimelineView(APIView):
         "Timeline and compare"): ``events`` rows ``[id, lane, start, dur, name index, depth]``
         with their ``names``, and ``buckets`` rows ``[lane, pixel, count, busy µs]`` for the
         events shorter than a pixel."""
-        profile = get_object_or_404(Profile, pk=pk)
+        profile = get_object_or_404(visible_profiles(request.user), pk=pk)
         params = request.query_params
         try:
             start, end, width, lanes = timeline.parse_window(

@@ -8,6 +8,7 @@ from typing import Any
 from django.db.models import QuerySet
 from django.http import FileResponse
 from django.shortcuts import get_object_or_404
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import generics, status
 from rest_framework.exceptions import APIException, PermissionDenied, ValidationError
@@ -19,7 +20,8 @@ from rest_framework.views import APIView
 from npulab.artifacts.models import Artifact
 from npulab.artifacts.services import open_artifact
 from npulab.core import errors
-from npulab.core.api import ErrorSerializer
+from npulab.core.api import OCTET_STREAM, ErrorSerializer
+from npulab.profiles.access import visible_profiles
 from npulab.profiles.api.serializers import (
     ProfileDetailSerializer,
     ProfileImportSerializer,
@@ -28,8 +30,8 @@ from npulab.profiles.api.serializers import (
 from npulab.profiles.models import Profile
 from npulab.profiles.services import do_import_profile, do_resummarise_profile
 from npulab.profiles.traces import TraceRefused, check_upload, limit_upload
+from npulab.runs.access import change_refused, run_for
 from npulab.runs.models import Run
-from npulab.runs.selectors import can_cancel
 
 
 class TraceTooLarge(APIException):
@@ -45,8 +47,9 @@ class TraceTooLarge(APIException):
 
 def import_trace(run: Run, upload: Any, user: Any) -> Profile:
     """An uploaded file as a profile of ``run``; the API's errors for what is refused."""
-    if not can_cancel(user, run):
-        raise PermissionDenied("Only the run's submitter or staff may add a profile to it.")
+    refused = change_refused(user, run, "add a profile to it")
+    if refused:
+        raise PermissionDenied(refused)
     try:
         return do_import_profile(run, upload, upload.name, upload.size, user)
     except TraceRefused as refused:
@@ -72,7 +75,7 @@ class RunProfileListView(generics.ListCreateAPIView):
         return Profile.objects.filter(run_id=self.kwargs["run_id"])
 
     def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:
-        get_object_or_404(Run, pk=self.kwargs["run_id"])
+        run_for(request.user, self.kwargs["run_id"])
         return super().list(request, *args, **kwargs)
 
     @extend_schema(
@@ -87,7 +90,7 @@ class RunProfileListView(generics.ListCreateAPIView):
     )
     def post(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         """Import a Kineto trace (.json, .json.gz) or an ascend_pt folder (.tar, .tar.gz)."""
-        run = get_object_or_404(Run, pk=self.kwargs["run_id"])
+        run = run_for(request.user, self.kwargs["run_id"])
         try:
             handler = limit_upload(request._request)
             data = request.data
@@ -106,13 +109,16 @@ class ProfileDetailView(generics.RetrieveAPIView):
     serializer_class = ProfileDetailSerializer
     queryset = Profile.objects.all()
 
+    def get_queryset(self) -> QuerySet[Profile]:
+        return visible_profiles(self.request.user, super().get_queryset())
+
 
 class ProfileDownloadView(APIView):
-    @extend_schema(responses={(200, "application/octet-stream"): str})
+    @extend_schema(responses={(200, OCTET_STREAM): OpenApiTypes.BINARY})
     def get(self, request: Request, pk: int) -> FileResponse:
         """The stored trace, compressed as kept (``*.json.gz`` or ``*.tar.gz``)."""
         profile = get_object_or_404(
-            Profile.objects.select_related("artifact"),
+            visible_profiles(request.user, Profile.objects.select_related("artifact")),
             pk=pk,
             artifact__status=Artifact.Status.STORED,
         )
@@ -120,7 +126,7 @@ class ProfileDownloadView(APIView):
             open_artifact(profile.artifact),
             as_attachment=True,
             filename=profile.name,
-            content_type="application/octet-stream",
+            content_type=OCTET_STREAM,
         )
 
 
@@ -128,8 +134,10 @@ class ProfileSummariseView(APIView):
     @extend_schema(request=None, responses={202: ProfileSerializer})
     def post(self, request: Request, pk: int) -> Response:
         """Summarise and index the profile again (after a failure, or a newer npulab)."""
-        profile = get_object_or_404(Profile.objects.select_related("run"), pk=pk)
-        if not can_cancel(request.user, profile.run):
-            raise PermissionDenied("Only the run's submitter or staff may summarise it again.")
+        profiles = visible_profiles(request.user, Profile.objects.select_related("run"))
+        profile = get_object_or_404(profiles, pk=pk)
+        refused = change_refused(request.user, profile.run, "summarise it again")
+        if refused:
+            raise PermissionDenied(refused)
         profile = do_resummarise_profile(profile)
         return Response(ProfileSerializer(profile).data, status=status.HTTP_202_ACCEPTED)

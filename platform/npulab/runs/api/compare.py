@@ -12,12 +12,14 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from npulab.runs.access import visible_runs
 from npulab.runs.api.serializers import RunSerializer
 from npulab.runs.kinds import DEFAULT_THRESHOLD
 from npulab.runs.kinds import get as get_kind
 from npulab.runs.models import Run
 
 MAX_RUN_ID = 2**63 - 1
+RUN_ID = {"type": "integer", "minimum": 1, "maximum": MAX_RUN_ID}
 
 
 class CompareQuerySerializer(serializers.Serializer):
@@ -51,11 +53,11 @@ class CompareSerializer(serializers.Serializer):
 class RunCompareView(APIView):
     @extend_schema(
         parameters=[
-            OpenApiParameter("baseline", int, required=True, description="The reference run."),
-            OpenApiParameter("candidate", int, required=True, description="The run to judge."),
+            OpenApiParameter("baseline", RUN_ID, required=True, description="The reference run."),
+            OpenApiParameter("candidate", RUN_ID, required=True, description="The run to judge."),
             OpenApiParameter(
                 "threshold",
-                float,
+                {"type": "number", "minimum": 0, "maximum": 10},
                 description=f"Relative change that counts as a regression (default "
                 f"{DEFAULT_THRESHOLD}).",
             ),
@@ -71,7 +73,8 @@ class RunCompareView(APIView):
         query = CompareQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
         ids = (query.validated_data["baseline"], query.validated_data["candidate"])
-        found = Run.objects.select_related("host", "submitted_by").in_bulk(ids)
+        runs = Run.objects.select_related("host", "submitted_by", "project")
+        found = visible_runs(request.user, runs).in_bulk(ids)
         missing = {
             name: ["no such run"]
             for name, pk in zip(("baseline", "candidate"), ids, strict=True)

@@ -48,8 +48,17 @@ class RunSerializer(serializers.ModelSerializer):
 
     url = serializers.HyperlinkedIdentityField(view_name="api:run-detail")
     web_url = serializers.SerializerMethodField()
-    host = serializers.SlugRelatedField(slug_field="name", read_only=True)
-    submitted_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    # Null until the run is placed, and again if its host is deleted.
+    host = serializers.SlugRelatedField(slug_field="name", read_only=True, allow_null=True)
+    submitted_by = serializers.SlugRelatedField(
+        slug_field="username",
+        read_only=True,
+        allow_null=True,
+        help_text="The submitter's username; null once the account is deleted.",
+    )
+    project = serializers.SlugRelatedField(
+        slug_field="slug", read_only=True, help_text="The slug of the run's project."
+    )
     spec = serializers.SerializerMethodField()
     duration_s = serializers.SerializerMethodField()
     infrastructure_failure = serializers.BooleanField(read_only=True)
@@ -85,6 +94,7 @@ class RunSerializer(serializers.ModelSerializer):
             "attempt",
             "restarts",
             "submitted_by",
+            "project",
             "created",
             "dispatched_at",
             "started_at",
@@ -147,7 +157,7 @@ class CheckpointSerializer(serializers.ModelSerializer):
 
 
 class RunAttemptSerializer(serializers.ModelSerializer):
-    host = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    host = serializers.SlugRelatedField(slug_field="name", read_only=True, allow_null=True)
     device_indices = serializers.ListField(child=serializers.IntegerField(), read_only=True)
     exit_cause = serializers.ChoiceField(choices=EXIT_CAUSES, read_only=True)
     infrastructure_failure = serializers.SerializerMethodField()

@@ -2,10 +2,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from npulab.core.converters import MAX_ID
 from npulab.snapshots.compatibility import snapshot_compatibility
 from npulab.snapshots.models import HostVersion, Snapshot
+
+SNAPSHOT_ID = {"type": "integer", "minimum": 1, "maximum": MAX_ID}
 
 
 class SnapshotSerializer(serializers.ModelSerializer):
@@ -13,7 +17,12 @@ class SnapshotSerializer(serializers.ModelSerializer):
     host = serializers.SlugRelatedField(slug_field="name", read_only=True)
     hash = serializers.CharField(source="content_hash", read_only=True)
     known_good = serializers.BooleanField(read_only=True)
-    known_good_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    known_good_by = serializers.SlugRelatedField(
+        slug_field="username",
+        read_only=True,
+        allow_null=True,
+        help_text="Who marked it known good; null while it is not, or once that account is gone.",
+    )
 
     class Meta:
         model = Snapshot
@@ -71,9 +80,24 @@ class KnownGoodSerializer(serializers.Serializer):
     note = serializers.CharField(max_length=2000, allow_blank=True, required=False, default="")
 
 
+@extend_schema_field(SNAPSHOT_ID)
+class SnapshotIdField(serializers.PrimaryKeyRelatedField):
+    """A snapshot named by its id: one no 64-bit column holds names none (SQLite would overflow)."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        text = str(data)
+        if (
+            not isinstance(data, bool)
+            and text.lstrip("-").isdigit()
+            and not 1 <= int(text) <= MAX_ID
+        ):
+            self.fail("does_not_exist", pk_value=data)
+        return super().to_internal_value(data)
+
+
 class DiffQuerySerializer(serializers.Serializer):
-    a = serializers.PrimaryKeyRelatedField(queryset=Snapshot.objects.all())
-    b = serializers.PrimaryKeyRelatedField(queryset=Snapshot.objects.all())
+    a = SnapshotIdField(queryset=Snapshot.objects.all())
+    b = SnapshotIdField(queryset=Snapshot.objects.all())
 
 
 class PlannedTargetSerializer(serializers.Serializer):
@@ -84,7 +108,7 @@ class PlannedTargetSerializer(serializers.Serializer):
 
 
 class ReviewQuerySerializer(PlannedTargetSerializer):
-    target = serializers.PrimaryKeyRelatedField(queryset=Snapshot.objects.all(), required=False)
+    target = SnapshotIdField(queryset=Snapshot.objects.all(), required=False)
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         planned = {k: v for k, v in attrs.items() if k != "target" and v}

@@ -13,8 +13,11 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from npulab.accounts.models import Scope
+from npulab.accounts.permissions import HasTokenScope
+from npulab.accounts.roles import IsOperator
 from npulab.hosts.models import Host
 from npulab.snapshots.api.serializers import (
+    SNAPSHOT_ID,
     DiffQuerySerializer,
     HostVersionSerializer,
     KnownGoodSerializer,
@@ -45,8 +48,14 @@ class SnapshotViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets
         return SnapshotDetailSerializer if self.action == "retrieve" else SnapshotSerializer
 
     @extend_schema(request=KnownGoodSerializer, responses={200: SnapshotSerializer})
-    # An operator's judgement, not a pipeline's: tokens need the admin scope.
-    @action(detail=True, methods=["post", "delete"], url_path="known-good", token_scope=Scope.ADMIN)
+    # An operator's judgement, not a pipeline's: the operator role, and a token's admin scope.
+    @action(
+        detail=True,
+        methods=["post", "delete"],
+        url_path="known-good",
+        token_scope=Scope.ADMIN,
+        permission_classes=[HasTokenScope, IsOperator],
+    )
     def known_good(self, request: Request, pk: str) -> Response:
         """POST marks the snapshot known good (with a note); DELETE takes the mark back."""
         snapshot = self.get_object()
@@ -78,8 +87,8 @@ class SnapshotViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets
 
     @extend_schema(
         parameters=[
-            OpenApiParameter("a", int, required=True, description="From this snapshot id."),
-            OpenApiParameter("b", int, required=True, description="To this snapshot id."),
+            OpenApiParameter("a", SNAPSHOT_ID, required=True, description="From this snapshot id."),
+            OpenApiParameter("b", SNAPSHOT_ID, required=True, description="To this snapshot id."),
         ],
         responses={200: dict},
     )
@@ -104,6 +113,7 @@ class HostHistoryView(ListAPIView):
 
 class HostSnapshotRequestView(APIView):
     token_scope = Scope.ADMIN  # an operator action (npulab.accounts.permissions)
+    permission_classes = [HasTokenScope, IsOperator]
 
     @extend_schema(request=None, responses={202: dict})
     def post(self, request: Request, name: str) -> Response:

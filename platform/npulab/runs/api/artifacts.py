@@ -1,4 +1,8 @@
-"""A run's artifacts for users: the list, and each stored file's download."""
+"""A run's artifacts for users: the list, and each stored file's download.
+
+They live here, not in the artifact store's app below runs, because a run's
+files are shown only to who may see the run (``npulab.runs.access``).
+"""
 
 from __future__ import annotations
 
@@ -7,6 +11,7 @@ from typing import Any
 from django.db.models import QuerySet
 from django.http import FileResponse
 from django.shortcuts import get_object_or_404
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
 from rest_framework import generics
 from rest_framework.request import Request
@@ -16,11 +21,8 @@ from rest_framework.views import APIView
 from npulab.artifacts.api.serializers import ArtifactSerializer
 from npulab.artifacts.models import Artifact
 from npulab.artifacts.services import open_artifact
-
-
-def _run_or_404(run_id: int) -> None:
-    # The run model by the foreign key, not by import: the store sits below runs.
-    get_object_or_404(Artifact._meta.get_field("run").related_model, pk=run_id)
+from npulab.core.api import OCTET_STREAM
+from npulab.runs.access import run_for
 
 
 class RunArtifactListView(generics.ListAPIView):
@@ -35,20 +37,21 @@ class RunArtifactListView(generics.ListAPIView):
         return Artifact.objects.filter(run_id=self.kwargs["run_id"])
 
     def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:
-        _run_or_404(self.kwargs["run_id"])
+        run_for(request.user, self.kwargs["run_id"])
         return super().list(request, *args, **kwargs)
 
 
 class ArtifactDownloadView(APIView):
-    @extend_schema(responses={(200, "application/octet-stream"): str})
+    @extend_schema(responses={(200, OCTET_STREAM): OpenApiTypes.BINARY})
     def get(self, request: Request, run_id: int, artifact_id: int) -> FileResponse:
         """A stored artifact's file, streamed from the storage."""
+        run = run_for(request.user, run_id)
         artifact = get_object_or_404(
-            Artifact, pk=artifact_id, run_id=run_id, status=Artifact.Status.STORED
+            Artifact, pk=artifact_id, run=run, status=Artifact.Status.STORED
         )
         return FileResponse(
             open_artifact(artifact),
             as_attachment=True,
             filename=artifact.name,
-            content_type="application/octet-stream",
+            content_type=OCTET_STREAM,
         )

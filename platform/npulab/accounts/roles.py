@@ -1,9 +1,12 @@
-"""The operator role: who may drain and undrain hosts and clear bad devices.
+"""The operator role: who may act on the shared machines rather than on one project's runs.
 
 An operator is a superuser, or a user with the ``health.operate_hosts``
-permission, which the "operators" group (made by this app's migration) holds:
-add people to that group in the admin. Other apps' operator actions (known-good
-marks, tokens) may check ``is_operator`` too.
+permission, which the "operators" group (made by the health app's migration)
+holds: add people to that group in the admin. Operators drain and undrain
+hosts, clear bad devices, mark snapshots known good (which the upgrade review's
+go / no-go rests on), ask hosts for snapshots, create projects and move hosts
+between pools. The role lives here, below every app that checks it; the
+permission keeps its first owner's name so existing grants stay valid.
 """
 
 from __future__ import annotations
@@ -17,9 +20,9 @@ from npulab.core import errors
 OPERATORS_GROUP = "operators"
 OPERATE_PERMISSION = "health.operate_hosts"
 NOT_AN_OPERATOR = (
-    "Draining, undraining and clearing devices need the operator role: "
-    f"a superuser or a member of the '{OPERATORS_GROUP}' group "
-    f"(the {OPERATE_PERMISSION} permission)."
+    "This needs the operator role (draining hosts, clearing devices, known-good marks, "
+    "snapshot requests, projects and pools): a superuser or a member of the "
+    f"'{OPERATORS_GROUP}' group (the {OPERATE_PERMISSION} permission)."
 )
 
 
