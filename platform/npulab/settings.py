@@ -161,10 +161,13 @@ REST_FRAMEWORK = {
     "DEFAULT_PERMISSION_CLASSES": ["npulab.accounts.permissions.HasTokenScope"],
     # NPULAB_API_RATE per token (per user for sessions); host tokens are not limited.
     "DEFAULT_THROTTLE_CLASSES": ["npulab.accounts.throttling.TokenRateThrottle"],
-    "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
-    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
+    # django-filter's, where a boolean filter refuses what is not true or false.
+    "DEFAULT_FILTER_BACKENDS": ["npulab.core.filters.FilterBackend"],
+    # DRF's limit/offset pages, refusing a limit or offset that is not a count.
+    "DEFAULT_PAGINATION_CLASS": "npulab.core.pagination.CheckedLimitOffsetPagination",
     "PAGE_SIZE": 50,
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    # drf-spectacular's, with the error answers each operation can give.
+    "DEFAULT_SCHEMA_CLASS": "npulab.web.schema.AutoSchema",
     # orjson: it refuses what json would take and then fail on (nesting past
     # its depth limit, lone surrogates, 1e400).
     "DEFAULT_PARSER_CLASSES": [
@@ -210,6 +213,11 @@ SPECTACULAR_SETTINGS = {
     },
     # The router's /runs.json ... variants: the same operations again.
     "PREPROCESSING_HOOKS": ["drf_spectacular.hooks.preprocess_exclude_path_format"],
+    # The default enum hook, then: no request text takes NUL (npulab.web.schema).
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "npulab.web.schema.text_without_nul",
+    ],
     "TAGS": [
         {"name": "runs", "description": "Submit runs, follow them, compare them."},
         {"name": "kinds", "description": "The run kinds and the fields of their specs."},

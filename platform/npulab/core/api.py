@@ -22,6 +22,8 @@ from npulab.core import errors
 from npulab.core.errors import Conflict, InvalidTransition, SubmissionInvalid
 
 API_PREFIX = "/api/"
+# What every file download is served as (a guess from the name can be anything).
+OCTET_STREAM = "application/octet-stream"
 
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
@@ -99,6 +101,19 @@ def _messages(value: Any) -> list[str]:
     if isinstance(value, list):
         return [message for item in value for message in _messages(item)]
     return [str(value)]
+
+
+def bad_request(request: HttpRequest, exception: Exception) -> HttpResponse:
+    """``handler400``: what Django refuses before a view runs, as an error body under /api/.
+
+    A form body of more than DATA_UPLOAD_MAX_NUMBER_FIELDS fields, say, or a
+    Host it does not serve. The detail is fixed: Django's message names settings.
+    """
+    if request.path.startswith(API_PREFIX):
+        detail = "The request is malformed: its Host, or its body's form fields or files."
+        body = {"code": errors.INVALID, "detail": detail}
+        return JsonResponse(body, status=status.HTTP_400_BAD_REQUEST)
+    return defaults.bad_request(request, exception)
 
 
 def not_found(request: HttpRequest, exception: Exception) -> HttpResponse:

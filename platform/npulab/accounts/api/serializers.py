@@ -4,6 +4,7 @@ from rest_framework import serializers
 
 from npulab.accounts.forms import MAX_EXPIRY_DAYS
 from npulab.accounts.models import DEFAULT_SCOPES, ApiToken, Scope
+from npulab.core.fields import TextField
 
 
 class ApiTokenSerializer(serializers.ModelSerializer):
@@ -29,7 +30,7 @@ class ApiTokenSerializer(serializers.ModelSerializer):
 
 
 class ApiTokenCreateSerializer(serializers.Serializer):
-    name = serializers.CharField(max_length=100, required=False, allow_blank=True, default="")
+    name = TextField(max_length=100, required=False, allow_blank=True, default="")
     scopes = serializers.MultipleChoiceField(
         choices=Scope.choices, default=DEFAULT_SCOPES, allow_empty=False
     )

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from npulab.core.converters import MAX_ID
+from npulab.core.fields import TextField
 from npulab.core.text import storable_json
 from npulab.hosts.models import DeviceType
 
@@ -23,7 +25,7 @@ MAX_TIMESTAMP = 253402300799.0
 
 class DeviceSerializer(serializers.Serializer):
     index = serializers.IntegerField(min_value=0, max_value=MAX_DEVICES_PER_HOST)
-    name = serializers.CharField(allow_blank=True, max_length=200)
+    name = TextField(allow_blank=True, max_length=200)
 
     def to_internal_value(self, data: Any) -> dict[str, Any]:
         # Keep what the worker knows beyond index and name (NPU id, memory ...).
@@ -39,14 +41,12 @@ class RegisterSerializer(serializers.Serializer):
 
     device_type = serializers.ChoiceField(choices=DeviceType.choices)
     devices = DeviceSerializer(many=True, max_length=MAX_DEVICES_PER_HOST)
-    labels = serializers.ListField(
-        child=serializers.CharField(max_length=64), max_length=50, required=False
-    )
-    hostname = serializers.CharField(max_length=255, allow_blank=True, required=False)
-    worker_version = serializers.CharField(max_length=32, allow_blank=True, required=False)
-    python = serializers.CharField(max_length=32, allow_blank=True, required=False)
-    run_python = serializers.CharField(max_length=500, allow_blank=True, required=False)
-    platform = serializers.CharField(max_length=255, allow_blank=True, required=False)
+    labels = serializers.ListField(child=TextField(max_length=64), max_length=50, required=False)
+    hostname = TextField(max_length=255, allow_blank=True, required=False)
+    worker_version = TextField(max_length=32, allow_blank=True, required=False)
+    python = TextField(max_length=32, allow_blank=True, required=False)
+    run_python = TextField(max_length=500, allow_blank=True, required=False)
+    platform = TextField(max_length=255, allow_blank=True, required=False)
 
     def validate_devices(self, devices: list[dict[str, Any]]) -> list[dict[str, Any]]:
         indices = [device["index"] for device in devices]
@@ -110,6 +110,16 @@ class PassThroughField(serializers.JSONField):
         return data
 
 
+@extend_schema_field({"type": "array", "items": {}})
+class JSONListField(PassThroughField):
+    """A JSON list, taken as it is; the serializer checks it as a whole."""
+
+
+@extend_schema_field({"type": "object", "additionalProperties": {}})
+class JSONObjectField(serializers.JSONField):
+    """A JSON object (its content is checked where it is used)."""
+
+
 class EventBatchSerializer(AttemptSerializer):
     start = serializers.IntegerField(
         min_value=0, max_value=MAX_OFFSET, help_text="Byte offset of the first event."
@@ -118,7 +128,7 @@ class EventBatchSerializer(AttemptSerializer):
         min_value=0, max_value=MAX_OFFSET, help_text="Byte offset just past the last event."
     )
     # Checked as a whole, not item by item: a batch holds thousands of events.
-    events = PassThroughField(help_text="The events, as in events.jsonl.")
+    events = JSONListField(help_text="The events, as in events.jsonl.")
 
     def validate_events(self, value: Any) -> list[Any]:
         limit = self.context["max_events"]
@@ -163,7 +173,7 @@ class FinishSerializer(AttemptSerializer):
 
 
 class SnapshotUploadSerializer(serializers.Serializer):
-    snapshot = serializers.JSONField(help_text="The output of `python -m workers.collect`.")
+    snapshot = JSONObjectField(help_text="The output of `python -m workers.collect`.")
     run = serializers.IntegerField(
         required=False,
         allow_null=True,

@@ -11,14 +11,18 @@ from rest_framework.views import APIView
 
 from npulab.hosts.models import Host
 from npulab.review.review import Review, review
-from npulab.snapshots.api.serializers import ReviewQuerySerializer, SnapshotSerializer
+from npulab.snapshots.api.serializers import (
+    SNAPSHOT_ID,
+    ReviewQuerySerializer,
+    SnapshotSerializer,
+)
 from npulab.snapshots.selectors import current_snapshot
 
 
 class UpgradeReviewView(APIView):
     @extend_schema(
         parameters=[
-            OpenApiParameter("target", int, description="A snapshot to move to."),
+            OpenApiParameter("target", SNAPSHOT_ID, description="A snapshot to move to."),
             OpenApiParameter("cann", str, description="Or planned versions: CANN ..."),
             OpenApiParameter("torch_npu", str),
             OpenApiParameter("torch", str),
