@@ -50,12 +50,21 @@ class RunDirBusy(Exception):
         self.pid = pid
 
 
-def own_run_dir(run_dir: str) -> int:
-    """Take the run directory's owner lock for this process; the descriptor holding it.
+class LockHeld(Exception):
+    """A live process holds the lock file; ``pid`` is what it wrote there ("" if nothing)."""
 
-    Raises ``RunDirBusy`` naming the owner's pid when a live process holds it.
+    def __init__(self, path: str, pid: str) -> None:
+        super().__init__(f"{path} is held by pid {pid or 'unknown'}")
+        self.pid = pid
+
+
+def hold_lock(path: str) -> int:
+    """Take the ``flock`` on ``path`` for this process and write its pid there.
+
+    Returns the descriptor that holds it (the kernel releases the lock when the last
+    process holding that descriptor is gone); raises ``LockHeld`` while a live one does.
     """
-    fd = os.open(os.path.join(run_dir, OWNER_LOCK_FILE), os.O_RDWR | os.O_CREAT, 0o644)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError as exc:
@@ -64,10 +73,21 @@ def own_run_dir(run_dir: str) -> int:
             raise
         holder = os.read(fd, 64).decode("ascii", errors="replace").strip()
         os.close(fd)
-        raise RunDirBusy(run_dir, holder) from None
+        raise LockHeld(path, holder) from None
     os.ftruncate(fd, 0)
     os.write(fd, f"{os.getpid()}\n".encode("ascii"))
     return fd
+
+
+def own_run_dir(run_dir: str) -> int:
+    """Take the run directory's owner lock for this process; the descriptor holding it.
+
+    Raises ``RunDirBusy`` naming the owner's pid when a live process holds it.
+    """
+    try:
+        return hold_lock(os.path.join(run_dir, OWNER_LOCK_FILE))
+    except LockHeld as exc:
+        raise RunDirBusy(run_dir, exc.pid) from None
 
 
 def owner_lock_fds() -> tuple[int, ...]:

@@ -409,6 +409,14 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    # A database outage: one line per failed request, not a traceback (npulab.core.logs).
+    "filters": {"outage": {"()": "npulab.core.logs.OutageFilter"}},
+    "handlers": {
+        "console": {
+            "class": "logging.StreamHandler",
+            "formatter": "plain",
+            "filters": ["outage"],
+        }
+    },
     "root": {"handlers": ["console"], "level": env.str("NPULAB_LOG_LEVEL", "INFO").upper()},
 }

@@ -14,8 +14,11 @@ from workers.host.client import PlatformClient, PlatformRejected
 from workers.host.config import HostConfig
 from workers.host.devices import DeviceDetectionError
 from workers.host.telemetry import start as start_telemetry
+from workers.processes import LockHeld, hold_lock
 
 log = logging.getLogger("workers")
+
+WORKER_LOCK_FILE = ".worker.lock"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -23,9 +26,22 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(
         level=config.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    os.makedirs(config.work_dir, exist_ok=True)
+    # One worker process per work directory: a second one would take the first's live
+    # runs for orphans and kill them. The kernel releases the lock when this process
+    # dies however it dies, and the runs it started do not inherit it.
+    try:
+        lock_fd = hold_lock(os.path.join(config.work_dir, WORKER_LOCK_FILE))
+    except LockHeld as exc:
+        log.error(
+            "another host worker (pid %s) is running on the work directory %s: "
+            "stop it, or give this one its own --work-dir",
+            exc.pid or "unknown",
+            config.work_dir,
+        )
+        return 1
     for run_dir in reap_orphans(config.work_dir):
         log.warning("killed a run left behind by an earlier worker process: %s", run_dir)
-    os.makedirs(config.work_dir, exist_ok=True)
     try:
         run_user = runuser.resolve(config.run_user, config.python, config.work_dir)
     except runuser.RunUserError as exc:
@@ -84,6 +100,7 @@ def main(argv: list[str] | None = None) -> int:
         )
     finally:
         stop.set()
+        os.close(lock_fd)
     return 0
 
 

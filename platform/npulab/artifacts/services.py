@@ -9,6 +9,7 @@ if size and SHA-256 match the declaration, else ``damaged`` and deleted.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import tempfile
 from collections.abc import Iterable
@@ -75,6 +76,28 @@ class OffsetMismatch(_StoreError):
             {
                 "detail": f"the chunk starts at byte {offset}; the upload is at byte {expected}",
                 "expected_offset": expected,
+            }
+        )
+
+
+class StoreFull(_StoreError):
+    """The store has no room for the bytes (ENOSPC, a quota): nothing of them was kept.
+
+    The upload stays at its offset, so the host sends the same chunk again later; a 5xx,
+    because the request was right and only the platform has to change.
+    """
+
+    status_code = status.HTTP_507_INSUFFICIENT_STORAGE
+    default_code = errors.STORE_FULL
+
+    def __init__(self, error: OSError, offset: int) -> None:
+        super().__init__(
+            {
+                "detail": (
+                    f"the artifact store is full ({error.strerror}); the upload stays at "
+                    f"byte {offset} and goes on once there is room"
+                ),
+                "expected_offset": offset,
             }
         )
 
@@ -177,6 +200,18 @@ def do_append_chunk(upload_id: Any, offset: int, chunks: Iterable[bytes]) -> Art
     upload is (the host asks for the offset and goes on from there). A chunk
     that would run past the declared size makes the artifact ``damaged``.
     """
+    try:
+        return _append_chunk(upload_id, offset, chunks)
+    except StoreFull as full:
+        # Said on the artifact outside the chunk's transaction, which rolled back: the
+        # run's page shows why its file waits, until a later chunk gets in.
+        Artifact.objects.filter(upload__pk=upload_id, status=Artifact.Status.UPLOADING).update(
+            status_reason=full.detail["detail"][:500], updated=timezone.now()
+        )
+        raise
+
+
+def _append_chunk(upload_id: Any, offset: int, chunks: Iterable[bytes]) -> ArtifactUpload:
     with transaction.atomic():
         upload = (
             ArtifactUpload.objects.select_for_update().select_related("artifact").get(pk=upload_id)
@@ -206,17 +241,40 @@ def do_append_chunk(upload_id: Any, offset: int, chunks: Iterable[bytes]) -> Art
             # A chunk written before a crash, but never recorded, is sent again.
             if storage.exists(key):
                 storage.delete(key)
-            storage.save(key, File(spool, name=key.rsplit("/", 1)[-1]))
+            _save(storage, key, File(spool, name=key.rsplit("/", 1)[-1]), offset)
         upload.bytes_received += count
         upload.parts = [*upload.parts, count]
         upload.save(update_fields=["bytes_received", "parts", "updated"])
+        if artifact.status_reason:
+            artifact.status_reason = ""  # the store took this chunk: no longer full
+            artifact.save(update_fields=["status_reason", "updated"])
         if upload.bytes_received == artifact.bytes:
-            _finish(upload)
+            _finish(upload, offset)
     return upload
 
 
-def _finish(upload: ArtifactUpload) -> None:
-    """Copy the chunks to the artifact's key while hashing them; keep it only if it matches."""
+def _save(storage: Any, key: str, content: File, offset: int) -> str:
+    """``storage.save``; StoreFull when the store has no room, leaving no partial file.
+
+    The name is chosen first so that only this write's file is removed: an earlier
+    attempt's artifact may hold ``key`` itself.
+    """
+    name = storage.get_available_name(key)
+    try:
+        return storage.save(name, content)
+    except OSError as error:
+        if error.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise
+        if storage.exists(name):
+            storage.delete(name)
+        raise StoreFull(error, offset) from error
+
+
+def _finish(upload: ArtifactUpload, offset: int = 0) -> None:
+    """Copy the chunks to the artifact's key while hashing them; keep it only if it matches.
+
+    ``offset`` is where the upload stands if the store has no room for the copy.
+    """
     artifact = upload.artifact
     storage = artifact_storage()
     digest = hashlib.sha256()
@@ -229,7 +287,7 @@ def _finish(upload: ArtifactUpload) -> None:
 
     key = final_key(artifact)
     with JoinedReader(storage, _part_keys(upload), observe) as reader:
-        name = storage.save(key, File(reader, name=key.rsplit("/", 1)[-1]))
+        name = _save(storage, key, File(reader, name=key.rsplit("/", 1)[-1]), offset)
     _delete_parts(upload)
     if total != artifact.bytes or digest.hexdigest() != artifact.sha256:
         storage.delete(name)

@@ -1,3 +1,5 @@
+import logging
+
 from django.apps import AppConfig
 
 
@@ -9,3 +11,10 @@ class CoreConfig(AppConfig):
     def ready(self) -> None:
         # Registers the ``<id:…>`` path converter before any URL module is read.
         from npulab.core import converters  # noqa: F401
+        from npulab.core.logs import OutageFilter
+
+        # Celery logs a failed task, beat a message it could not send and a worker an
+        # ack that did not reach the broker on these loggers, with its own handlers,
+        # which the LOGGING setting does not reach: the filter goes on the loggers.
+        for name in ("celery.app.trace", "celery.beat", "celery.worker.request"):
+            logging.getLogger(name).addFilter(OutageFilter())

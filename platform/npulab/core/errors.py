@@ -33,6 +33,7 @@ PAYLOAD_TOO_LARGE = "payload_too_large"
 UNPROCESSABLE = "unprocessable"
 THROTTLED = "throttled"
 SERVER_ERROR = "server_error"
+STORE_FULL = "store_full"
 
 ERROR_CODES: dict[str, tuple[int, str]] = {
     INVALID: (400, "a field, parameter or header is wrong; the body names each one"),
@@ -59,6 +60,7 @@ ERROR_CODES: dict[str, tuple[int, str]] = {
     UNPROCESSABLE: (422, "an upload does not match its declared size or SHA-256"),
     THROTTLED: (429, "over the token's request rate; retry after Retry-After seconds"),
     SERVER_ERROR: (500, "the platform failed; worth a retry"),
+    STORE_FULL: (507, "the artifact store has no room; the upload keeps its offset, retry later"),
 }
 
 

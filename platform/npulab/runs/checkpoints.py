@@ -16,6 +16,7 @@ from typing import Any
 
 from django.core.files import File
 from django.db import transaction
+from django.utils import timezone
 
 from npulab.artifacts.models import Artifact, ArtifactUpload
 from npulab.artifacts.services import (
@@ -118,6 +119,13 @@ def do_attach_artifact(artifact: Artifact, reason: str = "") -> Checkpoint | Non
     checkpoint.save(update_fields=["status", "status_reason", "artifact", "updated"])
     apply_retention(checkpoint.run)
     return checkpoint
+
+
+def do_note_upload_waiting(artifact: Artifact, reason: str) -> None:
+    """A checkpoint whose upload the store cannot take now (full) says why on its row."""
+    Checkpoint.objects.filter(
+        run_id=artifact.run_id, step=artifact.step, status=Checkpoint.Status.ON_HOST
+    ).update(status_reason=reason[:500], updated=timezone.now())
 
 
 def store_upload(checkpoint: Checkpoint, chunks: Iterable[bytes]) -> Checkpoint:

@@ -24,9 +24,9 @@ from rest_framework.response import Response
 from npulab.agent.api.base import AgentAPIView, valid
 from npulab.artifacts.api.serializers import UploadCreateSerializer, UploadSerializer
 from npulab.artifacts.models import Artifact, ArtifactUpload
-from npulab.artifacts.services import do_append_chunk, do_create_upload
+from npulab.artifacts.services import StoreFull, do_append_chunk, do_create_upload
 from npulab.core import errors
-from npulab.runs.checkpoints import do_attach_artifact, start_upload
+from npulab.runs.checkpoints import do_attach_artifact, do_note_upload_waiting, start_upload
 from npulab.runs.models import Checkpoint, Run, RunAttempt
 
 OFFSET_HEADER = "Upload-Offset"
@@ -111,7 +111,7 @@ class UploadView(AgentAPIView):
         parameters=[
             OpenApiParameter(
                 OFFSET_HEADER,
-                OpenApiTypes.INT,
+                {"type": "integer", "minimum": 0},
                 OpenApiParameter.HEADER,
                 required=True,
                 description="The byte of the file this chunk starts at.",
@@ -129,7 +129,12 @@ class UploadView(AgentAPIView):
             raise ValidationError({OFFSET_HEADER: ["a non-negative integer is required"]})
         stream = request.stream
         chunks = iter(lambda: stream.read(READ_BLOCK), b"") if stream is not None else iter(())
-        upload = do_append_chunk(upload.pk, int(raw), chunks)
+        try:
+            upload = do_append_chunk(upload.pk, int(raw), chunks)
+        except StoreFull as full:
+            if upload.artifact.kind == Artifact.Kind.CHECKPOINT:
+                do_note_upload_waiting(upload.artifact, full.detail["detail"])
+            raise
         artifact = upload.artifact
         if artifact.kind == Artifact.Kind.CHECKPOINT and artifact.status != "uploading":
             do_attach_artifact(artifact)
