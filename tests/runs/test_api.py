@@ -41,8 +41,10 @@ def test_submit_queues_the_run_and_returns_it(
     assert (body["status"], body["name"], body["submitted_by"]) == ("queued", "first", "owner")
     assert body["spec"]["train_steps"] == 10
     assert body["web_url"].endswith(f"/runs/{body['id']}/")
-    # Placement is requested only once the run is committed.
-    assert sent_tasks == [{"task": "runs.place_runs", "args": [], "queue": "control"}]
+    # Placed only once the run is committed: alone in the queue, at once (its host is free).
+    assert sent_tasks == [
+        {"task": "runs.execute_run", "args": [body["id"], 1], "queue": "host.cpu-01"}
+    ]
 
 
 @pytest.mark.parametrize(

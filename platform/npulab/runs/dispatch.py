@@ -4,21 +4,57 @@ Both are sent only after the transaction that made them necessary commits
 (callers use ``transaction.on_commit``). A failed send is logged, not
 raised: the run row stays the truth, and the scheduler tick and the
 dispatch timeout repair a lost message.
+
+A submission is placed where it was made when it is the only queued run
+(``place_submitted``): the same placement pass the control worker runs,
+without the broker hop and the task in between.
 """
 
 from __future__ import annotations
 
 import logging
 
+from kombu.exceptions import OperationalError
+
 from npulab.celery import app
+from npulab.runs.models import Run
 from workers.contract.tasks import CONTROL_QUEUE, EXECUTE_RUN, PLACE_RUNS
 
 log = logging.getLogger(__name__)
 
 
+def place_submitted() -> None:
+    """After a submission commits: place it in this process, or ask the control worker.
+
+    Alone in the queue, the pass considers only the new run, so it stays short in
+    the submitter's request. Behind other queued runs it would consider them all:
+    that pass is the control worker's, as is one that fails here. Either way it is
+    the one placement pass, and its host row locks keep racing passes apart.
+    """
+    # Imported here: the scheduler imports the services, which import this module.
+    from npulab.runs.scheduler import place_queued_runs
+
+    try:
+        queued = len(Run.objects.filter(status=Run.Status.QUEUED).values_list("pk")[:2])
+        if queued == 1:
+            place_queued_runs()
+        elif queued:
+            request_placement()
+    except Exception:
+        log.exception("could not place the submitted run at once; the control worker will")
+        request_placement()
+
+
 def request_placement() -> None:
     try:
         app.send_task(PLACE_RUNS, queue=CONTROL_QUEUE)
+    except OperationalError as exc:
+        # A broker outage is expected and repaired: one line per message, no traceback.
+        log.warning(
+            "could not request placement, the broker is unreachable (the scheduler tick "
+            "retries): %s",
+            exc,
+        )
     except Exception:
         log.exception("could not request placement; the scheduler tick will retry")
 
@@ -26,5 +62,12 @@ def request_placement() -> None:
 def send_execute(run_id: int, attempt: int, queue: str) -> None:
     try:
         app.send_task(EXECUTE_RUN, args=[run_id, attempt], queue=queue)
+    except OperationalError as exc:
+        log.warning(
+            "could not dispatch run %s, the broker is unreachable (the dispatch timeout "
+            "requeues it): %s",
+            run_id,
+            exc,
+        )
     except Exception:
         log.exception("could not dispatch run %s; the dispatch timeout requeues it", run_id)
