@@ -23,13 +23,12 @@ from workers.contract.events import (
     CHECKPOINT,
     HEARTBEAT,
     LOG,
+    MAX_LINE_CHARS,
     RESULT,
-    RUNNER,
     STEP,
+    line_event,
 )
 
-# A runaway line (a tensor printed whole) must not become one huge event.
-MAX_LINE_CHARS = 16384
 # Metric keys whose JSON text is kept: a loop logs the same few keys each step,
 # and a program that invents keys without end must not grow the cache with them.
 KEY_CACHE_SIZE = 1024
@@ -216,14 +215,37 @@ def read_batch(
         if len(events) >= max_events:
             break
         end += len(raw)
-        events.append(_parse_line(raw))
+        events.append(parse_line(raw))
     if not events and len(data) >= max_bytes:
         # One line longer than a whole batch: forward it cut rather than stall.
         length = _line_length(path, offset)
         if length is not None:
-            events.append(_parse_line(data[:MAX_LINE_CHARS] + b"\n"))
+            events.append(parse_line(data[:MAX_LINE_CHARS] + b"\n"))
             end = offset + length
     return events, end
+
+
+def read_lines(
+    path: str, offset: int, max_lines: int = 1000, max_bytes: int = 1 << 20
+) -> tuple[bytes, int]:
+    """The complete lines from ``offset`` on, as they are in the file, and the offset past them.
+
+    At most ``max_lines`` lines and ``max_bytes`` bytes; a trailing line without
+    its newline is left for the next read. Nothing is parsed: b"" when no line
+    is complete (or the first is longer than ``max_bytes``: ``read_batch`` cuts it).
+    """
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(offset)
+            data = handle.read(max_bytes)
+    except FileNotFoundError:
+        return b"", offset
+    cut = data.rfind(b"\n") + 1
+    if data.count(b"\n", 0, cut) > max_lines:
+        cut = 0
+        for _ in range(max_lines):
+            cut = data.index(b"\n", cut) + 1
+    return data[:cut], offset + cut
 
 
 def iter_events(path: str) -> Iterator[dict[str, Any]]:
@@ -247,15 +269,9 @@ def _complete_lines(data: bytes) -> Iterator[bytes]:
         start = newline + 1
 
 
-def _parse_line(raw: bytes) -> dict[str, Any]:
-    text = raw.decode("utf-8", errors="replace").rstrip("\n")
-    try:
-        event = json.loads(text)
-    except ValueError:
-        event = None
-    if isinstance(event, dict) and isinstance(event.get("type"), str):
-        return event
-    return {"type": LOG, "time": time.time(), "stream": RUNNER, "line": text[:MAX_LINE_CHARS]}
+def parse_line(raw: bytes) -> dict[str, Any]:
+    """The event of one line (a line that is not one becomes a ``runner`` log line)."""
+    return line_event(raw, json.loads, time.time())
 
 
 def _line_length(path: str, offset: int) -> int | None:

@@ -10,9 +10,16 @@ instead of failing its batch.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Callable
 
 EVENTS_FILE = "events.jsonl"
+
+# An events batch as the file's own bytes (docs/events.md#forwarding): the request body is
+# events.jsonl from ``start`` to ``end`` exactly, one event a line; ``attempt``, ``start``
+# and ``end`` travel as query parameters. The JSON form (an array of events) stays.
+NDJSON = "application/x-ndjson"
+# A runaway line (a tensor printed whole) must not become one huge event.
+MAX_LINE_CHARS = 16384
 
 LOG, METRIC, STEP, HEARTBEAT = "log", "metric", "step", "heartbeat"
 # A step began; its ``step`` event follows when it ends (the live page's "running: <step>").
@@ -37,6 +44,31 @@ def trace_format(name: str) -> str | None:
 
 # Streams of a log event.
 STDOUT, STDERR, RUNNER = "stdout", "stderr", "runner"
+
+
+def line_event(line: bytes, loads: Callable[[Any], Any], now: float) -> dict[str, Any]:
+    """The event of one line of events.jsonl (``loads``: a JSON parser).
+
+    A line that is not a JSON object with a ``type`` (a hand-edited file, a
+    stray NUL) is not dropped: it becomes a ``runner`` log line showing it.
+    Bytes that are not UTF-8 are replaced, as a reader of the file would.
+    """
+    text = None
+    try:
+        event = loads(line)
+    except ValueError:
+        text = line.decode("utf-8", errors="replace").rstrip("\n")
+        try:
+            event = loads(text)
+        except ValueError:
+            event = None
+    if isinstance(event, dict) and isinstance(event.get("type"), str):
+        return event
+    if text is None:
+        text = line.decode("utf-8", errors="replace").rstrip("\n")
+    return {"type": LOG, "time": now, "stream": RUNNER, "line": text[:MAX_LINE_CHARS]}
+
+
 # Statuses of a step event.
 PASS, FAIL, SKIP = "pass", "fail", "skip"
 

@@ -328,14 +328,15 @@ class RunExecution:
         assert self.process is not None
         hard_deadline = time.monotonic() + self.spec["timeout_s"] + HARD_KILL_GRACE_S
         while self.process.poll() is None:
+            back_off = False
             try:
-                sent = forwarder.pump()
+                forwarder.pump()
             except PlatformUnavailable as exc:
                 log.debug("run %s: platform unavailable, events stay spooled: %s", self.run_id, exc)
-                sent = False
+                back_off = True
             except RunGone as exc:
                 self.stop(f"platform refused the run: {exc}")
-                sent = False
+                back_off = True
             self._hand_over(forwarder, uploader)
             if forwarder.cancel_requested:
                 self.stop("cancel requested")
@@ -347,11 +348,17 @@ class RunExecution:
                 self.stop("supervisor exceeded its timeout")
             if self._stopping_since is not None and now - self._stopping_since > CANCEL_GRACE_S:
                 self._kill_everything()
-            if not sent:
-                # Wakes as soon as the process exits, so its end is reported at once.
+            # Both wake as soon as the process exits, so its end is reported at once.
+            if back_off:
                 with contextlib.suppress(subprocess.TimeoutExpired):
                     self.process.wait(timeout=self.agent.config.flush_s)
+            else:
+                # Streams: on as soon as a batch is worth sending (at once while a backlog lasts).
+                forwarder.wait(self.agent.config.flush_s, self._exited)
         return self.process.returncode
+
+    def _exited(self) -> bool:
+        return self.process is not None and self.process.poll() is not None
 
     def _kill_everything(self) -> None:
         assert self.process is not None

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from typing import Any
 
 import requests
 
 from workers import __version__
+from workers.contract.events import NDJSON
 
 
 class PlatformError(Exception):
@@ -53,6 +55,19 @@ class PlatformClient:
     ) -> dict[str, Any]:
         payload = {"attempt": attempt, "start": start, "end": end, "events": events}
         return self._post(f"/api/v1/agent/runs/{run_id}/events/", payload)
+
+    def send_lines(
+        self, run_id: int, attempt: int, start: int, end: int, lines: bytes
+    ) -> dict[str, Any]:
+        """The same batch as ``send_events``, as the file's own bytes from ``start`` to ``end``:
+        nothing is parsed or encoded again on this side (the platform reads each line)."""
+        return self._request(
+            "POST",
+            f"{self.url}/api/v1/agent/runs/{run_id}/events/",
+            params={"attempt": attempt, "start": start, "end": end},
+            data=lines,
+            headers={"Content-Type": NDJSON},
+        )
 
     def finish(self, run_id: int, attempt: int, report: dict[str, Any]) -> dict[str, Any]:
         return self._post(f"/api/v1/agent/runs/{run_id}/finish/", dict(report, attempt=attempt))
@@ -134,7 +149,13 @@ class PlatformClient:
     @staticmethod
     def _check(response: requests.Response, url: str) -> None:
         if response.status_code >= 500 or response.status_code == 429:
-            raise PlatformUnavailable(f"{url}: HTTP {response.status_code}")
+            # The platform's own words, when it has some (507: the artifact store is full).
+            detail = ""
+            with contextlib.suppress(ValueError, AttributeError):
+                detail = str(response.json().get("detail") or "")[:300]
+            raise PlatformUnavailable(
+                f"{url}: HTTP {response.status_code}" + (f": {detail}" if detail else "")
+            )
         if response.status_code >= 400:
             try:
                 body = response.json()

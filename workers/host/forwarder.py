@@ -5,6 +5,14 @@ offset the platform last acknowledged and persists that offset next to the
 file, so a platform outage, a restart of the host worker or a lost response
 never loses or duplicates an event: the platform applies a batch only if it
 starts where the previous one ended, and answers with the offset it holds.
+
+It ships like a streaming log shipper: ``wait`` polls the file (often while
+it grows, backing off while it does not) until a batch is worth a request
+(``min_bytes`` waiting, or lines ``linger_s`` old), and ``pump`` sends it;
+what arrived while one request was in flight is the next batch, sent as soon
+as its reply comes. The lines travel as the file's own bytes (NDJSON): only
+the checkpoint and artifact events, which the host acts on once they are
+acknowledged, are parsed here.
 """
 
 from __future__ import annotations
@@ -13,14 +21,26 @@ import logging
 import os
 import threading
 import time
+from typing import Any, Callable
 
-from workers.contract.events import ARTIFACT, EVENTS_FILE
-from workers.events import read_batch
+from workers.contract.events import ARTIFACT, CHECKPOINT, EVENTS_FILE
+from workers.events import parse_line, read_batch, read_lines
 from workers.host.client import PlatformClient, PlatformRejected, PlatformUnavailable
 
 log = logging.getLogger(__name__)
 
 OFFSET_FILE = "forwarded.offset"
+# A batch at most this big (well under the platform's and a proxy's request limits) ...
+MAX_BATCH_BYTES = 1 << 20
+# ... and sent as soon as this much waits, or its lines have waited LINGER_S.
+MIN_BATCH_BYTES = 64 * 1024
+LINGER_S = 0.05
+# How often ``wait`` looks at the file: at once again while it grows, then less often.
+POLL_MIN_S, POLL_MAX_S = 0.005, 0.1
+# Lines that hold one of these are parsed: the events the host acts on.
+_ACTED_ON = tuple(f'"{name}"'.encode() for name in (CHECKPOINT, ARTIFACT))
+# The platform's answer to a body type it does not know: it predates the lines form.
+_UNSUPPORTED_MEDIA_TYPE = 415
 
 
 class RunGone(Exception):
@@ -28,7 +48,8 @@ class RunGone(Exception):
 
 
 class Forwarder:
-    """Ships one run attempt's events; ``pump`` is one round, ``drain`` ships all."""
+    """Ships one run attempt's events: ``wait`` then ``pump`` while the run lives (one
+    round each), ``drain`` once it has ended."""
 
     def __init__(
         self,
@@ -38,6 +59,9 @@ class Forwarder:
         run_dir: str,
         poll_s: float = 1.0,
         max_events: int = 5000,
+        max_bytes: int = MAX_BATCH_BYTES,
+        min_bytes: int = MIN_BATCH_BYTES,
+        linger_s: float = LINGER_S,
     ):
         self.client = client
         self.run_id = run_id
@@ -46,7 +70,16 @@ class Forwarder:
         self.offset_path = os.path.join(run_dir, OFFSET_FILE)
         self.poll_s = poll_s
         self.max_events = max_events
+        self.max_bytes = max_bytes
+        self.min_bytes = min_bytes
+        self.linger_s = linger_s
+        # Lines go as the file's bytes until the platform says it takes only the JSON form.
+        self.lines = True
         self.offset = self._load_offset()
+        # When bytes past the offset were first seen waiting (None: none were).
+        self._waiting_since: float | None = None
+        # The file's size when all that waited was a line without its newline.
+        self._unfinished_at = -1
         self.cancel_requested = False
         # What the platform said with its last reply: checkpoint steps to keep.
         self.pinned: list[int] | None = None
@@ -55,44 +88,100 @@ class Forwarder:
         self._last_contact = 0.0
 
     def pump(self) -> bool:
-        """Send what is new (or an empty poll when due). True if something was sent.
+        """Send what is complete now (or an empty poll when due). True if something was sent.
 
         Raises PlatformUnavailable when the platform cannot be reached and
         RunGone when it refuses the attempt.
         """
-        events, end = read_batch(self.events_path, self.offset, self.max_events)
-        if not events and time.monotonic() - self._last_contact < self.poll_s:
-            return False
+        sent_at, start = time.monotonic(), self.offset
+        data, end = b"", start
+        events: list[dict[str, Any]] = []
+        if self.lines:
+            data, end = read_lines(self.events_path, self.offset, self.max_events, self.max_bytes)
+        if not data:
+            # The JSON form: an empty poll, a platform without the lines form, or one
+            # line longer than a batch (it goes cut, as a log line says).
+            events, end = read_batch(self.events_path, self.offset, self.max_events, self.max_bytes)
+        if end == start:
+            # Only an unfinished line waits: not worth a look again until the file grows.
+            self._unfinished_at = self._size()
+            if sent_at - self._last_contact < self.poll_s:
+                return False
         try:
-            reply = self.client.send_events(self.run_id, self.attempt, self.offset, end, events)
+            if data:
+                reply = self.client.send_lines(self.run_id, self.attempt, start, end, data)
+                events = _acted_on(data)
+            else:
+                reply = self.client.send_events(self.run_id, self.attempt, start, end, events)
         except PlatformRejected as exc:
-            expected = exc.body.get("expected_start")
-            if exc.status == 409 and isinstance(expected, int):
-                # The platform holds a different offset (a reply was lost):
-                # resume from what it has.
-                log.info("run %s: resuming events from offset %s", self.run_id, expected)
-                if expected > self.offset:
-                    # It stored those bytes from us: their checkpoints are acknowledged.
-                    held, _ = read_batch(
-                        self.events_path, self.offset, self.max_events, expected - self.offset
-                    )
-                    self._collect_checkpoints(held)
-                self._save_offset(expected)
-                return True
-            raise RunGone(str(exc)) from exc
+            return self._refused(exc)
         self._last_contact = time.monotonic()
         self.cancel_requested = bool(reply.get("cancel"))
         if isinstance(reply.get("pinned"), list):
             self.pinned = reply["pinned"]
         self._collect_checkpoints(events)
         self._save_offset(int(reply.get("ack", end)))
-        return bool(events)
+        # What came while it was in flight has waited since the request began at most.
+        self._waiting_since = sent_at if self._size() > self.offset else None
+        return end > start
+
+    def _refused(self, exc: PlatformRejected) -> bool:
+        if exc.status == _UNSUPPORTED_MEDIA_TYPE and self.lines:
+            log.info("run %s: the platform takes events only as JSON", self.run_id)
+            self.lines = False
+            return True
+        expected = exc.body.get("expected_start")
+        if exc.status == 409 and isinstance(expected, int):
+            # The platform holds a different offset (a reply was lost):
+            # resume from what it has.
+            log.info("run %s: resuming events from offset %s", self.run_id, expected)
+            if expected > self.offset:
+                # It stored those bytes from us: their checkpoints are acknowledged.
+                self._collect_checkpoints(_acted_on(self._read(self.offset, expected)))
+            self._save_offset(expected)
+            return True
+        raise RunGone(str(exc)) from exc
+
+    def due(self) -> bool:
+        """True when a batch is worth a request now, or the platform is due an empty poll."""
+        now = time.monotonic()
+        size = self._size()
+        waiting = size - self.offset
+        if waiting <= 0 or size == self._unfinished_at:
+            self._waiting_since = None
+            return now - self._last_contact >= self.poll_s
+        if self._waiting_since is None:
+            self._waiting_since = now
+        return waiting >= self.min_bytes or now - self._waiting_since >= self.linger_s
+
+    def wait(self, timeout: float, stop: Callable[[], bool] = lambda: False) -> bool:
+        """Sleep until ``due``, ``stop()`` or ``timeout`` seconds; returns ``due()``.
+
+        The file is looked at every few milliseconds while it grows and less
+        often while it does not, so a quiet run costs next to nothing and the
+        first lines after a pause are seen quickly.
+        """
+        deadline = time.monotonic() + timeout
+        interval = POLL_MIN_S
+        size = self._size()
+        while not self.due():
+            now = time.monotonic()
+            if now >= deadline or stop():
+                return False
+            pause = min(interval, deadline - now)
+            if self._waiting_since is not None:
+                pause = min(pause, max(0.0, self._waiting_since + self.linger_s - now))
+            time.sleep(pause)
+            grown = self._size()
+            interval = POLL_MIN_S if grown != size else min(interval * 2, POLL_MAX_S)
+            size = grown
+        return True
 
     def _collect_checkpoints(self, events: list[dict]) -> None:
         self._checkpoints += [
             event["step"]
             for event in events
-            if event.get("type") == "checkpoint" and isinstance(event.get("step"), int)
+            if event.get("type") == CHECKPOINT and isinstance(event.get("step"), int)
         ]
         self._artifacts += [event for event in events if event.get("type") == ARTIFACT]
 
@@ -108,10 +197,7 @@ class Forwarder:
 
     def pending(self) -> bool:
         """True while the file holds bytes the platform has not acknowledged."""
-        try:
-            return os.path.getsize(self.events_path) > self.offset
-        except FileNotFoundError:
-            return False
+        return self._size() > self.offset
 
     def drain(self, give_up: threading.Event | None = None) -> None:
         """Send everything, retrying through outages for as long as it takes.
@@ -155,6 +241,17 @@ class Forwarder:
         with open(self.events_path, "ab") as handle:
             handle.write(b"\n")
 
+    def _size(self) -> int:
+        try:
+            return os.path.getsize(self.events_path)
+        except FileNotFoundError:
+            return 0
+
+    def _read(self, start: int, stop: int) -> bytes:
+        with open(self.events_path, "rb") as handle:
+            handle.seek(start)
+            return handle.read(stop - start)
+
     def _load_offset(self) -> int:
         try:
             with open(self.offset_path) as handle:
@@ -168,3 +265,22 @@ class Forwarder:
         with open(temporary, "w") as handle:
             handle.write(str(offset))
         os.replace(temporary, self.offset_path)
+
+
+def _acted_on(data: bytes) -> list[dict[str, Any]]:
+    """The events among ``data``'s lines that may be checkpoints or artifacts, parsed.
+
+    Only a line with ``"checkpoint"`` or ``"artifact"`` in it can be one; the
+    others (almost all: metrics, logs) are never decoded.
+    """
+    starts = set()
+    for needle in _ACTED_ON:
+        at = data.find(needle)
+        while at >= 0:
+            starts.add(data.rfind(b"\n", 0, at) + 1)
+            at = data.find(needle, at + len(needle))
+    events = []
+    for start in sorted(starts):
+        stop = data.find(b"\n", start)
+        events.append(parse_line(data[start : len(data) if stop < 0 else stop + 1]))
+    return events

@@ -43,7 +43,7 @@ HEARTBEAT_PREFIX = "heartbeat."
 SUMMARY_FILE = "summary.json"
 # Heartbeat files are touched at most this often: the watchdog counts minutes.
 HEARTBEAT_EVERY_S = 1.0
-EVENTS_BUFFER_S = 0.2
+EVENTS_BUFFER_S = 0.1
 
 _run: Run | None = None
 _init_lock = threading.Lock()

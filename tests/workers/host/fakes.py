@@ -12,6 +12,7 @@ call took effect.
 from __future__ import annotations
 
 import collections
+import json
 import os
 import sys
 import threading
@@ -20,6 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from workers.contract.events import NDJSON, line_event
 from workers.host.client import PlatformRejected, PlatformUnavailable
 from workers.host.config import HostConfig
 
@@ -81,6 +83,10 @@ class FakePlatform:
         # Per run: the byte offset the platform holds and the events it stored.
         self.offsets: dict[int, int] = collections.defaultdict(int)
         self.stored: dict[int, list[dict[str, Any]]] = collections.defaultdict(list)
+        # Per run: the bytes of the batches stored from the lines form, as they came.
+        self.received: dict[int, bytes] = collections.defaultdict(bytes)
+        # False: a platform from before the lines form (it answers 415 to them).
+        self.takes_lines = True
         self.cancel: set[int] = set()
         self.pinned: list[int] = []
         self.claims: dict[int, dict[str, Any]] = {}
@@ -123,7 +129,8 @@ class FakePlatform:
             return sum(1 for name, _ in self.calls if name == method)
 
     def batches(self, run_id: int) -> list[tuple[int, int, int]]:
-        """(start, end, number of events) of every events batch sent for ``run_id``."""
+        """(start, end, number of events) of every events batch sent for ``run_id``, in
+        either form."""
         with self.lock:
             return [
                 (args[2], args[3], len(args[4]))
@@ -182,7 +189,29 @@ class FakePlatform:
     def send_events(
         self, run_id: int, attempt: int, start: int, end: int, events: list[dict[str, Any]]
     ) -> dict[str, Any]:
-        lost = self._enter("send_events", run_id, attempt, start, end, list(events))
+        return self._store_batch(run_id, attempt, start, end, events, None)
+
+    def send_lines(
+        self, run_id: int, attempt: int, start: int, end: int, lines: bytes
+    ) -> dict[str, Any]:
+        """The lines form: recorded as a ``send_events`` call, its bytes kept as they came."""
+        if not self.takes_lines:
+            self._enter("send_lines", run_id, attempt, start, end, lines)
+            raise PlatformRejected(415, {"detail": f'Unsupported media type "{NDJSON}"'})
+        assert len(lines) == end - start, "a lines body is exactly the bytes from start to end"
+        events = [line_event(line, json.loads, time.time()) for line in lines.split(b"\n")[:-1]]
+        return self._store_batch(run_id, attempt, start, end, events, lines)
+
+    def _store_batch(
+        self,
+        run_id: int,
+        attempt: int,
+        start: int,
+        end: int,
+        events: list[dict[str, Any]],
+        lines: bytes | None,
+    ) -> dict[str, Any]:
+        lost = self._enter("send_events", run_id, attempt, start, end, list(events), lines)
         with self.lock:
             held = self.offsets[run_id]
             if start != held:
@@ -196,6 +225,7 @@ class FakePlatform:
                     )
             else:
                 self.stored[run_id].extend(events)
+                self.received[run_id] += lines if lines is not None else b""
                 self.offsets[run_id] = held = end
             reply = {"ack": held, "cancel": run_id in self.cancel, "pinned": list(self.pinned)}
         return self._reply(lost, "send_events", reply)

@@ -9,12 +9,14 @@ from django.conf import settings
 from django.core.exceptions import PermissionDenied
 from django.http import FileResponse
 from django.shortcuts import get_object_or_404
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
 from rest_framework import status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from npulab.agent.api.base import AgentAPIView, valid
+from npulab.agent.api.lines import LINES_FORM, LINES_PARAMETERS, EventLinesParser
 from npulab.agent.api.serializers import (
     AttemptSerializer,
     ClaimReplySerializer,
@@ -23,17 +25,20 @@ from npulab.agent.api.serializers import (
     FinishSerializer,
 )
 from npulab.core import errors
-from npulab.core.api import FastJSONParser
+from npulab.core.api import OCTET_STREAM, ErrorSerializer, FastJSONParser
 from npulab.runs.api.serializers import CheckpointSerializer
 from npulab.runs.checkpoints import open_stored, resume_point, store_upload
 from npulab.runs.models import Checkpoint, RunAttempt
 from npulab.runs.services import do_claim_run, do_finish_run, do_ingest_events
+from workers.contract.events import NDJSON
 
 UPLOAD_CHUNK = 1 << 20
 
 
 class ClaimView(AgentAPIView):
-    @extend_schema(request=AttemptSerializer, responses={200: ClaimReplySerializer})
+    @extend_schema(
+        request=AttemptSerializer, responses={200: ClaimReplySerializer, 409: ErrorSerializer}
+    )
     def post(self, request: Request, run_id: int) -> Response:
         """Take a dispatched run: 409 if it was cancelled, requeued or is another attempt."""
         data = valid(AttemptSerializer, request)
@@ -53,9 +58,17 @@ class ClaimView(AgentAPIView):
 
 
 class EventsView(AgentAPIView):
-    parser_classes = [FastJSONParser]
+    # The JSON form, or the file's own lines with the offsets in the query (docs/events.md).
+    parser_classes = [FastJSONParser, EventLinesParser]
 
-    @extend_schema(request=EventBatchSerializer, responses={200: EventAckSerializer})
+    @extend_schema(
+        request={
+            "application/json": EventBatchSerializer,
+            NDJSON: {"type": "string", "description": LINES_FORM},
+        },
+        parameters=LINES_PARAMETERS,
+        responses={200: EventAckSerializer, 409: ErrorSerializer},
+    )
     def post(self, request: Request, run_id: int) -> Response:
         """Store a batch of events.jsonl; 409 with `expected_start` if it does not follow on."""
         data = valid(
@@ -74,7 +87,7 @@ class CheckpointFileView(AgentAPIView):
 
     @extend_schema(
         request={"application/octet-stream": {"type": "string", "format": "binary"}},
-        responses={201: CheckpointSerializer},
+        responses={201: CheckpointSerializer, 409: ErrorSerializer},
     )
     def put(self, request: Request, run_id: int, step: int) -> Response:
         """Upload the file; it is stored only if size and SHA-256 match the checkpoint event."""
@@ -96,7 +109,7 @@ class CheckpointFileView(AgentAPIView):
             )
         return Response(CheckpointSerializer(checkpoint).data, status=status.HTTP_201_CREATED)
 
-    @extend_schema(responses={(200, "application/octet-stream"): str})
+    @extend_schema(responses={(200, OCTET_STREAM): OpenApiTypes.BINARY, 409: ErrorSerializer})
     def get(self, request: Request, run_id: int, step: int) -> FileResponse:
         """Download a stored checkpoint to resume the run on this host."""
         checkpoint = get_object_or_404(
@@ -104,11 +117,11 @@ class CheckpointFileView(AgentAPIView):
         )
         if checkpoint.run.host_id != request.auth.pk:
             raise PermissionDenied(f"run {run_id} is not placed on host {request.auth.name}")
-        return FileResponse(open_stored(checkpoint))
+        return FileResponse(open_stored(checkpoint), content_type=OCTET_STREAM)
 
 
 class FinishView(AgentAPIView):
-    @extend_schema(request=FinishSerializer, responses={200: dict})
+    @extend_schema(request=FinishSerializer, responses={200: dict, 409: ErrorSerializer})
     def post(self, request: Request, run_id: int) -> Response:
         """The runner exited and every event was sent: the platform decides the outcome."""
         data = valid(FinishSerializer, request)

@@ -1,0 +1,164 @@
+"""The forwarder against the real platform, through a proxy that fails on purpose: every
+event is stored exactly once through 5xx answers, lost replies, a timeout, a 409 resync
+and the web down and back, and the lines arrive as the file holds them."""
+
+from __future__ import annotations
+
+import collections
+import select
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+
+from npulab.hosts.services import do_issue_host_token
+from npulab.runs.models import Run, RunEvent
+from tests.runs.test_attempts import started
+from workers.contract.events import EVENTS_FILE, RUNNER
+from workers.events import EventWriter
+from workers.host.client import PlatformClient, PlatformUnavailable
+from workers.host.forwarder import Forwarder
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+class FaultyProxy:
+    """Passes requests to the platform, unless the next programmed fault says otherwise:
+
+    ``5xx``: answers 503 and passes nothing; ``down``: drops the connection unread, as a
+    web that is not there; ``lost``: passes the request, then drops the connection
+    without its reply; ``timeout``: passes it, then holds the reply until the client
+    gives up waiting. ``bodies`` keeps what reached the platform.
+    """
+
+    def __init__(self, upstream: str) -> None:
+        self.faults: collections.deque[str] = collections.deque()
+        self.hit: list[str] = []
+        self.bodies: list[tuple[str, bytes]] = []
+        self.lock = threading.Lock()
+        proxy = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                with proxy.lock:
+                    fault = proxy.faults.popleft() if proxy.faults else ""
+                    if fault:
+                        proxy.hit.append(fault)
+                if fault == "down":
+                    self.close_connection = True
+                    return
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                if fault == "5xx":
+                    self.send_response(503)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
+                headers = {
+                    name: self.headers[name]
+                    for name in ("Authorization", "Content-Type")
+                    if self.headers[name]
+                }
+                # No keep-alive: the live server's thread would hold the test's database.
+                headers["Connection"] = "close"
+                reply = requests.post(upstream + self.path, data=body, headers=headers, timeout=60)
+                with proxy.lock:
+                    proxy.bodies.append((self.headers.get("Content-Type", ""), body))
+                if fault == "timeout":
+                    # Until the client hangs up: it timed out, the platform stored the batch.
+                    select.select([self.connection], [], [], 60)
+                if fault in ("lost", "timeout"):
+                    self.close_connection = True
+                    return
+                self.send_response(reply.status_code)
+                self.send_header("Content-Type", reply.headers.get("Content-Type", ""))
+                self.send_header("Content-Length", str(len(reply.content)))
+                self.end_headers()
+                self.wfile.write(reply.content)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        self.thread = threading.Thread(
+            target=self.httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
+        )
+        self.thread.start()
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture
+def proxy(live_server: Any) -> Iterator[FaultyProxy]:
+    proxy = FaultyProxy(live_server.url)
+    yield proxy
+    proxy.close()
+
+
+def points(api: Any, run: Run, key: str) -> list[list[Any]]:
+    body = api.get(f"/api/v1/runs/{run.pk}/metrics/", {"key": key}).json()
+    return body["points"]
+
+
+def test_every_event_is_stored_once_through_failures_of_every_kind(
+    proxy: FaultyProxy, owner: Any, cpu_host: Any, api: Any, tmp_path: Path
+) -> None:
+    run = started(owner, cpu_host)
+    # A short timeout: the proxy's held reply is given up on quickly.
+    client = PlatformClient(proxy.url, do_issue_host_token(cpu_host), timeout=5.0)
+    path = tmp_path / EVENTS_FILE
+    writer = EventWriter(str(path))
+    for step in range(300):
+        writer.metrics(step, {"loss": 1.0 / (step + 1)})
+    writer.log("stdout", "after 300 steps")
+    writer.emit("checkpoint", step=299, path="/ckpt/299", bytes=10, sha256="0" * 64)
+    with open(path, "ab") as handle:
+        handle.write(b"a line that is no JSON, with a NUL \x00\n")
+    first_part = path.stat().st_size
+    fw = Forwarder(client, run.pk, run.attempt, str(tmp_path), max_events=10_000)
+
+    proxy.faults.extend(["5xx", "lost"])
+    for _ in range(2):
+        with pytest.raises(PlatformUnavailable):
+            fw.pump()
+    assert fw.offset == 0  # stored once (the lost reply), but the forwarder cannot know
+    # More lines before the retry: it runs past what is held, 409, and resumes from there.
+    for step in range(300, 500):
+        writer.metrics(step, {"loss": 1.0 / (step + 1)})
+    writer.log("stdout", "the end")
+    writer.close()
+    assert fw.pump() is True
+    assert fw.offset == first_part
+    assert fw.take_checkpoints() == [299]  # acknowledged through the resync
+
+    proxy.faults.extend(["timeout", "down", "down"])
+    fw.drain()
+
+    assert proxy.hit == ["5xx", "lost", "timeout", "down", "down"]
+    assert fw.offset == path.stat().st_size == Run.objects.get(pk=run.pk).events_offset
+    loss = points(api, run, "loss")
+    assert [step for step, _ in loss] == list(range(500))
+    assert [value for _, value in loss] == [1.0 / (step + 1) for step in range(500)]
+    logs = [
+        (data.get("stream"), data["line"])
+        for data in RunEvent.objects.filter(run=run, type="log")
+        .order_by("pk")
+        .values_list("data", flat=True)
+    ]
+    assert logs[0] == ("stdout", "after 300 steps")
+    assert logs[1][0] == RUNNER
+    assert logs[1][1].startswith("a line that is no JSON")
+    assert logs[2] == ("stdout", "the end")
+    assert len(logs) == 3
+    # What reached the platform is the file's bytes, every batch in the lines form.
+    data = path.read_bytes()
+    assert all(content_type == "application/x-ndjson" for content_type, _ in proxy.bodies)
+    assert proxy.bodies[0][1] == data[:first_part]
+    assert proxy.bodies[-1][1] == data[first_part:]
