@@ -25,6 +25,7 @@ Target (issue 15): the whole ingestion under 5 % of one core. Usage:
 
     .venv/bin/python bench/telemetry.py                 # PostgreSQL + Redis when here
     .venv/bin/python bench/telemetry.py --minutes 1 --repeat 3   # a quick run
+    .venv/bin/python bench/telemetry.py --minutes 1 --no-chart   # the sustained load only
 """
 
 from __future__ import annotations
@@ -173,6 +174,8 @@ def main() -> int:
     parser.add_argument("--minutes", type=float, default=3.0, help="measured minutes")
     parser.add_argument("--repeat", type=int, default=7, help="7-day chart reads to time")
     parser.add_argument("--hosts", type=int, default=HOSTS)
+    parser.add_argument("--redis-db", type=int, default=BENCH_REDIS_DB)
+    parser.add_argument("--no-chart", action="store_true", help="skip the 7-day chart")
     args = parser.parse_args()
 
     from tests.e2e.platform import launched_platform
@@ -181,7 +184,7 @@ def main() -> int:
     services = detect()
     var_dir = Path(tempfile.mkdtemp(prefix="npulab-bench-telemetry-"))
     with launched_platform(
-        services, var_dir, database=BENCH_DATABASE, redis_db=BENCH_REDIS_DB, host_worker=False
+        services, var_dir, database=BENCH_DATABASE, redis_db=args.redis_db, host_worker=False
     ) as platform:
         dsn = None
         if services.database_url:
@@ -193,6 +196,7 @@ def main() -> int:
         "platform": host_platform.platform(),
         "python": host_platform.python_version(),
         "database": "PostgreSQL" if services.database_url else "SQLite",
+        "load_average": os.getloadavg(),
     }
     write_report("telemetry", report)
     return 0
@@ -229,10 +233,12 @@ def run(platform: Any, args: argparse.Namespace, dsn: str | None) -> dict[str, A
     chips = capture_chips()
     rng = random.Random(15)
     report: dict[str, Any] = {"hosts": args.hosts, "devices_per_host": DEVICES}
-    report["history"] = history(platform, sessions[names[0]], chips, rng)
+    if not args.no_chart:
+        report["history"] = history(platform, sessions[names[0]], chips, rng)
     report["sustained"] = sustained(platform, sessions, chips, rng, args.minutes, dsn)
     report["roll_up_steady"] = roll_up_once(platform)
-    report["chart_7d"] = chart(platform, names[0], args.repeat)
+    if not args.no_chart:
+        report["chart_7d"] = chart(platform, names[0], args.repeat)
     return report
 
 

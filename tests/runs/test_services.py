@@ -173,6 +173,20 @@ def test_malformed_events_are_kept_as_text_not_dropped(owner, cpu_host) -> None:
     assert list(Metric.objects.filter(series__run=run).values_list("step", "value")) == [(1, None)]
 
 
+@pytest.mark.parametrize("key", ["loss\x00", "loss\udcff", "loss\n"])
+@pytest.mark.parametrize("value", [1.0, 1])
+def test_a_metric_key_no_database_can_store_is_an_ingest_error(owner, cpu_host, key, value) -> None:
+    # Both ways a point is read (a float value and time; anything else) check the key.
+    run = running_run(owner, cpu_host)
+    bad = {"type": "metric", "key": key, "step": 1, "value": value, "time": 1.0}
+    good = {"type": "metric", "key": "loss", "step": 1, "value": 2.0, "time": 1.0}
+    do_ingest_events(cpu_host, run.pk, 1, 0, 2, [bad, good])
+    lines = [event.data["line"] for event in RunEvent.objects.filter(run=run)]
+    assert len(lines) == 1
+    assert lines[0].startswith("malformed event")
+    assert list(Metric.objects.filter(series__run=run).values_list("step", "value")) == [(1, 2.0)]
+
+
 def test_a_hostile_step_started_line_is_stored_cut_and_clean(owner, cpu_host) -> None:
     # A user's script can append this line to events.jsonl itself.
     run = running_run(owner, cpu_host)

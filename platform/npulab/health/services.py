@@ -120,8 +120,13 @@ def _fingerprint(row: HostHealth | DeviceHealth) -> str:
 
 
 def _locked_health(host: Host) -> HostHealth:
-    HostHealth.objects.get_or_create(host=host)
-    health = HostHealth.objects.select_for_update().get(host=host)
+    # One query when the row exists (every call but a host's first): each telemetry batch
+    # comes here.
+    try:
+        health = HostHealth.objects.select_for_update().get(host=host)
+    except HostHealth.DoesNotExist:
+        HostHealth.objects.get_or_create(host=host)
+        health = HostHealth.objects.select_for_update().get(host=host)
     health.host = host
     health.loaded = _fingerprint(health)
     return health
@@ -172,8 +177,13 @@ def _settle(
     by: AbstractBaseUser | None = None,
     note: str = "",
     reopened: bool = False,
+    devices: list[DeviceHealth] | None = None,
 ) -> bool:
-    """Run the host rules, roll the devices up, save; True when the host's state changed."""
+    """Run the host rules, roll the devices up, save; True when the host's state changed.
+
+    ``devices``: every device of the host as the caller just saved them, in index order;
+    read here when not given.
+    """
     host = health.host
     findings = {
         rule.name: rule.check(host, health.rule_state.setdefault(rule.name, {}), now)
@@ -182,7 +192,8 @@ def _settle(
     own = _merge(
         [reason for reason in health.reasons if reason["device"] is None], findings, None, now
     )
-    devices = list(DeviceHealth.objects.filter(host=host).order_by("index"))
+    if devices is None:
+        devices = list(DeviceHealth.objects.filter(host=host).order_by("index"))
     device_reasons = [reason for device in devices for reason in device.reasons]
     previous = health.state
     state = _host_state(host, health, own, devices)
@@ -229,17 +240,12 @@ def record_samples(host: Host, samples: list[dict[str, Any]], now: datetime | No
     with transaction.atomic():
         health = _locked_health(host)
         indices = sorted({sample["index"] for sample in device_samples})
-        existing = {
-            device.index: device
-            for device in DeviceHealth.objects.filter(host=host, index__in=indices)
-        }
+        # All the host's devices, not only the batch's: _settle rolls them all up.
+        existing = {device.index: device for device in _devices_of(host)}
         missing = [DeviceHealth(host=host, index=i) for i in indices if i not in existing]
         DeviceHealth.objects.bulk_create(missing, ignore_conflicts=True)
         if missing:
-            existing = {
-                device.index: device
-                for device in DeviceHealth.objects.filter(host=host, index__in=indices)
-            }
+            existing = {device.index: device for device in _devices_of(host)}
         reopened = False
         for index in indices:
             device = existing[index]
@@ -254,7 +260,11 @@ def record_samples(host: Host, samples: list[dict[str, Any]], now: datetime | No
                 device.reasons = _merge(device.reasons, findings, index, now)
             _save_device(device, now, None, "")
             reopened = reopened or (was_closed and not device.closed)
-        _settle(health, now, reopened=reopened)
+        _settle(health, now, reopened=reopened, devices=list(existing.values()))
+
+
+def _devices_of(host: Host) -> list[DeviceHealth]:
+    return list(DeviceHealth.objects.filter(host=host).order_by("index"))
 
 
 def on_samples_recorded(

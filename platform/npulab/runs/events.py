@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from math import isfinite
 from typing import Any
 
-from npulab.core.text import storable
+from npulab.core.text import storable, storable_json
 from npulab.runs.models import Run, RunAttempt, RunEvent
 from npulab.series.ingest import Point, insert_points
 from npulab.series.owners import Owner
@@ -114,7 +114,24 @@ def store_events(run: Run, events: list[Any], now: datetime) -> dict[str, Any] |
     for raw in events:
         kind = raw.get("type") if isinstance(raw, dict) else None
         if kind == contract_events.METRIC:
-            key, point = _metric(raw, stamp)
+            # Most of a batch's events, so the common case (a float value and time) is taken
+            # here, without a call; _metric decides every other.
+            key, step, value = raw.get("key"), raw.get("step"), raw.get("value")
+            at = raw.get("time")
+            if (
+                type(key) is str
+                and type(step) is int
+                and type(value) is float
+                and type(at) is float
+                and 0 < len(key) <= MAX_KEY_CHARS
+                and key.isprintable()
+                and _STEP_MIN <= step <= _STEP_MAX
+                and isfinite(value)
+                and isfinite(at)
+            ):
+                point = (step, value, at)
+            else:
+                key, point = _metric(raw, stamp)
             if point is None:
                 rows.append(_malformed(run, raw, "a metric needs key, integer step and value", now))
             else:
@@ -155,6 +172,8 @@ def store_events(run: Run, events: list[Any], now: datetime) -> dict[str, Any] |
             rows.append(_malformed(run, raw, str(exc), now))
             continue
         time = _time(raw.get("time"), now)
+        # A NUL in a line (a binary printed) must not fail the batch: PostgreSQL refuses it.
+        data = storable_json(data)
         rows.append(RunEvent(run=run, attempt=run.attempt, type=kind, time=time, data=data))
     RunEvent.objects.bulk_create(rows, batch_size=1000)
     batch.finish()
@@ -164,12 +183,13 @@ def store_events(run: Run, events: list[Any], now: datetime) -> dict[str, Any] |
 def _metric(raw: dict[str, Any], stamp: float) -> tuple[str, Point | None]:
     """The key and (step, value, time) of a metric event; no point when it is malformed.
 
-    Called for every point of every batch, so the common case (float value
-    and time) is tested first. type() rather than isinstance(): a JSON true
+    store_events takes the common case (float value and time) itself and
+    leaves the others to this. type() rather than isinstance(): a JSON true
     is neither a step nor a value.
     """
     key, step, value = raw.get("key"), raw.get("step"), raw.get("value")
-    if type(key) is not str or not 0 < len(key) <= MAX_KEY_CHARS:
+    # A key names a series on every database: no NUL, lone surrogate or control character.
+    if type(key) is not str or not 0 < len(key) <= MAX_KEY_CHARS or not key.isprintable():
         return "", None
     if type(step) is not int or not _STEP_MIN <= step <= _STEP_MAX:
         return key, None

@@ -37,6 +37,7 @@ _HEADER = b"PGCOPY\n\xff\r\n\x00" + struct.pack(">ii", 0, 0)
 _TRAILER = struct.pack(">h", -1)
 _ROW = struct.Struct(">hiqiiiqidid").pack
 _ROW_NULL = struct.Struct(">hiqiiiqiid").pack
+_THREADED_COPY_POINTS = 5000
 
 
 def insert_points(owner: Owner, points: dict[str, list[Point]], *, attempt: int = 0) -> None:
@@ -54,12 +55,7 @@ def insert_points(owner: Owner, points: dict[str, list[Point]], *, attempt: int 
         _insert(attempt, series, points)
         blocks = _aggregate(series, points)
     rollups.store(blocks, last_steps)
-    for key, batch in points.items():
-        found = series[key]
-        found.points += len(batch)
-        high = max(step for step, _, _ in batch)
-        found.last_step = high if found.last_step is None else max(found.last_step, high)
-    MetricSeries.objects.bulk_update(series.values(), ["points", "last_step"])
+    _add_counts(series, points)
 
 
 def insert_many(batches: dict[Owner, dict[str, list[Point]]], *, with_rollups: bool = True) -> None:
@@ -90,11 +86,20 @@ def insert_many(batches: dict[Owner, dict[str, list[Point]]], *, with_rollups: b
         _insert(0, series, flat)
     if with_rollups:
         rollups.store(_aggregate(series, flat), {one.pk: one.last_step for one in series.values()})
+    _add_counts(series, flat)
+
+
+def _add_counts(series: dict[str, MetricSeries], points: dict[str, list[Point]]) -> None:
+    """Add each batch's points to its series' count and raise its last step, in the database.
+
+    Plain UPDATEs sent together: bulk_update's CASE per field and row cost more to build than a
+    small batch costs to store.
+    """
     # In id order, whoever else updates several series at once does too: no deadlock.
     counts = sorted(
         (
-            (len(batch), high, high, series[name].pk)
-            for name, batch in flat.items()
+            (len(batch), high, high, series[key].pk)
+            for key, batch in points.items()
             for high in [max(step for step, _, _ in batch)]
         ),
         key=lambda count: count[3],
@@ -162,7 +167,8 @@ def _aggregate(series: dict[str, MetricSeries], points: dict[str, list[Point]]) 
 
 def _series(owner: Owner, keys: list[str]) -> dict[str, MetricSeries]:
     fields = owner.fields()
-    found = {s.key: s for s in MetricSeries.objects.filter(**fields, key__in=keys)}
+    stored = MetricSeries.objects.filter(**fields, key__in=keys).only("pk", "key", "last_step")
+    found = {s.key: s for s in stored}
     missing = [MetricSeries(**fields, key=key) for key in keys if key not in found]
     for created in MetricSeries.objects.bulk_create(missing):
         found[created.key] = created
@@ -174,9 +180,15 @@ def _copy(
 ) -> rollups.Blocks:
     """COPY the points in; their rollups are aggregated while the server takes them."""
     with connection.cursor() as cursor:
-        # The queued writer sends from a thread, so the two overlap on two cores.
-        writer = QueuedLibpqWriter(cursor.cursor)
-        with cursor.copy(_sql(_COPY), writer=writer) as copy:
+        # psycopg's own cursor: Django's debug wrapper (DEBUG, CaptureQueriesContext) has no
+        # writer argument.
+        raw = cursor.cursor
+        # A large batch is sent from a thread (the queued writer), so sending and aggregating
+        # overlap on two cores; a small one fits the socket's buffer, and the thread would cost
+        # more than it saves.
+        large = sum(map(len, points.values())) >= _THREADED_COPY_POINTS
+        writer = QueuedLibpqWriter(raw) if large else None
+        with raw.copy(_sql(_COPY), writer=writer) as copy:
             copy.write(b"".join(_binary_rows(attempt, series, points)))
             return _aggregate(series, points)
 

@@ -4,19 +4,26 @@ from __future__ import annotations
 
 from typing import Any
 
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from npulab.agent.api.base import AgentAPIView, valid
+from npulab.agent.api.serializers import PassThroughField
 from npulab.core.api import FastJSONParser
 from npulab.telemetry.services import record_samples
 from workers.contract.telemetry import MAX_BATCH
 
 
+@extend_schema_field({"type": "array", "maxItems": MAX_BATCH, "items": {}})
+class SamplesField(PassThroughField):
+    """A batch's samples: a list, as parsed."""
+
+
 class TelemetryBatchSerializer(serializers.Serializer):
-    samples = serializers.JSONField(
+    # As parsed, not re-encoded: each sample is checked on its own (validate_sample).
+    samples = SamplesField(
         help_text=(
             f"At most {MAX_BATCH} samples, each {{time, index, health, readings, processes, "
             "error}} as workers.contract.telemetry defines them; each is checked on its own."
