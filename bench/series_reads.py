@@ -1,17 +1,22 @@
-"""Downsampled reads of one long series at every chart resolution, straight from the store.
+"""Reads of long series: downsampled at every chart resolution, and whole in each form.
 
-A host device's series of ``--points`` points (default 1,000,000; 10,000,000
-takes a few minutes to write) is written through ``npulab.series.ingest``
-into a fresh database, then ``npulab.series.reads.series`` is timed for
-bucket counts from 100 to 5,000 (median of ``--repeat``, after a warm-up).
-No web server: this is the store's own cost, which the rollup levels decide.
+For each size in ``--points`` (default 100,000 and 1,000,000; add 10,000,000 for the
+issue's largest, a few minutes to write) a run's series is written straight into a fresh
+database: the points by one binary COPY (PostgreSQL; executemany elsewhere), the rollup
+blocks by INSERT ... SELECT from the level below, as ingestion would have left them (no
+HTTP, no ingest code: this measures reads). Then, median of ``--repeat`` after a warm-up:
 
-To compare with another commit, run this same script with that commit's
-code first on the path: ``git worktree add /tmp/base <rev>``, then
-``PYTHONPATH=/tmp/base:/tmp/base/platform .venv/bin/python bench/series_reads.py``.
+- downsampled reads at 100 … 5,000 buckets, by the store call (``reads.series``) and by
+  an API request (``GET /api/v1/runs/{id}/metrics/?key=…&points=…``);
+- whole reads, series up to 1,000,000 points, through the API in each form: rows (the
+  default JSON), ``format=columns``, ``format=csv``; above 100,000 points they stream.
 
-    .venv/bin/python bench/series_reads.py                   # PostgreSQL when here
-    .venv/bin/python bench/series_reads.py --embedded        # SQLite
+Requests go through Django's whole handler (middleware, session login, DRF) in this
+process, with no socket: what a server adds is its own (bench/training.py measures that).
+
+    .venv/bin/python bench/series_reads.py                          # PostgreSQL when here
+    .venv/bin/python bench/series_reads.py --points 1000000,10000000
+    .venv/bin/python bench/series_reads.py --embedded               # SQLite
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -31,16 +37,19 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path += [str(REPO), str(REPO / "platform")]
 
 BUCKETS = (100, 320, 1000, 2500, 5000)
+WHOLE_UP_TO = 1_000_000
+FORMS = ("json", "columns", "csv")
 BENCH_DATABASE = "npulab_bench_series"
-BATCH = 100_000
+KEY = "loss"
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--points", type=int, default=1_000_000)
+    parser.add_argument("--points", default="100000,1000000", help="comma-separated sizes")
     parser.add_argument("--repeat", type=int, default=7)
     parser.add_argument("--embedded", action="store_true", help="SQLite instead of PostgreSQL")
     args = parser.parse_args()
+    sizes = [int(size) for size in args.points.split(",")]
 
     drop = None
     if args.embedded:
@@ -60,10 +69,12 @@ def main() -> int:
 
     django.setup()
     from django.core.management import call_command
+    from django.test.utils import setup_test_environment
 
+    setup_test_environment()  # the test client's host name is allowed
     try:
         call_command("migrate", verbosity=0)
-        report = measure(args)
+        report = measure(sizes, args.repeat)
     finally:
         from django.db import connection
 
@@ -74,53 +85,184 @@ def main() -> int:
     return 0
 
 
-def measure(args: argparse.Namespace) -> dict[str, Any]:
-    import npulab.series.rollups as rollups
-    from npulab.hosts.models import Host
-    from npulab.series.ingest import insert_points
+def measure(sizes: list[int], repeat: int) -> dict[str, Any]:
+    from django.contrib.auth import get_user_model
+    from django.db import connection
+    from django.test import Client
+
+    from npulab.runs.services import do_submit_run
+
+    user = get_user_model().objects.create_user("bench")
+    client = Client()
+    client.force_login(user)
+    found: dict[str, Any] = {"series": []}
+    for points in sizes:
+        run = do_submit_run(user, {"kind": "smoke", "device_type": "cpu", "wait_for_host": True})
+        started = time.perf_counter()
+        write(run.pk, points)
+        entry = {"points": points, "write_s": time.perf_counter() - started}
+        found["series"].append({**entry, **reads(client, run.pk, points, repeat)})
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute(_SIZE)
+            found["bytes_per_point"] = cursor.fetchone()[0] / sum(sizes)
+    found["machine"] = (
+        f"{host_platform.machine()}, {os.cpu_count()} cores, "
+        f"Python {host_platform.python_version()}, {connection.vendor}"
+    )
+    found["load"] = " ".join(f"{load:.1f}" for load in os.getloadavg())
+    return found
+
+
+def reads(client: Any, run_id: int, points: int, repeat: int) -> dict[str, Any]:
     from npulab.series.owners import Owner
     from npulab.series.reads import series
 
-    host = Host.objects.create(name="bench-series")
-    owner = Owner.of_host(host.pk, 0)
-    started = time.perf_counter()
-    for first in range(0, args.points, BATCH):
-        steps = range(first, min(first + BATCH, args.points))
-        insert_points(owner, {"temperature": [(s, 40.0 + (s % 977) / 97.0, 0.0) for s in steps]})
-    written_s = time.perf_counter() - started
-    reads: dict[int, dict[str, float]] = {}
-    for buckets in BUCKETS:
-        series(owner, "temperature", buckets)  # warm-up
-        samples = []
-        for _ in range(args.repeat):
-            begun = time.perf_counter()
-            body = series(owner, "temperature", buckets)
-            samples.append((time.perf_counter() - begun) * 1000)
-        reads[buckets] = {
-            "median_ms": round(statistics.median(samples), 1),
-            "max_ms": round(max(samples), 1),
-            "returned": len(body["points"]),
+    url = f"/api/v1/runs/{run_id}/metrics/"
+    owner = Owner.of_run(run_id)
+
+    def request(**params: Any) -> int:
+        response = client.get(url, {"key": KEY, **params})
+        assert response.status_code == 200, response.content[:300]
+        content = response.streaming_content if response.streaming else [response.content]
+        return sum(len(chunk) for chunk in content)
+
+    found: dict[str, Any] = {
+        "downsampled": {
+            buckets: {
+                "store_ms": median_ms(lambda b=buckets: series(owner, KEY, b), repeat),
+                "api_ms": median_ms(lambda b=buckets: request(points=b), repeat),
+                "returned": len(series(owner, KEY, buckets)["points"]),
+            }
+            for buckets in BUCKETS
         }
-    return {
-        "machine": f"{host_platform.machine()}, {os.cpu_count()} cores, "
-        f"Python {host_platform.python_version()}",
-        "code": rollups.__file__,
-        "rollup_sizes": list(rollups.SIZES),
-        "points": args.points,
-        "write_s": round(written_s, 1),
-        "reads": reads,
     }
+    if points <= WHOLE_UP_TO:
+        found["whole"] = {
+            form: {
+                "api_ms": median_ms(lambda f=form: request(format=f), repeat),
+                "bytes": request(format=form),
+            }
+            for form in FORMS
+        }
+    return found
+
+
+# Points, rollups and their indexes: what a point costs on disk.
+_SIZE = """
+    SELECT pg_total_relation_size('series_metric') + pg_total_relation_size('series_metricrollup')
+"""
+
+
+def write(run_id: int, points: int) -> None:
+    """``points`` points of one series straight into the tables, and their rollup blocks."""
+    import numpy as np
+    from django.db import connection
+
+    from npulab.series import rollups
+    from npulab.series.models import MetricSeries
+
+    found = MetricSeries.objects.create(run_id=run_id, key=KEY, points=points)
+    steps = np.arange(points, dtype=np.int64)
+    values = 2.0 + np.sin(steps / 5000.0) + (steps % 977) / 977.0
+    values[steps % 100_003 == 0] = 50.0  # spikes a chart must keep
+    columns = [found.pk, 1, steps, values, 1.7e9 + steps * 0.01]
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            with cursor.copy(_COPY) as copy:
+                copy.write(_binary(points, columns))
+        else:
+            values = [column.tolist() for column in columns[2:]]
+            rows = zip([found.pk] * points, [1] * points, *values, strict=True)
+            cursor.executemany(_INSERT, list(rows))
+        below = None
+        for size in reversed(rollups.SIZES):
+            if below is None:
+                cursor.execute(_FROM_POINTS, [size, size, found.pk])
+            else:
+                cursor.execute(_FROM_BLOCKS, [size, size, found.pk, below])
+            below = size
+    MetricSeries.objects.filter(pk=found.pk).update(last_step=points - 1)
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            # As autovacuum leaves an insert-only table: visibility map set, statistics in.
+            cursor.execute("VACUUM ANALYZE series_metric")
+            cursor.execute("VACUUM ANALYZE series_metricrollup")
+
+
+_COPY = "COPY series_metric (series_id, attempt, step, value, time) FROM STDIN (FORMAT BINARY)"
+_INSERT = """
+    INSERT INTO series_metric (series_id, attempt, step, value, time) VALUES (%s, %s, %s, %s, %s)
+"""
+_FROM_POINTS = """
+    INSERT INTO series_metricrollup
+        (series_id, size, start, points, counted, total, minimum, maximum, first_step)
+    SELECT series_id, %s, step - step %% %s, COUNT(*), COUNT(value), SUM(value), MIN(value),
+           MAX(value), MIN(step)
+    FROM series_metric WHERE series_id = %s GROUP BY series_id, 3
+"""
+_FROM_BLOCKS = """
+    INSERT INTO series_metricrollup
+        (series_id, size, start, points, counted, total, minimum, maximum, first_step)
+    SELECT series_id, %s, start - start %% %s, SUM(points), SUM(counted), SUM(total),
+           MIN(minimum), MAX(maximum), MIN(first_step)
+    FROM series_metricrollup WHERE series_id = %s AND size = %s GROUP BY series_id, 3
+"""
+
+
+def _binary(points: int, columns: list[Any]) -> bytes:
+    """PostgreSQL's binary COPY of the rows, built by numpy rather than row by row."""
+    import numpy as np
+
+    fields = [("fields", ">i2")]
+    for name, kind in _FIELDS:
+        fields += [(f"{name}_length", ">i4"), (name, kind)]
+    data = np.empty(points, np.dtype(fields))
+    data["fields"] = len(_FIELDS)
+    for (name, kind), column in zip(_FIELDS, columns, strict=True):
+        data[f"{name}_length"] = np.dtype(kind).itemsize
+        data[name] = column
+    header = b"PGCOPY\n\xff\r\n\x00" + bytes(8)
+    return header + data.tobytes() + b"\xff\xff"
+
+
+_FIELDS = [
+    ("series", ">i8"),
+    ("attempt", ">i4"),
+    ("step", ">i8"),
+    ("value", ">f8"),
+    ("time", ">f8"),
+]
+
+
+def median_ms(call: Callable[[], Any], repeat: int) -> float:
+    call()  # warm-up
+    samples = []
+    for _ in range(repeat):
+        begun = time.perf_counter()
+        call()
+        samples.append((time.perf_counter() - begun) * 1000)
+    return statistics.median(samples)
 
 
 def print_report(report: dict[str, Any]) -> None:
-    print(f"{report['machine']}; code {report['code']}; rollups {report['rollup_sizes']}")
-    print(f"{report['points']:,} points written in {report['write_s']} s\n")
-    print("| buckets asked | returned | median | max |")
-    print("| ---: | ---: | ---: | ---: |")
-    for buckets, read in report["reads"].items():
-        print(
-            f"| {buckets:,} | {read['returned']:,} | {read['median_ms']} ms | {read['max_ms']} ms |"
-        )
+    print(f"{report['machine']}; load average {report['load']}")
+    if "bytes_per_point" in report:
+        print(f"{report['bytes_per_point']:.0f} B per point (points, rollups, their indexes)")
+    for entry in report["series"]:
+        print(f"\n{entry['points']:,} points, written in {entry['write_s']:.1f} s\n")
+        print("| buckets asked | returned | store call | API request |")
+        print("| ---: | ---: | ---: | ---: |")
+        for buckets, read in entry["downsampled"].items():
+            print(
+                f"| {buckets:,} | {read['returned']:,} | {read['store_ms']:.1f} ms "
+                f"| {read['api_ms']:.1f} ms |"
+            )
+        if "whole" in entry:
+            print("\n| whole read | body | API request |")
+            print("| --- | ---: | ---: |")
+            for form, read in entry["whole"].items():
+                print(f"| {form} | {read['bytes'] / 1e6:.1f} MB | {read['api_ms']:.1f} ms |")
 
 
 if __name__ == "__main__":

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 import random
-from collections import defaultdict
 
 import pytest
 from django.db.models import QuerySet
@@ -12,10 +11,9 @@ from django.db.models import QuerySet
 from npulab.runs.models import Run
 from npulab.runs.scheduler import place_queued_runs
 from npulab.runs.services import do_claim_run, do_finish_run, do_ingest_events, do_submit_run
-from npulab.series import rollups
 from npulab.series.models import Metric, MetricRollup, MetricSeries
 from npulab.series.owners import Owner
-from npulab.series.reads import plan, series
+from npulab.series.reads import series
 from tests.conftest import register
 from tests.factories import HostFactory
 from tests.series.blocks import expected_blocks, stored_blocks
@@ -101,33 +99,6 @@ def test_a_resume_before_every_point_empties_the_series(owner, cpu_host) -> None
     assert series(Owner.of_run(run.pk), "loss", 10)["points"] == []
 
 
-@pytest.mark.parametrize("size", rollups.SIZES)
-def test_buckets_from_blocks_equal_buckets_from_points(owner, cpu_host, size) -> None:
-    rng = random.Random(size)
-    run = started(owner, cpu_host)
-    steps = range(3, 25 * size + 3)
-    values = {step: rng.gauss(0, 1) for step in steps}
-    send(cpu_host, run, [metric("loss", step, value) for step, value in values.items()])
-    found = MetricSeries.objects.get(run=run)
-    base, width = 0, 4 * size
-
-    got = rollups.buckets(found.pk, size, base, width)
-
-    grouped: dict[int, list[tuple[int, float]]] = defaultdict(list)
-    for step, value in values.items():
-        grouped[(step - base) // width].append((step, value))
-    want = [
-        [
-            min(s for s, _ in group),
-            pytest.approx(math.fsum(v for _, v in group) / len(group)),
-            min(v for _, v in group),
-            max(v for _, v in group),
-        ]
-        for _, group in sorted(grouped.items())
-    ]
-    assert got == want
-
-
 def test_a_long_series_charts_from_blocks_with_its_spike(owner, cpu_host) -> None:
     run = started(owner, cpu_host)
     events = [metric("loss", step, 1.0) for step in range(50_000)]
@@ -155,14 +126,3 @@ def test_deleting_a_run_deletes_its_points_and_blocks(owner, cpu_host) -> None:
 
     assert set(Metric.objects.values_list("series__run", flat=True)) == {kept.pk}
     assert set(MetricRollup.objects.values_list("series__run", flat=True)) == {kept.pk}
-
-
-@pytest.mark.parametrize("steps", [10**4, 123_457, 10**6, 10**7])
-def test_a_bucket_reads_at_most_ten_blocks_or_points_at_any_resolution(steps: int) -> None:
-    for points in [*range(1, 60), *range(60, 5001, 97), 5000]:
-        size, base, width = plan(0, steps - 1, points)
-        # Ten of the level below at most; only the coarsest level may hold more.
-        read = width // size if size else width
-        assert read <= 10 or size == rollups.SIZES[0], (points, size, width)
-        buckets = math.ceil((steps - base) / width)
-        assert min(points, steps) / 2 <= buckets <= points, (points, size, width)

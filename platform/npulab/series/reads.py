@@ -1,88 +1,222 @@
-"""Reading metric series back: whole, or downsampled in the database for a chart.
+"""Reading metric series back: whole or a page of it, or downsampled for a chart.
 
 A chart has a few thousand pixels; a long training run logs millions of
 points. Downsampling groups the steps into equal buckets and returns each
 bucket's first step with the mean, minimum and maximum, so a spike survives
-as the band's edge. A bucket as wide as a rollup block or wider is computed
+as the band's edge. A bucket as wide as a rollup block or wider is combined
 from the blocks (npulab.series.rollups), so its cost follows the number of
-buckets, not of points; narrower ones scan the points through their index.
+buckets, not of points; narrower ones from the points through their index.
+Both come out of the database as columns (npulab.series.columns) and are
+combined with numpy, exact in min / max.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 from django.db import connection
-from django.db.models import QuerySet
+from django.db.models import OuterRef, QuerySet, Subquery
 
 from npulab.series import rollups
-from npulab.series.models import Metric, MetricSeries
+from npulab.series.columns import FLOAT8, INT4, INT8, as_python, read
+from npulab.series.models import Metric, MetricRollup, MetricSeries
 from npulab.series.owners import Owner
 
 DEFAULT_POINTS = 1000
 MAX_POINTS = 20000
+# The most points one page of a whole read may hold (``limit``).
+MAX_PAGE = 100_000
+# The columns of a whole read, and of a downsampled one.
+WHOLE = ("step", "value", "time")
+BUCKETS = ("step", "mean", "min", "max")
+_LAST = 2**63 - 1
 
-_FIRST_STEP = "SELECT MIN(step) FROM {table} WHERE series_id = %s"
 # Ties (a step logged twice) come back in index order: the order they were stored.
-_WHOLE = "SELECT step, value FROM {table} WHERE series_id = %s ORDER BY step"
-# Integer division puts each step in its bucket on PostgreSQL and SQLite alike.
-_BUCKETS = """
-    SELECT MIN(step), SUM(value), COUNT(value), MIN(value), MAX(value)
-    FROM {table}
-    WHERE series_id = %s
-    GROUP BY (step - %s) / %s
-    ORDER BY 1
+_POINTS = """
+    SELECT {agg}(step), {agg}(COALESCE(value, {nan})){time}
+    FROM (
+        SELECT step, value{time_column} FROM {metric}
+        WHERE series_id = %s AND step > %s{bound}
+        ORDER BY step
+    ) page {order}
+"""
+# A page ends after the points of its ``limit``-th point's step, so that a step's repeats
+# never straddle two pages; short of ``limit`` points, the page is the rest of the series.
+_BOUND = """ AND step <= COALESCE((
+            SELECT step FROM {metric} WHERE series_id = %s AND step > %s
+            ORDER BY step LIMIT 1 OFFSET %s
+        ), %s)"""
+_BLOCKS = """
+    SELECT {agg}(first_step), {agg}(counted), {agg}(COALESCE(total, 0)),
+           {agg}(COALESCE(minimum, {nan})), {agg}(COALESCE(maximum, {nan}))
+    FROM (
+        SELECT first_step, counted, total, minimum, maximum FROM {rollup}
+        WHERE series_id = %s AND size = %s ORDER BY start
+    ) blocks {order}
 """
 
 
-def _sql(template: str) -> str:
-    return template.format(table=connection.ops.quote_name(Metric._meta.db_table))
+@dataclass(frozen=True)
+class Found:
+    """A stored series, as a read needs it."""
+
+    pk: int
+    points: int
+    first_step: int | None
+    last_step: int | None
+
+
+@dataclass(frozen=True)
+class Page:
+    """Columns of points by name (``WHOLE`` or ``BUCKETS``), and the step to read on from
+    for the next page (None: this was the last)."""
+
+    columns: dict[str, np.ndarray]
+    next_step: int | None = None
+
+
+def find(owner: Owner, key: str) -> Found | None:
+    """The owner's series ``key``, with its first step; None if it has none."""
+    first = Metric.objects.filter(series=OuterRef("pk")).order_by("step").values("step")[:1]
+    row = (
+        MetricSeries.objects.filter(**owner.fields(), key=key)
+        .annotate(first_step=Subquery(first))
+        .values_list("pk", "points", "first_step", "last_step")
+        .first()
+    )
+    return None if row is None else Found(*row)
 
 
 def series(owner: Owner, key: str, points: int | None = None) -> dict[str, Any]:
-    """One metric: every [step, value] point, or at most ``points`` [step, mean, min, max]."""
-    found = MetricSeries.objects.filter(**owner.fields(), key=key).first()
+    """One metric: every (step, value) point, or at most ``points`` (step, mean, min, max)."""
+    found = find(owner, key)
     if found is None:
         return {"key": key, "total": 0, "downsampled": False, "points": []}
-    if points is None or found.points <= points:
-        with connection.cursor() as cursor:
-            cursor.execute(_sql(_WHOLE), [found.pk])
-            rows = cursor.fetchall()
-        return {"key": key, "total": found.points, "downsampled": False, "points": rows}
-    return {
-        "key": key,
-        "total": found.points,
-        "downsampled": True,
-        "points": _buckets(found, points),
-    }
+    downsampled = is_downsampled(found, points)
+    if downsampled:
+        columns = buckets(found, points or 0).columns
+    else:
+        columns = whole(found, with_time=False).columns
+    rows: list[Any] = list(zip(*map(as_python, columns.values()), strict=True))
+    if downsampled:
+        # Whole points have always been (step, value) tuples, buckets lists.
+        rows = [list(row) for row in rows]
+    return {"key": key, "total": found.points, "downsampled": downsampled, "points": rows}
+
+
+def is_downsampled(found: Found, points: int | None) -> bool:
+    """Whether a read of at most ``points`` buckets (None: all) is downsampled."""
+    return points is not None and found.points > points
+
+
+def whole(
+    found: Found, after_step: int | None = None, limit: int | None = None, with_time: bool = True
+) -> Page:
+    """The points after ``after_step`` (all without it), ``limit`` of them or a few more."""
+    names = WHOLE if with_time else WHOLE[:2]
+    if found.points == 0:
+        return Page({name: np.empty(0) for name in names})
+    after = -_LAST if after_step is None else after_step
+    params: list[Any] = [found.pk, after]
+    if limit is not None:
+        params += [found.pk, after, limit - 1, _LAST]
+    types = [INT8, FLOAT8, FLOAT8][: len(names)]
+    arrays = read(_points_sql(with_time, limit is not None), params, types, order="step")
+    steps = arrays[0]
+    more = (
+        limit is not None
+        and len(steps) >= limit
+        and found.last_step is not None
+        and steps[-1] < found.last_step
+    )
+    return Page(dict(zip(names, arrays, strict=True)), int(steps[-1]) if more else None)
+
+
+def _points_sql(with_time: bool, bounded: bool) -> str:
+    metric = connection.ops.quote_name(Metric._meta.db_table)
+    return _POINTS.format(
+        agg="{agg}",
+        nan="{nan}",
+        order="{order}",
+        metric=metric,
+        time=", {agg}(time)" if with_time else "",
+        time_column=", time" if with_time else "",
+        bound=_BOUND.format(metric=metric) if bounded else "",
+    )
 
 
 def plan(low: int, high: int, points: int) -> tuple[int | None, int, int]:
     """How to read steps ``low``..``high`` as at most ``points`` buckets: (block size, base,
     bucket width), with size None where the buckets are narrower than the finest block and
-    are computed from the points."""
+    are computed from the points.
+
+    The coarsest blocks that still give half the buckets asked for: a bucket then reads at
+    most five blocks of its level (each level is ten times the next), and one where the
+    width asked is a block's (1,001 buckets of a million steps are 1,000 of 1,000 steps).
+    """
+    wanted = min(points, high - low + 1)
     width = math.ceil((high - low + 1) / points)
     for size in rollups.SIZES:
-        if width >= size:
-            # Whole blocks per bucket: at least half the buckets asked for.
-            base = low - low % size
-            return size, base, math.ceil((high - base + 1) / points / size) * size
+        if size > 2 * width:
+            continue
+        base = low - low % size
+        wide = math.ceil((high - base + 1) / points / size) * size
+        if 2 * math.ceil((high - base + 1) / wide) >= wanted:
+            return size, base, wide
     return None, low, width
 
 
-def _buckets(found: MetricSeries, points: int) -> list[list[Any]]:
-    with connection.cursor() as cursor:
-        cursor.execute(_sql(_FIRST_STEP), [found.pk])
-        (low,) = cursor.fetchone()
-        size, base, width = plan(low, found.last_step, points)
-        if size is not None:
-            return rollups.buckets(found.pk, size, base, width)
-        cursor.execute(_sql(_BUCKETS), [found.pk, low, width])
-        return [
-            [first, total / counted if counted else None, minimum, maximum]
-            for first, total, counted, minimum, maximum in cursor.fetchall()
-        ]
+def buckets(found: Found, points: int) -> Page:
+    """At most ``points`` buckets: each one's first step, mean, minimum and maximum."""
+    if found.first_step is None or found.last_step is None:
+        return Page({name: np.empty(0) for name in BUCKETS})
+    size, base, width = plan(found.first_step, found.last_step, points)
+    if size is None:
+        sql = _points_sql(with_time=False, bounded=False)
+        first, value = read(sql, [found.pk, -_LAST], [INT8, FLOAT8], order="step")
+        finite = ~np.isnan(value)
+        counted, total = finite.astype(np.int64), np.where(finite, value, 0.0)
+        low = high = value
+    else:
+        rollup = connection.ops.quote_name(MetricRollup._meta.db_table)
+        types = [INT8, INT4, FLOAT8, FLOAT8, FLOAT8]
+        params = [found.pk, size]
+        first, counted, total, low, high = read(
+            _BLOCKS, params, types, order="first_step", rollup=rollup
+        )
+    combined = _combine(first, counted, total, low, high, base, width)
+    return Page(dict(zip(BUCKETS, combined, strict=True)))
+
+
+def _combine(
+    first: np.ndarray,
+    counted: np.ndarray,
+    total: np.ndarray,
+    low: np.ndarray,
+    high: np.ndarray,
+    base: int,
+    width: int,
+) -> list[np.ndarray]:
+    """Blocks (or points) in step order into buckets of ``width`` steps from ``base``."""
+    if len(first) == 0:
+        return [first, total, low, high]
+    # A block's first step is in the bucket of its start: the width is a multiple of the
+    # block size and the base a block start.
+    bucket = (first - base) // width
+    starts = np.flatnonzero(np.concatenate(([True], bucket[1:] != bucket[:-1])))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        # 0 / 0 is NaN: a bucket of NaN points has no mean.
+        mean = np.add.reduceat(total, starts) / np.add.reduceat(counted, starts)
+    # fmin / fmax skip NaN (a block without a finite value) unless all are.
+    return [
+        np.minimum.reduceat(first, starts),
+        mean,
+        np.fmin.reduceat(low, starts),
+        np.fmax.reduceat(high, starts),
+    ]
 
 
 def summary(owner: Owner) -> list[dict[str, Any]]:

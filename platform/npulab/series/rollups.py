@@ -5,7 +5,8 @@ Every series has, for each size in SIZES, one MetricRollup per block of
 first step. Ingestion adds each batch's blocks (``aggregate`` then
 ``store``); a resume cuts them back with the points (``truncate``). A chart
 bucket that spans whole blocks is the combination of those blocks, which is
-exactly what the points would give (the mean as sum over count).
+exactly what the points would give (the mean as sum over count): reads
+combine them (npulab.series.reads).
 """
 
 from __future__ import annotations
@@ -61,13 +62,6 @@ _RECOUNT = """
     FROM {metric}
     WHERE series_id IN ({ids}) AND step >= %s AND step <= %s
     GROUP BY series_id
-"""
-_BUCKETS = """
-    SELECT MIN(first_step), SUM(total), SUM(counted), MIN(minimum), MAX(maximum)
-    FROM {rollup}
-    WHERE series_id = %s AND size = %s
-    GROUP BY (start - %s) / %s
-    ORDER BY 1
 """
 
 
@@ -185,16 +179,3 @@ def truncate(series_ids: list[int], step: int) -> None:
             cursor.execute(delete, [*series_ids, size, start])
             # The block holding ``step`` keeps its points up to it: recount them.
             cursor.execute(recount, [size, start, *series_ids, start, step])
-
-
-def buckets(series_id: int, size: int, base: int, width: int) -> list[list[Any]]:
-    """[first step, mean, min, max] per bucket of ``width`` steps from ``base``.
-
-    ``base`` must be a block start and ``width`` a multiple of ``size``.
-    """
-    with connection.cursor() as cursor:
-        cursor.execute(_sql(_BUCKETS), [series_id, size, base, width])
-        return [
-            [first, total / counted if counted else None, low, high]
-            for first, total, counted, low, high in cursor.fetchall()
-        ]

@@ -1,8 +1,10 @@
 from __future__ import annotations
 
-from django.http import FileResponse
+from django.db.models import QuerySet
+from django.http import FileResponse, HttpResponseBase
 from django.shortcuts import get_object_or_404
 from django_filters import rest_framework as filters
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
@@ -11,7 +13,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from npulab.core.api import ErrorSerializer, FastJSONParser, FastJSONRenderer
+from npulab.core.api import OCTET_STREAM, ErrorSerializer, FastJSONParser
+from npulab.runs.access import change_refused, run_for, visible_runs
 from npulab.runs.api.schema import submission_schema
 from npulab.runs.api.serializers import (
     CheckpointSerializer,
@@ -21,10 +24,9 @@ from npulab.runs.api.serializers import (
 )
 from npulab.runs.checkpoints import do_pin_checkpoint, open_stored
 from npulab.runs.models import Checkpoint, Run, RunEvent
-from npulab.runs.selectors import can_cancel
 from npulab.runs.services import do_cancel_run, do_restart_run, do_submit_run
+from npulab.series import api as metrics_api
 from npulab.series.owners import Owner
-from npulab.series.reads import MAX_POINTS, series, summary
 
 IDEMPOTENCY_HEADER = "Idempotency-Key"
 REPLAYED_HEADER = "Idempotent-Replayed"
@@ -34,20 +36,25 @@ MAX_IDEMPOTENCY_KEY = 200
 class RunFilterSet(filters.FilterSet):
     host = filters.CharFilter(field_name="host__name")
     submitted_by = filters.CharFilter(field_name="submitted_by__username")
+    project = filters.CharFilter(field_name="project__slug", help_text="A project's slug.")
 
     class Meta:
         model = Run
-        fields = ["status", "kind", "device_type", "host", "submitted_by"]
+        fields = ["status", "kind", "device_type", "host", "submitted_by", "project"]
 
 
 class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
     """Runs: submit one, follow it, cancel it."""
 
-    queryset = Run.objects.select_related("host", "submitted_by")
+    queryset = Run.objects.select_related("host", "submitted_by", "project")
     serializer_class = RunSerializer
     filterset_class = RunFilterSet
     # A spec is JSON: a form post could not express its types.
     parser_classes = [FastJSONParser]
+
+    def get_queryset(self) -> QuerySet[Run]:
+        # The runs of the caller's projects only: any other id is a 404 (npulab.runs.access).
+        return visible_runs(self.request.user, super().get_queryset())
 
     def get_serializer_class(self) -> type[RunSerializer]:
         return RunDetailSerializer if self.action == "retrieve" else RunSerializer
@@ -57,7 +64,12 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
         parameters=[
             OpenApiParameter(
                 IDEMPOTENCY_HEADER,
-                str,
+                {
+                    "type": "string",
+                    "minLength": 1,
+                    "maxLength": MAX_IDEMPOTENCY_KEY,
+                    "pattern": "^[ -~]+$",
+                },
                 OpenApiParameter.HEADER,
                 description=(
                     "1-200 printable ASCII characters, unique per submission (e.g. the CI "
@@ -103,23 +115,25 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
             return Response(body, headers={REPLAYED_HEADER: "true"})
         return Response(body, status=status.HTTP_201_CREATED)
 
-    @extend_schema(request=None, responses={200: RunDetailSerializer})
+    @extend_schema(request=None, responses={200: RunDetailSerializer, 409: ErrorSerializer})
     @action(detail=True, methods=["post"])
     def cancel(self, request: Request, pk: str) -> Response:
         """Cancel a run: at once if not started, else its process group is killed."""
         run = self.get_object()
-        if not can_cancel(request.user, run):
-            raise PermissionDenied("Only the run's submitter or staff may cancel it.")
+        refused = change_refused(request.user, run, "cancel it")
+        if refused:
+            raise PermissionDenied(refused)
         run = do_cancel_run(run.pk, request.user)
         return Response(RunDetailSerializer(run, context=self.get_serializer_context()).data)
 
-    @extend_schema(request=None, responses={200: RunDetailSerializer})
+    @extend_schema(request=None, responses={200: RunDetailSerializer, 409: ErrorSerializer})
     @action(detail=True, methods=["post"])
     def restart(self, request: Request, pk: str) -> Response:
         """Start a failed, cancelled or lost run again as a new attempt (from its checkpoint)."""
         run = self.get_object()
-        if not can_cancel(request.user, run):
-            raise PermissionDenied("Only the run's submitter or staff may restart it.")
+        refused = change_refused(request.user, run, "restart it")
+        if refused:
+            raise PermissionDenied(refused)
         run = do_restart_run(run.pk, request.user)
         return Response(RunDetailSerializer(run, context=self.get_serializer_context()).data)
 
@@ -154,37 +168,25 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
         page = self.paginate_queryset(events.order_by("id"))
         return self.get_paginated_response(RunEventSerializer(page, many=True).data)
 
-    @extend_schema(
-        parameters=[
-            OpenApiParameter("key", str, description="One metric's points."),
-            OpenApiParameter(
-                "points",
-                int,
-                description=f"Downsample to at most this many buckets (1-{MAX_POINTS}).",
-            ),
-        ],
-        responses={200: dict},
+    @extend_schema(parameters=metrics_api.PARAMETERS, responses=metrics_api.RESPONSES)
+    @action(
+        detail=True,
+        methods=["get"],
+        renderer_classes=metrics_api.RENDERERS,
+        content_negotiation_class=metrics_api.FormatNegotiation,
     )
-    @action(detail=True, methods=["get"], renderer_classes=[FastJSONRenderer])
-    def metrics(self, request: Request, pk: str) -> Response:
+    def metrics(self, request: Request, pk: str) -> HttpResponseBase:
         """Without `key`: each metric's name, point count and last step.
         With `key`: that metric's [step, value] points in step order; with `points` as well
-        and more points than that, [first step, mean, min, max] per bucket of steps."""
-        owner = Owner.of_run(self.get_object().pk)
-        key = request.query_params.get("key")
-        if key:
-            points = request.query_params.get("points")
-            if points is not None and (not points.isdigit() or not 1 <= int(points) <= MAX_POINTS):
-                raise ValidationError({"points": [f"must be an integer from 1 to {MAX_POINTS}"]})
-            return Response(series(owner, key, int(points) if points else None))
-        return Response({"metrics": summary(owner)})
+        and more points than that, [first step, mean, min, max] per bucket of steps. Also as
+        columns or CSV (`format`), and a page at a time (`after_step`, `limit`)."""
+        return metrics_api.respond(request, Owner.of_run(self.get_object().pk))
 
 
 class CheckpointFileDownloadView(APIView):
     @extend_schema(
         responses={
-            (200, "application/octet-stream"): str,
-            404: ErrorSerializer,
+            (200, OCTET_STREAM): OpenApiTypes.BINARY,
             409: ErrorSerializer,
         }
     )
@@ -193,11 +195,18 @@ class CheckpointFileDownloadView(APIView):
 
         The file is checked against its SHA-256 first: one that no longer matches is marked
         damaged and answered 409 `checkpoint_damaged`, never served."""
+        run = run_for(request.user, run_id)
         checkpoint = get_object_or_404(
-            Checkpoint, run_id=run_id, step=step, status=Checkpoint.Status.STORED
+            Checkpoint, run=run, step=step, status=Checkpoint.Status.STORED
         )
         name = f"run-{run_id}-step-{step}.pt"
-        return FileResponse(open_stored(checkpoint), as_attachment=True, filename=name)
+        return FileResponse(
+            open_stored(checkpoint),
+            as_attachment=True,
+            filename=name,
+            # Guessed from ".pt" it would be a SNES page table.
+            content_type=OCTET_STREAM,
+        )
 
 
 class CheckpointPinView(APIView):
@@ -212,9 +221,6 @@ class CheckpointPinView(APIView):
         return self._pin(request, run_id, step, False)
 
     def _pin(self, request: Request, run_id: int, step: int, pinned: bool) -> Response:
-        checkpoint = get_object_or_404(
-            Checkpoint.objects.select_related("run"), run_id=run_id, step=step
-        )
-        if not can_cancel(request.user, checkpoint.run):
-            raise PermissionDenied("Only the run's submitter or staff may pin its checkpoints.")
+        run = run_for(request.user, run_id, doing="pin its checkpoints")
+        checkpoint = get_object_or_404(Checkpoint, run=run, step=step)
         return Response(CheckpointSerializer(do_pin_checkpoint(checkpoint, pinned)).data)
