@@ -15,6 +15,7 @@ from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver
 
 from npulab.runs.models import Run
+from npulab.snapshots.services import do_record_snapshot
 from tests.conftest import token_client
 from tests.projects.conftest import STEP, Site
 
@@ -208,3 +209,14 @@ def test_a_superuser_sees_every_project_as_owner(site: Site) -> None:
     api = token_client(root)
     assert api.get(f"/api/v1/runs/{site.run.pk}/").status_code == 200
     assert api.get("/api/v1/projects/alpha/").json()["role"] == "owner"
+
+
+def test_host_and_snapshot_pages_name_only_the_viewers_runs(site: Site, document: Any) -> None:
+    snapshot = do_record_snapshot(site.host, document()).snapshot
+    Run.objects.filter(pk=site.run.pk).update(snapshot=snapshot)
+    link = f'href="{site.run.get_absolute_url()}"'
+    for page in (f"/hosts/{site.host.name}/", f"/snapshots/{snapshot.pk}/"):
+        assert link in page_client(site.vera).get(page).content.decode(), page
+        outsider = page_client(site.other).get(page).content.decode()
+        assert link not in outsider, page
+        assert f"#{site.run.pk} " not in outsider, page

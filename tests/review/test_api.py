@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from npulab.projects.models import Membership, Project
+from npulab.runs.models import Run
 from npulab.snapshots.services import do_record_snapshot
+from tests.conftest import token_client
 from tests.factories import HostFactory
 from tests.review.test_review import finished, user_ended
 from workers.contract import exits
@@ -70,3 +73,17 @@ def test_a_bad_target_is_a_400_naming_the_field(api, upgraded) -> None:
     response = api.get(URL, {"target": 999999})
     assert response.status_code == 400
     assert "target" in response.json()
+
+
+def test_job_errors_of_another_project_are_counted_but_not_named(api, other_api, upgraded) -> None:
+    staging, job_error = upgraded
+    project = Project.objects.create(slug="secret", name="Secret")
+    Run.objects.filter(pk=job_error.pk).update(project=project)
+
+    outsider = other_api.get(URL, {"target": staging.pk}).json()
+
+    assert outsider["job_errors"]["target"] == []
+    assert outsider["decision"] == api.get(URL, {"target": staging.pk}).json()["decision"]
+    Membership.objects.create(project=project, user=job_error.submitted_by, role="viewer")
+    named = token_client(job_error.submitted_by).get(URL, {"target": staging.pk}).json()
+    assert [run["id"] for run in named["job_errors"]["target"]] == [job_error.pk]

@@ -3,7 +3,8 @@
 An app's detail page may show what higher apps know about its object (the
 host page lists the runs on the host); the owner cannot import them without
 an upward dependency. It declares a ``PageParts`` instead, and each higher
-app adds a function that gives its part of the page's context.
+app adds a function that gives its part of the page's context for the user
+viewing it (who may not see everything a part knows: another project's runs).
 """
 
 from __future__ import annotations
@@ -11,7 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-PagePart = Callable[[Any], dict[str, Any]]
+# part(obj, viewer): the page's object and the user looking at it.
+PagePart = Callable[[Any, Any], dict[str, Any]]
 
 
 class PageParts:
@@ -22,15 +24,15 @@ class PageParts:
         self._parts: list[PagePart] = []
 
     def add(self, part: PagePart) -> PagePart:
-        """Add ``part(obj)``'s keys to the page's context; adding twice is adding once."""
+        """Add ``part(obj, viewer)``'s keys to the page's context; adding twice is adding once."""
         if part not in self._parts:
             self._parts.append(part)
         return part
 
-    def context(self, obj: Any) -> dict[str, Any]:
+    def context(self, obj: Any, viewer: Any) -> dict[str, Any]:
         context: dict[str, Any] = {}
         for part in self._parts:
-            context.update(part(obj))
+            context.update(part(obj, viewer))
         return context
 
     def __repr__(self) -> str:

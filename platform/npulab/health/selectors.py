@@ -66,7 +66,7 @@ def closed_devices() -> dict[int, set[int]]:
     return closed
 
 
-def host_health_context(host: Host) -> dict[str, Any]:
+def host_health_context(host: Host, viewer: Any) -> dict[str, Any]:
     """The host page's part (``npulab.hosts.pages.host_page``)."""
     return {
         "health": health_of(host),

@@ -21,5 +21,5 @@ def host_list(request: HttpRequest) -> HttpResponse:
 def host_detail(request: HttpRequest, name: str) -> HttpResponse:
     host = get_object_or_404(Host, name=name)
     # The runs app replaces the devices with ones that name the run leasing them.
-    context = {"host": host, "devices": host.devices, **host_page.context(host)}
+    context = {"host": host, "devices": host.devices, **host_page.context(host, request.user)}
     return render(request, "hosts/host_detail.html", context)

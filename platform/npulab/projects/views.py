@@ -66,7 +66,7 @@ def project_detail(request: HttpRequest, slug: str) -> HttpResponse:
         "pools": project.pools.annotate(host_count=Count("hosts")),
         "roles": Role.choices,
         "add_form": MemberAddForm(),
-        **project_page.context(project),
+        **project_page.context(project, request.user),
     }
     return render(request, "projects/project_detail.html", context)
 

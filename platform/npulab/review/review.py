@@ -24,6 +24,7 @@ from django.db.models import F
 
 from npulab.review.versions import describe, unknown_versions
 from npulab.runs import evidence as run_evidence
+from npulab.runs.access import visible_runs
 from npulab.runs.kinds import get as get_kind
 from npulab.runs.kinds import judge
 from npulab.runs.models import Run
@@ -108,8 +109,17 @@ class Review:
 
 
 def review(
-    current: Snapshot, target: Snapshot | None = None, planned: dict | None = None
+    current: Snapshot,
+    target: Snapshot | None = None,
+    planned: dict | None = None,
+    viewer: Any = None,
 ) -> Review:
+    """The go / no-go of moving ``current``'s host to ``target`` or a ``planned`` version set.
+
+    The evidence is every project's runs on the machine; the job errors it lists
+    by name are only those ``viewer`` may see (all of them without a viewer: the
+    platform's own use).
+    """
     if (target is None) == (planned is None):
         raise ValueError("review a target snapshot or a planned version set, one of the two")
     min_runs = settings.NPULAB["REVIEW_MIN_RUNS"]
@@ -150,7 +160,10 @@ def review(
         stack_changes=stack_differences(current_stack, target_stack),
         other_changes=other,
         numbers=numbers,
-        job_errors={"current": _listed(now.job_errors), "target": _listed(then.job_errors)},
+        job_errors={
+            "current": _listed(now.job_errors, viewer),
+            "target": _listed(then.job_errors, viewer),
+        },
         unknown_versions=unknown,
         evidence={"current": now.describe(), "target": then.describe()},
         min_runs=min_runs,
@@ -459,7 +472,10 @@ def _worse(kind: str, delta: dict[str, Any]) -> str:
     return f"{where} {delta['key']} {abs(delta['change']):.0%} worse under the target"
 
 
-def _listed(runs: list[Run]) -> list[dict[str, Any]]:
+def _listed(runs: list[Run], viewer: Any) -> list[dict[str, Any]]:
+    if viewer is not None:
+        seen = set(visible_runs(viewer).filter(pk__in=[run.pk for run in runs]).values_list("pk"))
+        runs = [run for run in runs if (run.pk,) in seen]
     return [
         {
             "id": run.pk,

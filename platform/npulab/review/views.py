@@ -27,8 +27,8 @@ def upgrade_review(request: HttpRequest, name: str) -> HttpResponse:
     if current is not None:
         if request.GET.get("target", "").isdigit():
             target = get_object_or_404(Snapshot, pk=int(request.GET["target"]))
-            context["review"] = review(current, target=target)
+            context["review"] = review(current, target=target, viewer=request.user)
         elif planned_form.is_bound and planned_form.is_valid():
             planned = {k: v for k, v in planned_form.cleaned_data.items() if v}
-            context["review"] = review(current, planned=planned)
+            context["review"] = review(current, planned=planned, viewer=request.user)
     return render(request, "review/upgrade_review.html", context)

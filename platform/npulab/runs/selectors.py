@@ -13,6 +13,7 @@ from django.utils import timezone
 
 from npulab.hosts.models import Host
 from npulab.projects.models import Project
+from npulab.runs.access import visible_runs
 from npulab.runs.kinds import get as get_kind
 from npulab.runs.models import Checkpoint, Run, RunAttempt, RunEvent
 from npulab.series.models import Metric, MetricSeries
@@ -246,21 +247,35 @@ def environment_differences(runs: list[Run]) -> list[dict[str, Any]]:
     return rows
 
 
-def host_runs_context(host: Host) -> dict[str, Any]:
-    """The host page's runs: each device with the run leasing it, the newest runs there."""
-    leases = {lease.device_index: lease.run for lease in host.leases.select_related("run")}
-    devices = [dict(device, run=leases.get(device["index"])) for device in host.devices]
-    runs = Run.objects.filter(host=host).select_related("submitted_by")[:RECENT_HOST_RUNS]
+def host_runs_context(host: Host, viewer: Any) -> dict[str, Any]:
+    """The host page's runs: each device with the run leasing it, the newest runs there.
+
+    Only the viewer's projects' runs are named; a device another project's run
+    holds is just busy.
+    """
+    visible = visible_runs(viewer, Run.objects.filter(host=host))
+    leases = {lease.device_index: lease.run_id for lease in host.leases.all()}
+    shown = {run.pk: run for run in visible.filter(pk__in=set(leases.values()))}
+    devices = [
+        dict(
+            device,
+            run=shown.get(leases.get(device["index"])),
+            busy=device["index"] in leases,
+        )
+        for device in host.devices
+    ]
+    runs = visible.select_related("submitted_by")[:RECENT_HOST_RUNS]
     return {"devices": devices, "runs": runs}
 
 
-def project_runs_context(project: Project) -> dict[str, Any]:
+def project_runs_context(project: Project, viewer: Any) -> dict[str, Any]:
     """The project page's runs: the newest of the project, and how many it has."""
     runs = project.runs.select_related("host", "submitted_by")
     return {"runs": runs[:RECENT_PROJECT_RUNS], "run_count": runs.count()}
 
 
-def snapshot_runs_context(snapshot: Snapshot) -> dict[str, Any]:
-    """The snapshot page's runs: the newest that ran under it."""
-    runs = Run.objects.filter(snapshot=snapshot).select_related("host")[:RECENT_SNAPSHOT_RUNS]
+def snapshot_runs_context(snapshot: Snapshot, viewer: Any) -> dict[str, Any]:
+    """The snapshot page's runs: the newest of the viewer's projects that ran under it."""
+    runs = visible_runs(viewer, Run.objects.filter(snapshot=snapshot)).select_related("host")
+    runs = runs[:RECENT_SNAPSHOT_RUNS]
     return {"runs": runs}

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
@@ -31,7 +33,7 @@ def snapshot_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "data": snapshot.data,
         "compatibility": snapshot_compatibility(snapshot.data),
         "known_good_form": KnownGoodForm(initial={"note": snapshot.known_good_note}),
-        **snapshot_page.context(snapshot),
+        **snapshot_page.context(snapshot, request.user),
     }
     return render(request, "snapshots/snapshot_detail.html", context)
 
@@ -92,7 +94,7 @@ def host_history(request: HttpRequest, name: str) -> HttpResponse:
     return render(request, "snapshots/host_history.html", context)
 
 
-def host_history_context(host: Host) -> dict:
+def host_history_context(host: Host, viewer: Any) -> dict:
     """What the host page shows about its environment: the current snapshot, recent steps."""
     current = current_version(host)
     versions = history(host)

@@ -17,7 +17,7 @@ from workers.contract.telemetry import READINGS
 MAX_SPAN_S = 366 * 86400
 
 
-def host_telemetry_context(host: Host) -> dict[str, Any]:
+def host_telemetry_context(host: Host, viewer: Any) -> dict[str, Any]:
     """The host page's part: each device's latest sample and last hour, the chart window."""
     return {
         "telemetry_latest": reads.latest(host.pk),

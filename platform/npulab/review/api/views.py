@@ -49,7 +49,10 @@ class UpgradeReviewView(APIView):
         query = ReviewQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
         result = review(
-            current, query.validated_data.get("target"), query.validated_data["planned"]
+            current,
+            query.validated_data.get("target"),
+            query.validated_data["planned"],
+            viewer=request.user,
         )
         return Response(review_as_dict(result, {"request": request}))
 
