@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from django.db.models import QuerySet
-from django.http import FileResponse, HttpResponseBase
+from django.http import FileResponse, Http404, HttpResponseBase
 from django.shortcuts import get_object_or_404
 from django_filters import rest_framework as filters
 from drf_spectacular.types import OpenApiTypes
@@ -180,7 +180,12 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
         With `key`: that metric's [step, value] points in step order; with `points` as well
         and more points than that, [first step, mean, min, max] per bucket of steps. Also as
         columns or CSV (`format`), and a page at a time (`after_step`, `limit`)."""
-        return metrics_api.respond(request, Owner.of_run(self.get_object().pk))
+        # Only the run's id: a chart asks often, and the whole row (spec, joins) costs more
+        # than the read itself. The same visibility as get_object (npulab.runs.access).
+        run_id = self.get_queryset().filter(pk=pk).values_list("pk", flat=True).first()
+        if run_id is None:
+            raise Http404(f"No run #{pk}.")
+        return metrics_api.respond(request, Owner.of_run(run_id))
 
 
 class CheckpointFileDownloadView(APIView):
