@@ -222,6 +222,8 @@ SPECTACULAR_SETTINGS = {
         {"name": "runs", "description": "Submit runs, follow them, compare them."},
         {"name": "kinds", "description": "The run kinds and the fields of their specs."},
         {"name": "hosts", "description": "Accelerator hosts, their devices and history."},
+        {"name": "projects", "description": "Projects, their members and roles."},
+        {"name": "pools", "description": "Pools of hosts that projects may use."},
         {"name": "snapshots", "description": "Environment snapshots and their differences."},
         {"name": "profiles", "description": "Profiling traces: summaries, timelines, imports."},
         {"name": "tokens", "description": "Your API tokens."},
