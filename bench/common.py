@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import statistics
 from pathlib import Path
 from typing import Any
 
@@ -23,3 +24,14 @@ def write_report(name: str, report: dict[str, Any]) -> None:
     print(text)
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / f"{name}.json").write_text(text + "\n")
+
+
+def stats(samples: list[float], scale: float = 1.0, digits: int = 3) -> dict[str, float]:
+    """p50/p90/min/max of ``samples`` times ``scale`` (e.g. 1000 for ms)."""
+    return {
+        "p50": round(statistics.median(samples) * scale, digits),
+        "p90": round(percentile(samples, 0.9) * scale, digits),
+        "min": round(min(samples) * scale, digits),
+        "max": round(max(samples) * scale, digits),
+        "n": len(samples),
+    }

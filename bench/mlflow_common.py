@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import os
-import statistics
 import time
 from collections.abc import Callable
 from typing import Any
 
-from bench.common import percentile
+from bench.common import stats
 from bench.mlflow_loop import loss
 from bench.telemetry import CpuMeter
 
@@ -20,17 +19,6 @@ IDLE_SAMPLE_S = 3.0
 def loss_values(points: int) -> list[float]:
     """The series both servers take and serve: the curve the loop logs too."""
     return [loss(step, points) for step in range(points)]
-
-
-def stats(samples: list[float], scale: float = 1.0, digits: int = 3) -> dict[str, float]:
-    """p50/p90/min/max of ``samples`` times ``scale`` (e.g. 1000 for ms)."""
-    return {
-        "p50": round(statistics.median(samples) * scale, digits),
-        "p90": round(percentile(samples, 0.9) * scale, digits),
-        "min": round(min(samples) * scale, digits),
-        "max": round(max(samples) * scale, digits),
-        "n": len(samples),
-    }
 
 
 class ServerCpu:

@@ -53,7 +53,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO), str(REPO / "platform")]
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "npulab.settings")
 
-from bench.common import BENCH_REDIS_DB, RESULTS, percentile, write_report  # noqa: E402
+from bench.common import BENCH_REDIS_DB, RESULTS, stats, write_report  # noqa: E402
 
 PARTS = ("tracking", "checkpoint", "platform")
 TARGETS = {
@@ -65,17 +65,6 @@ TARGETS = {
 }
 FAKE_HOST = "bench-agent"
 BENCH_DATABASE = "npulab_bench_training"
-
-
-def stats(samples: list[float], scale: float = 1.0, digits: int = 3) -> dict[str, float]:
-    """p50/p90/min/max of ``samples`` times ``scale`` (e.g. 1000 for ms)."""
-    return {
-        "p50": round(statistics.median(samples) * scale, digits),
-        "p90": round(percentile(samples, 0.9) * scale, digits),
-        "min": round(min(samples) * scale, digits),
-        "max": round(max(samples) * scale, digits),
-        "n": len(samples),
-    }
 
 
 def pct(ratio: float) -> float:
