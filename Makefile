@@ -10,6 +10,9 @@ PY := $(VENV)/bin/python
 TORCH ?= torch==2.13.0
 PORT ?= 8000
 PYTEST_ARGS ?=
+# One pytest process per core (pytest-xdist); a test module stays in one process, so its
+# module-scoped stacks start once. TEST_WORKERS=0 runs everything in this process.
+TEST_WORKERS ?= auto
 # The REST API's last release: `make lint` fails on a change that breaks its clients.
 API_RELEASE ?= docs/api-releases/0.1.0.yaml
 
@@ -45,7 +48,7 @@ run: $(VENV)/.run-deps var/secret_key
 	$(PY) manage.py standalone --port $(PORT)
 
 test: $(VENV)/.test-deps
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 lint: $(VENV)/.test-deps var/secret_key
 	$(PY) -m ruff check .

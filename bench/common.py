@@ -8,7 +8,8 @@ from pathlib import Path
 from typing import Any
 
 RESULTS = Path(__file__).resolve().parent / "results"
-# The benchmarks' stacks use this Redis db on a Redis server; the tests use db 15.
+# The benchmarks' stacks use this Redis db on a Redis server; the tests use db 15 and 13
+# down (tests/services.py).
 BENCH_REDIS_DB = 14
 
 

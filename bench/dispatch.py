@@ -83,7 +83,7 @@ def main() -> int:
         "finished": [],
         "celery_round_trip": [],
     }
-    # Its own database and Redis db: the tests use db 15 and flush it.
+    # Its own database and Redis db: the tests use db 15 and 13 down and flush them.
     with launched_platform(
         services, var_dir, database=BENCH_DATABASE, redis_db=args.redis_db
     ) as platform:

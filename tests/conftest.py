@@ -9,12 +9,12 @@ from typing import Any
 import pytest
 from celery.signals import before_task_publish
 from django.conf import settings
-from django.contrib.auth.models import Group
+from django.contrib.auth.models import Group, Permission
 from django.core.cache import cache
 from rest_framework.test import APIClient
 
 from npulab.accounts.models import Scope
-from npulab.accounts.roles import OPERATORS_GROUP
+from npulab.accounts.roles import OPERATE_PERMISSION, OPERATORS_GROUP
 from npulab.accounts.services import do_issue_api_token
 from npulab.hosts.models import Host
 from npulab.hosts.services import do_issue_host_token, do_register_host
@@ -52,7 +52,15 @@ def staff(db: None) -> Any:
 
 def make_operator(user: Any) -> Any:
     """Give ``user`` the operator role (the operators group, ``npulab.accounts.roles``)."""
-    user.groups.add(Group.objects.get(name=OPERATORS_GROUP))
+    group, made = Group.objects.get_or_create(name=OPERATORS_GROUP)
+    if made:
+        # The migration's group is gone after a transactional test's flush (which of those
+        # ran before depends on how pytest-xdist shared the tests out): made again as it made it.
+        app_label, codename = OPERATE_PERMISSION.split(".")
+        group.permissions.add(
+            Permission.objects.get(content_type__app_label=app_label, codename=codename)
+        )
+    user.groups.add(group)
     return user
 
 

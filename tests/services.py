@@ -53,6 +53,23 @@ def _postgres_usable() -> bool:
         return False
 
 
+# The tests' Redis dbs, one per pytest-xdist worker (gw0, gw1, ...): the end-to-end stack
+# flushes its db at the start, and two stacks on one db would take each other's messages.
+# Db 14 is the benchmarks' (bench/common.py).
+_TESTS_REDIS_DBS = (15, 13, 12, 11, 10, 9, 8, 7)
+
+
+def tests_redis_db() -> int:
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+    index = int(worker.removeprefix("gw") or 0)
+    if index >= len(_TESTS_REDIS_DBS):
+        raise RuntimeError(
+            f"pytest-xdist worker {worker}: at most {len(_TESTS_REDIS_DBS)} workers have a "
+            "Redis db of their own (tests/services.py)"
+        )
+    return _TESTS_REDIS_DBS[index]
+
+
 def detect() -> Services:
     """Explicit NPULAB_TEST_* settings first, then what listens on the standard ports.
 
@@ -80,8 +97,9 @@ def detect() -> Services:
     if redis_url:
         redis_label = redis_url
     elif _listening(REDIS):
-        redis_url = f"redis://{REDIS[0]}:{REDIS[1]}/15"
-        redis_label = f"Redis at {REDIS[0]}:{REDIS[1]} (db 15)"
+        db = tests_redis_db()
+        redis_url = f"redis://{REDIS[0]}:{REDIS[1]}/{db}"
+        redis_label = f"Redis at {REDIS[0]}:{REDIS[1]} (db {db})"
     elif in_ci():
         raise RuntimeError(f"CI=true but Redis is not reachable at {REDIS[0]}:{REDIS[1]}")
     else:

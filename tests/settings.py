@@ -20,6 +20,12 @@ os.environ["NPULAB_BROKER_URL"] = "memory://"
 # The test-only run kind, brought in as a site's own kind would be; the
 # processes the tests start (runners, the e2e stack) see it too.
 os.environ["NPULAB_KINDS"] = "tests.kinds.echo"
+# Each pytest-xdist worker has a test database of its own, so ids repeat across workers: the
+# files named by them (artifacts, profile work, a SQLite database) go in a var dir of its own.
+_WORKER = os.environ.get("PYTEST_XDIST_WORKER")
+if _WORKER:
+    _VAR = os.environ.get("NPULAB_VAR_DIR") or os.path.join(os.path.dirname(__file__), "..", "var")
+    os.environ["NPULAB_VAR_DIR"] = os.path.join(os.path.abspath(_VAR), "xdist", _WORKER)
 
 from npulab.settings import *  # noqa: E402, F403
 

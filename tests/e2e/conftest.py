@@ -20,7 +20,8 @@ DEFAULT_WAIT_MS = 120_000
 
 @pytest.fixture(scope="session")
 def platform(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Platform]:
-    # The tests' Redis db (15) is theirs alone: flushed of the queues of earlier runs.
+    # The tests' Redis db (15, or one per xdist worker) is theirs alone: flushed of the
+    # queues of earlier runs.
     with launched_platform(
         settings.SERVICES,
         tmp_path_factory.mktemp("e2e"),

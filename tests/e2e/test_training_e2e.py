@@ -58,7 +58,8 @@ def test_a_lost_host_restarts_the_run_on_another_host_from_its_checkpoint(
         # The first host dies: its worker and every process of the run.
         platform.kill_worker()
         platform.kill_run_processes(run_id)
-        run = platform.wait(run_id, timeout=240)
+        # 1,300 more steps: minutes on a loaded 2-core machine.
+        run = platform.wait(run_id, timeout=900)
         assert run["status"] == "succeeded", platform.tail()
         first, second = run["attempts"]
         assert (first["host"], first["status"], first["exit_cause"]) == (

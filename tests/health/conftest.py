@@ -7,12 +7,10 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from django.contrib.auth.models import Group
 
-from npulab.accounts.roles import OPERATORS_GROUP
 from npulab.hosts.models import Host
 from npulab.telemetry.services import record_samples
-from tests.conftest import register, token_client
+from tests.conftest import make_operator, register, token_client
 from tests.factories import HostFactory, UserFactory
 
 
@@ -39,9 +37,7 @@ def send() -> Callable[..., None]:
 
 @pytest.fixture
 def operator(db: None) -> Any:
-    user = UserFactory(username="oper")
-    user.groups.add(Group.objects.get(name=OPERATORS_GROUP))
-    return user
+    return make_operator(UserFactory(username="oper"))
 
 
 @pytest.fixture

@@ -12,10 +12,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from django.contrib.auth.models import Group
 from rest_framework.test import APIClient
 
-from npulab.accounts.roles import OPERATORS_GROUP
 from npulab.artifacts.models import Artifact
 from npulab.coverage.models import OpResult
 from npulab.hosts.models import Host
@@ -26,7 +24,7 @@ from npulab.runs.checkpoints import record_checkpoint
 from npulab.runs.models import Checkpoint, Run
 from npulab.runs.scheduler import place_queued_runs
 from npulab.runs.services import do_claim_run, do_submit_run
-from tests.conftest import register
+from tests.conftest import make_operator, register
 from tests.factories import HostFactory, RunFactory, UserFactory
 from tests.runs.test_attempts import TRAINING
 from workers.contract.kinds import validate
@@ -135,9 +133,7 @@ def site(db: None, store: None) -> Site:
 
 @pytest.fixture
 def operator(db: None) -> Any:
-    user = UserFactory(username="oper")
-    user.groups.add(Group.objects.get(name=OPERATORS_GROUP))
-    return user
+    return make_operator(UserFactory(username="oper"))
 
 
 def browser_for(client: Any, user: Any) -> Any:
