@@ -10,7 +10,9 @@ A run directory has one owner at a time: the supervisor takes an ``flock`` on
 descriptor, so the kernel releases the lock only when the last of them is
 gone, however they die. And they do die together: each is started with
 ``die_with_parent``, so a supervisor killed with SIGKILL leaves no orphan
-writing the directory's ``events.jsonl`` and checkpoints.
+writing the directory's ``events.jsonl`` and checkpoints. The ranks of a
+launcher, which neither inherit the lock nor share a registered group, tie
+themselves to it (``tie_rank_to_launcher``).
 """
 
 from __future__ import annotations
@@ -117,6 +119,22 @@ def dying_with_this_process() -> Callable[[], None]:
     """
     parent = os.getpid()
     return lambda: die_with_parent(parent)
+
+
+def tie_rank_to_launcher(run_dir: str) -> None:
+    """In a rank that a launcher (torchrun) started: die with the launcher, stop with the run.
+
+    torchrun starts each rank in a session of its own and closes the other descriptors, so a
+    rank neither holds the owner lock nor is in a registered group: killed with its launcher,
+    it would go on writing the directory. Exits at once if the launcher is already gone (this
+    process was re-parented) or is not the training process the runner registered.
+    """
+    launcher = os.getppid()
+    die_with_parent(launcher)
+    if launcher not in registered_groups(run_dir):
+        sys.stderr.write("npulab: the launcher of this rank is gone; not starting\n")
+        os._exit(1)
+    register_group(run_dir, os.getpgid(0))
 
 
 def register_group(run_dir: str, pgid: int) -> None:

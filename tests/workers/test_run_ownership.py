@@ -140,3 +140,54 @@ def test_a_second_supervisor_refuses_a_live_owner_and_touches_nothing(
     code, stderr, events = run(FAST_SMOKE, run_dir)
     assert code == 0, stderr
     assert events[-1]["status"] == "succeeded"
+
+
+# Each rank of a torchrun launch writes its pid, then waits: torchrun starts every rank in a
+# session of its own, out of the process group the runner registered.
+RANKS_SCRIPT = (
+    "import os, threading\n\n"
+    "with open(f\"rank-{os.environ['LOCAL_RANK']}.pid\", 'w') as handle:\n"
+    "    handle.write(str(os.getpid()))\n"
+    "threading.Event().wait()\n"
+)
+RANKS_TRAINING = {**QUIET_TRAINING, "entry": "ranks.py", "devices": 2}
+
+
+def started_ranks(run_dir: Path) -> list[int]:
+    def pids() -> list[int] | None:
+        try:
+            found = [int((run_dir / f"rank-{rank}.pid").read_text()) for rank in (0, 1)]
+        except (OSError, ValueError):
+            return None
+        return found if all(map(alive, found)) else None
+
+    return wait_for(pids, "both ranks to start")  # type: ignore[return-value]
+
+
+@pytest.mark.parametrize("killed", ["supervisor", "launcher"])
+def test_the_ranks_of_a_launch_die_with_it(
+    tmp_path: Path, killed: str, owners: list[subprocess.Popen]
+) -> None:
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "ranks.py").write_text(RANKS_SCRIPT)
+    owner = start(RANKS_TRAINING, run_dir)
+    owners.append(owner)
+    _, launcher = started_training(run_dir)
+    ranks = started_ranks(run_dir)
+
+    if killed == "supervisor":
+        owner.kill()
+        owner.communicate(timeout=DEADLINE_S)
+    else:
+        os.kill(launcher, signal.SIGKILL)
+
+    for rank in ranks:
+        wait_for(lambda rank=rank: not alive(rank), f"rank process {rank} to die")
+    if killed == "launcher":
+        # The runner saw its training process die and ended the run.
+        owner.communicate(timeout=DEADLINE_S)
+    # No rank is left writing the directory: a new supervisor may take it.
+    code, stderr, events = run(FAST_SMOKE, run_dir)
+    assert code == 0, stderr
+    assert events[-1]["status"] == "succeeded"

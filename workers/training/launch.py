@@ -14,6 +14,10 @@ import runpy
 import sys
 
 from workers.contract.entries import BUILTIN_PREFIX
+from workers.processes import tie_rank_to_launcher
+
+# Set by torch.distributed.run for each rank it starts.
+_LAUNCHED_RANK = "TORCHELASTIC_RUN_ID"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -22,6 +26,9 @@ def main(argv: list[str] | None = None) -> int:
         print("usage: python -m workers.training.launch ENTRY [ARGS...]", file=sys.stderr)
         return 2
     entry, args = argv[0], argv[1:]
+    run_dir = os.environ.get("NPULAB_RUN_DIR")
+    if run_dir and _LAUNCHED_RANK in os.environ:
+        tie_rank_to_launcher(run_dir)
     announce()
     if entry.startswith(BUILTIN_PREFIX):
         from workers.training.builtin import main as run_builtin
