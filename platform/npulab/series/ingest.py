@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterator
+from typing import NamedTuple
 
 from django.db import connection
 from django.db.models import OuterRef, Q, Subquery, Sum
@@ -38,6 +39,26 @@ _TRAILER = struct.pack(">h", -1)
 _ROW = struct.Struct(">hiqiiiqidid").pack
 _ROW_NULL = struct.Struct(">hiqiiiqiid").pack
 _THREADED_COPY_POINTS = 5000
+_SERIES_FIELDS = ("pk", "run_id", "host_id", "device_index", "key", "last_step")
+
+
+class _SeriesRow(NamedTuple):
+    """What a batch needs of a series: its id and last step, and its owner and key to find it.
+
+    Read as plain rows: a telemetry batch looks up a hundred series, and building model
+    instances cost more than the query.
+    """
+
+    pk: int
+    run_id: int | None
+    host_id: int | None
+    device_index: int | None
+    key: str
+    last_step: int | None
+
+    @classmethod
+    def of(cls, series: MetricSeries) -> _SeriesRow:
+        return cls(*(getattr(series, name) for name in _SERIES_FIELDS))
 
 
 def insert_points(owner: Owner, points: dict[str, list[Point]], *, attempt: int = 0) -> None:
@@ -73,7 +94,7 @@ def insert_many(batches: dict[Owner, dict[str, list[Point]]], *, with_rollups: b
         return
     found = _series_many(batches)
     flat: dict[str, list[Point]] = {}
-    series: dict[str, MetricSeries] = {}
+    series: dict[str, _SeriesRow] = {}
     for owner, points in batches.items():
         for key, batch in points.items():
             name = str(len(flat))  # a unique key per (owner, key), for the helpers below
@@ -89,24 +110,35 @@ def insert_many(batches: dict[Owner, dict[str, list[Point]]], *, with_rollups: b
     _add_counts(series, flat)
 
 
-def _add_counts(series: dict[str, MetricSeries], points: dict[str, list[Point]]) -> None:
+def _add_counts(series: dict[str, _SeriesRow], points: dict[str, list[Point]]) -> None:
     """Add each batch's points to its series' count and raise its last step, in the database.
 
-    Plain UPDATEs sent together: bulk_update's CASE per field and row cost more to build than a
-    small batch costs to store.
+    On PostgreSQL one UPDATE for all the series, after locking them: a host's telemetry batch
+    touches a hundred series, and a statement each cost more than its points. Elsewhere one
+    plain UPDATE per series, sent together (bulk_update's CASE per field and row cost more to
+    build than a small batch costs to store).
     """
     # In id order, whoever else updates several series at once does too: no deadlock.
     counts = sorted(
         (
-            (len(batch), high, high, series[key].pk)
+            (series[key].pk, len(batch), max(step for step, _, _ in batch))
             for key, batch in points.items()
-            for high in [max(step for step, _, _ in batch)]
         ),
-        key=lambda count: count[3],
     )
     table = connection.ops.quote_name(MetricSeries._meta.db_table)
     with connection.cursor() as cursor:
-        cursor.executemany(_COUNT.format(table=table), counts)
+        if connection.vendor != "postgresql":
+            cursor.executemany(
+                _COUNT.format(table=table), [(n, high, high, pk) for pk, n, high in counts]
+            )
+            return
+        ids = [pk for pk, _, _ in counts]
+        marks = ", ".join(["%s"] * len(ids))
+        cursor.execute(_LOCK_SERIES.format(table=table, ids=marks), ids)
+        rows = ", ".join(["(%s, %s, %s)"] * len(counts))
+        cursor.execute(
+            _COUNTS.format(table=table, rows=rows), [value for row in counts for value in row]
+        )
 
 
 # Portable (no GREATEST on SQLite): a batch only ever raises a series' last step.
@@ -115,9 +147,16 @@ _COUNT = """
         last_step = CASE WHEN last_step IS NULL OR last_step < %s THEN %s ELSE last_step END
     WHERE id = %s
 """
+# The row locks in id order: the UPDATE's join would take them in whatever order its plan has.
+_LOCK_SERIES = "SELECT 1 FROM {table} WHERE id IN ({ids}) ORDER BY id FOR UPDATE"
+# GREATEST skips a NULL last step.
+_COUNTS = """
+    UPDATE {table} AS s SET points = s.points + v.n, last_step = GREATEST(s.last_step, v.high)
+    FROM (VALUES {rows}) AS v (id, n, high) WHERE s.id = v.id
+"""
 
 
-def _series_many(batches: dict[Owner, dict[str, list[Point]]]) -> dict[tuple, MetricSeries]:
+def _series_many(batches: dict[Owner, dict[str, list[Point]]]) -> dict[tuple, _SeriesRow]:
     """Each (owner, key)'s series, created where missing: two queries for all the owners.
 
     The owners of a batch are mostly one host's devices: asked for as that host's series
@@ -133,19 +172,15 @@ def _series_many(batches: dict[Owner, dict[str, list[Point]]]) -> dict[tuple, Me
     wanted = Q()
     for (field, value), keys in keys_of.items():
         wanted |= Q(**{field: value, "key__in": sorted(keys)})
-    found = {
-        (_row_owner(row), row.key): row
-        for row in MetricSeries.objects.filter(wanted).only(
-            "pk", "run_id", "host_id", "device_index", "key", "last_step"
-        )
-    }
+    rows = map(_SeriesRow._make, MetricSeries.objects.filter(wanted).values_list(*_SERIES_FIELDS))
+    found = {(_row_owner(row), row.key): row for row in rows}
     missing = [
         MetricSeries(**owner.fields(), key=key)
         for owner, points in batches.items()
         for key in points
         if (_owner_key(owner), key) not in found
     ]
-    for created in MetricSeries.objects.bulk_create(missing):
+    for created in map(_SeriesRow.of, MetricSeries.objects.bulk_create(missing)):
         found[(_row_owner(created), created.key)] = created
     return found
 
@@ -154,29 +189,29 @@ def _owner_key(owner: Owner) -> tuple[int | None, int | None, int | None]:
     return (owner.run_id, owner.host_id, owner.device_index)
 
 
-def _row_owner(row: MetricSeries) -> tuple[int | None, int | None, int | None]:
+def _row_owner(row: _SeriesRow) -> tuple[int | None, int | None, int | None]:
     return (row.run_id, row.host_id, row.device_index)
 
 
-def _aggregate(series: dict[str, MetricSeries], points: dict[str, list[Point]]) -> rollups.Blocks:
+def _aggregate(series: dict[str, _SeriesRow], points: dict[str, list[Point]]) -> rollups.Blocks:
     blocks: rollups.Blocks = {}
     for key, batch in points.items():
         blocks.update(rollups.aggregate(series[key].pk, batch))
     return blocks
 
 
-def _series(owner: Owner, keys: list[str]) -> dict[str, MetricSeries]:
+def _series(owner: Owner, keys: list[str]) -> dict[str, _SeriesRow]:
     fields = owner.fields()
-    stored = MetricSeries.objects.filter(**fields, key__in=keys).only("pk", "key", "last_step")
-    found = {s.key: s for s in stored}
+    stored = MetricSeries.objects.filter(**fields, key__in=keys).values_list(*_SERIES_FIELDS)
+    found = {row.key: row for row in map(_SeriesRow._make, stored)}
     missing = [MetricSeries(**fields, key=key) for key in keys if key not in found]
-    for created in MetricSeries.objects.bulk_create(missing):
+    for created in map(_SeriesRow.of, MetricSeries.objects.bulk_create(missing)):
         found[created.key] = created
     return found
 
 
 def _copy(
-    attempt: int, series: dict[str, MetricSeries], points: dict[str, list[Point]]
+    attempt: int, series: dict[str, _SeriesRow], points: dict[str, list[Point]]
 ) -> rollups.Blocks:
     """COPY the points in; their rollups are aggregated while the server takes them."""
     with connection.cursor() as cursor:
@@ -194,7 +229,7 @@ def _copy(
 
 
 def _binary_rows(
-    attempt: int, series: dict[str, MetricSeries], points: dict[str, list[Point]]
+    attempt: int, series: dict[str, _SeriesRow], points: dict[str, list[Point]]
 ) -> Iterator[bytes]:
     yield _HEADER
     for key, batch in points.items():
@@ -211,7 +246,7 @@ def _sql(template: str) -> str:
     return template.format(table=connection.ops.quote_name(Metric._meta.db_table))
 
 
-def _insert(attempt: int, series: dict[str, MetricSeries], points: dict[str, list[Point]]) -> None:
+def _insert(attempt: int, series: dict[str, _SeriesRow], points: dict[str, list[Point]]) -> None:
     rows = [
         (series[key].pk, attempt, step, value, time)
         for key, batch in points.items()
