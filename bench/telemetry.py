@@ -2,8 +2,9 @@
 
 A real stack (gunicorn, the Celery control worker with beat; tests/e2e/platform.py) and this
 script as 64 fake host workers over HTTP, each with its own host token, each sending what a
-host worker sends every interval (workers/host/telemetry.py): one batch of its 8 chips'
-samples plus one of the host itself, to POST /api/v1/agent/telemetry/. The chips' readings
+host worker sends (workers/host/telemetry.py): every ``--send-s`` (the worker's default, or 0:
+every interval) one batch of the rounds sampled meanwhile, a round being its 8 chips' samples
+plus one of the host itself, to POST /api/v1/agent/telemetry/. The chips' readings
 are those of a real capture (8 x 910B3, npu-smi 25.2.0) with a little noise; the hosts'
 phases are spread over the interval as real ones would be.
 
@@ -50,6 +51,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO), str(REPO / "platform")]
 
 from bench.common import BENCH_REDIS_DB, percentile, write_report  # noqa: E402
+from workers.contract.telemetry import DEFAULT_SEND_S  # noqa: E402
 
 HOSTS = 64
 DEVICES = 8
@@ -176,6 +178,12 @@ def main() -> int:
     parser.add_argument("--hosts", type=int, default=HOSTS)
     parser.add_argument("--redis-db", type=int, default=BENCH_REDIS_DB)
     parser.add_argument("--no-chart", action="store_true", help="skip the 7-day chart")
+    parser.add_argument(
+        "--send-s",
+        type=float,
+        default=DEFAULT_SEND_S,
+        help=f"seconds between a host's sends (default {DEFAULT_SEND_S:g}; 0: every interval)",
+    )
     args = parser.parse_args()
 
     from tests.e2e.platform import launched_platform
@@ -235,7 +243,7 @@ def run(platform: Any, args: argparse.Namespace, dsn: str | None) -> dict[str, A
     report: dict[str, Any] = {"hosts": args.hosts, "devices_per_host": DEVICES}
     if not args.no_chart:
         report["history"] = history(platform, sessions[names[0]], chips, rng)
-    report["sustained"] = sustained(platform, sessions, chips, rng, args.minutes, dsn)
+    report["sustained"] = sustained(platform, sessions, chips, rng, args.minutes, dsn, args.send_s)
     report["roll_up_steady"] = roll_up_once(platform)
     if not args.no_chart:
         report["chart_7d"] = chart(platform, names[0], args.repeat)
@@ -287,15 +295,22 @@ def sustained(
     rng: random.Random,
     minutes: float,
     dsn: str | None,
+    send_s: float,
 ) -> dict[str, Any]:
     names = list(sessions)
+    # Rounds a send holds: the intervals since the host's last send.
+    rounds = max(1, round(send_s / INTERVAL_S))
+    period = rounds * INTERVAL_S
     url = f"{platform.url}/api/v1/agent/telemetry/"
     latencies: list[float] = []
     failures: list[str] = []
     lock = threading.Lock()
 
     def send(name: str, when: float) -> None:
-        body = {"samples": batch(chips, when, rng)}
+        samples = []
+        for back in range(rounds - 1, -1, -1):
+            samples += batch(chips, when - back * INTERVAL_S, rng)
+        body = {"samples": samples}
         began = time.perf_counter()
         try:
             response = sessions[name].post(url, json=body, timeout=30)
@@ -315,7 +330,7 @@ def sustained(
             tick = 0
             while time.time() - began < seconds:
                 for n, name in enumerate(names):
-                    due = began + tick * INTERVAL_S + n * INTERVAL_S / len(names)
+                    due = began + tick * period + n * period / len(names)
                     wait = due - time.time()
                     if wait > 0:
                         time.sleep(wait)
@@ -372,7 +387,11 @@ def sustained(
         "idle": idle,
         "loaded": loaded,
         "telemetry_net": net,
-        "samples_per_min": round(loaded["batches"] * (DEVICES + 1) * 60 / loaded["measured_s"]),
+        "send_s": period,
+        "rounds_per_batch": rounds,
+        "samples_per_min": round(
+            loaded["batches"] * rounds * (DEVICES + 1) * 60 / loaded["measured_s"]
+        ),
         "failures": len(failures),
         "first_failures": failures[:3],
         "latency_ms_p50": round(statistics.median(latencies) * 1000, 1),

@@ -8,7 +8,7 @@ import sys
 from typing import Mapping, Sequence
 
 from workers.contract.devices import DEVICE_TYPES
-from workers.contract.telemetry import DEFAULT_INTERVAL_S
+from workers.contract.telemetry import DEFAULT_INTERVAL_S, DEFAULT_SEND_S
 from workers.host.runenv import DEFAULT_ALLOW, parse_allow
 
 
@@ -30,6 +30,7 @@ class HostConfig:
         claim_retry_s: float = 30.0,
         log_level: str = "INFO",
         telemetry_s: float = DEFAULT_INTERVAL_S,
+        telemetry_send_s: float = DEFAULT_SEND_S,
         run_env_allow: Sequence[str] = DEFAULT_ALLOW,
         run_user: str | None = None,
     ):
@@ -46,6 +47,7 @@ class HostConfig:
         self.claim_retry_s = claim_retry_s
         self.log_level = log_level
         self.telemetry_s = telemetry_s  # 0: no device telemetry
+        self.telemetry_send_s = telemetry_send_s  # 0: every sample round
         # The worker's environment variables a run inherits (workers.host.runenv).
         self.run_env_allow = list(run_env_allow)
         # Who runs execute as (workers.host.runuser); None: the worker's own user.
@@ -97,6 +99,13 @@ class HostConfig:
             f"(default {DEFAULT_INTERVAL_S:g})",
         )
         parser.add_argument(
+            "--telemetry-send-s",
+            type=float,
+            default=_float(env, "NPULAB_TELEMETRY_SEND_S", DEFAULT_SEND_S),
+            help="seconds between sends of the samples taken meanwhile, and at once when a "
+            f"device's health changes; 0 sends every round (default {DEFAULT_SEND_S:g})",
+        )
+        parser.add_argument(
             "--run-env-allow",
             default=env.get("NPULAB_RUN_ENV_ALLOW", ",".join(DEFAULT_ALLOW)),
             help="the worker's environment variables a run inherits: names, or prefixes "
@@ -127,6 +136,8 @@ class HostConfig:
             parser.error("--devices must be at least 1")
         if not args.telemetry_s >= 0 or args.telemetry_s == float("inf"):
             parser.error("--telemetry-s must be 0 (off) or a positive number of seconds")
+        if not args.telemetry_send_s >= 0 or args.telemetry_send_s == float("inf"):
+            parser.error("--telemetry-send-s must be 0 (every round) or a number of seconds")
         return cls(
             url=args.url,
             token=token,
@@ -139,6 +150,7 @@ class HostConfig:
             heartbeat_s=args.heartbeat_s,
             log_level=args.log_level.upper(),
             telemetry_s=args.telemetry_s,
+            telemetry_send_s=args.telemetry_send_s,
             run_env_allow=parse_allow(args.run_env_allow),
             run_user=args.run_user or None,
         )

@@ -75,6 +75,7 @@ def main(argv: list[str] | None = None) -> int:
         [device["index"] for device in agent.devices],
         config.telemetry_s,
         stop,
+        config.telemetry_send_s,
     )
     app.conf.broker_url = config.broker_url
     # A run leases at least one device, so more slots than devices never fill.

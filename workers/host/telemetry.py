@@ -1,5 +1,8 @@
 """The host worker's telemetry thread: sample every interval, send in batches.
 
+What was sampled is sent every ``send_s`` (several rounds a request: the platform's cost is
+per request), and at once when a device's health changes, so that an alarm is not held back.
+
 While the platform cannot be reached the samples wait in a bounded in-memory
 backlog (the oldest go first when it is full) and are sent, oldest first, once
 it answers again. A failure streak is logged once when it starts and once when
@@ -35,6 +38,7 @@ class TelemetrySender:
         device_type: str,
         indices: list[int],
         interval_s: float = contract.DEFAULT_INTERVAL_S,
+        send_s: float = 0.0,
         max_backlog: int = MAX_BACKLOG,
         max_batch: int = contract.MAX_BATCH,
         sample: Callable[[str, list[int] | None], list[dict[str, Any]]] = telemetry.sample,
@@ -43,6 +47,7 @@ class TelemetrySender:
         self.device_type = device_type
         self.indices = list(indices)
         self.interval_s = interval_s
+        self.send_s = send_s  # 0: every round
         self.max_backlog = max(1, max_backlog)
         self.max_batch = max(1, min(max_batch, contract.MAX_BATCH))
         self._sample = sample
@@ -52,22 +57,46 @@ class TelemetrySender:
         self._failing = ""  # why the current streak started; "" while sending works
         self._failures = 0
         self._refused = 0  # samples refused (4xx) in the current streak
+        self._sent_at: float | None = None  # monotonic time of the last successful send
+        self._health: dict[Any, str] = {}  # each device's health in the newest round
 
     def tick(self) -> None:
-        self.collect()
-        self.flush()
+        changed = self.collect()
+        if self._due(changed):
+            self.flush()
 
-    def collect(self) -> None:
-        """Take one round of samples into the backlog, dropping the oldest beyond its bound."""
+    def _due(self, health_changed: bool) -> bool:
+        """Whether to send now: the first round, every ``send_s``, a health change, a full batch;
+        and every round while the platform is failing, as before a streak."""
+        return (
+            health_changed
+            or self._sent_at is None
+            or self._failing != ""
+            or len(self.backlog) >= self.max_batch
+            or time.monotonic() - self._sent_at >= self.send_s
+        )
+
+    def collect(self) -> bool:
+        """Take one round of samples into the backlog, dropping the oldest beyond its bound.
+
+        True when a device's health differs from its previous round's (or is new).
+        """
+        changed = False
         for raw in self._sample(self.device_type, self.indices):
             try:
-                self.backlog.append(contract.validate_sample(raw))
+                sample = contract.validate_sample(raw)
             except contract.SampleInvalid as exc:
                 # A sampler's bug: the platform would refuse it too.
                 log.warning("telemetry: dropped a sample of device %s: %s", raw.get("index"), exc)
+                continue
+            self.backlog.append(sample)
+            health = sample.get("health")
+            if self._health.get(sample.get("index")) != health:
+                changed = True
+                self._health[sample.get("index")] = health
         excess = len(self.backlog) - self.max_backlog
         if excess <= 0:
-            return
+            return changed
         if not self.dropped:
             log.warning(
                 "telemetry: backlog full (%d samples); dropping the oldest until the platform "
@@ -76,6 +105,7 @@ class TelemetrySender:
             )
         self._pop(excess)
         self.dropped += excess
+        return changed
 
     def flush(self) -> bool:
         """Send the backlog, oldest first, in batches; False when the platform is away."""
@@ -100,6 +130,7 @@ class TelemetrySender:
                 continue
             self._pop(len(batch))
             self.sent += len(batch)
+            self._sent_at = time.monotonic()
             self._recovered()
             if self._refused:
                 log.warning(
@@ -176,12 +207,13 @@ def start(
     indices: list[int],
     interval_s: float,
     stop: threading.Event,
+    send_s: float = contract.DEFAULT_SEND_S,
 ) -> threading.Thread | None:
     """The telemetry thread, started; None when ``interval_s`` is 0 (telemetry off)."""
     if interval_s <= 0:
         log.info("telemetry is off (NPULAB_TELEMETRY_S=0)")
         return None
-    sender = TelemetrySender(client, device_type, indices, interval_s)
+    sender = TelemetrySender(client, device_type, indices, interval_s, send_s=send_s)
     thread = threading.Thread(target=sender.run, args=(stop,), name="telemetry", daemon=True)
     thread.start()
     return thread

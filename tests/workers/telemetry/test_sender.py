@@ -122,6 +122,61 @@ def test_a_round_posts_the_samples_with_the_host_token(platform: Platform) -> No
     assert not telemetry.backlog
 
 
+class Clock:
+    """The sender's monotonic clock, moved by the test."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.now = 1000.0
+        monkeypatch.setattr(host_telemetry.time, "monotonic", lambda: self.now)
+
+
+def test_rounds_wait_for_the_send_interval_and_go_in_one_request(
+    platform: Platform, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clock = Clock(monkeypatch)
+    telemetry = sender(platform, Counter(), interval_s=10.0, send_s=30.0)
+    telemetry.tick()  # the first round goes at once: the host page has readings from the start
+    for _ in range(2):
+        clock.now += 10
+        telemetry.tick()
+    assert len(platform.bodies) == 1
+    assert len(telemetry.backlog) == 4
+    clock.now += 10
+    telemetry.tick()
+    assert [times(body["samples"]) for body in platform.bodies] == [
+        [1.0, 2.0],
+        [3.0, 4.0, 5.0, 6.0, 7.0, 8.0],
+    ]
+    assert not telemetry.backlog
+
+
+class Alarming:
+    """Device 0 turns from OK to ALARM in round ``turns_at`` (counted from 1)."""
+
+    def __init__(self, turns_at: int) -> None:
+        self.turns_at = turns_at
+        self.rounds = 0
+
+    def __call__(self, device_type: str, indices: list[int] | None) -> list[dict[str, Any]]:
+        self.rounds += 1
+        health = "ALARM" if self.rounds >= self.turns_at else "OK"
+        return [contract.sample(float(self.rounds), 0, health=health)]
+
+
+def test_a_health_change_is_sent_at_once(
+    platform: Platform, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clock = Clock(monkeypatch)
+    telemetry = sender(platform, Alarming(turns_at=3), interval_s=10.0, send_s=60.0)
+    for _ in range(4):
+        telemetry.tick()
+        clock.now += 10
+    # Round 1 (the first), round 3 (the alarm) with round 2 before it; round 4 waits.
+    assert [times(body["samples"]) for body in platform.bodies] == [[1.0], [2.0, 3.0]]
+    assert [sample["health"] for sample in platform.samples()] == ["OK", "OK", "ALARM"]
+    assert times(list(telemetry.backlog)) == [4.0]
+
+
 def test_while_the_platform_is_away_samples_wait_and_go_in_order_after(
     platform: Platform, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -215,9 +270,11 @@ def test_an_invalid_sample_is_dropped_before_sending(platform: Platform) -> None
 def test_the_thread_samples_for_real_until_stopped(platform: Platform) -> None:
     stop = threading.Event()
     client = PlatformClient(platform.url, TOKEN)
-    thread = host_telemetry.start(client, "cpu", [0], 0.05, stop)
+    thread = host_telemetry.start(client, "cpu", [0], 0.05, stop, send_s=1.0)
     assert thread is not None
     wait_until(lambda: len(platform.bodies) >= 3, "three telemetry posts")
+    # Several rounds a post, after the first.
+    assert len(platform.samples()) > 2 * len(platform.bodies)
     stop.set()
     thread.join(timeout=30)
     assert not thread.is_alive()
@@ -245,6 +302,19 @@ def test_the_interval_is_configured_by_flag_or_environment(monkeypatch: pytest.M
     assert config([], monkeypatch).telemetry_s == contract.DEFAULT_INTERVAL_S
     assert config([], monkeypatch, NPULAB_TELEMETRY_S="30").telemetry_s == 30.0
     assert config(["--telemetry-s", "0"], monkeypatch, NPULAB_TELEMETRY_S="30").telemetry_s == 0.0
+
+
+def test_the_send_interval_is_configured_by_flag_or_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("NPULAB_TELEMETRY_SEND_S", raising=False)
+    assert config([], monkeypatch).telemetry_send_s == contract.DEFAULT_SEND_S
+    assert config([], monkeypatch, NPULAB_TELEMETRY_SEND_S="5").telemetry_send_s == 5.0
+    argv = ["--telemetry-send-s", "0"]
+    assert config(argv, monkeypatch, NPULAB_TELEMETRY_SEND_S="5").telemetry_send_s == 0.0
+    for bad in ("-1", "inf", "nan"):
+        with pytest.raises(SystemExit):
+            config(["--telemetry-send-s", bad], monkeypatch)
 
 
 @pytest.mark.parametrize(
