@@ -114,9 +114,9 @@ def _add_counts(series: dict[str, _SeriesRow], points: dict[str, list[Point]]) -
     """Add each batch's points to its series' count and raise its last step, in the database.
 
     On PostgreSQL one UPDATE for all the series, after locking them: a host's telemetry batch
-    touches a hundred series, and a statement each cost more than its points. Elsewhere one
-    plain UPDATE per series, sent together (bulk_update's CASE per field and row cost more to
-    build than a small batch costs to store).
+    touches a hundred series, and a statement each cost more than its points. For one series
+    (a training run's loss), and on SQLite, one plain UPDATE per series, sent together
+    (bulk_update's CASE per field and row cost more to build than a small batch to store).
     """
     # In id order, whoever else updates several series at once does too: no deadlock.
     counts = sorted(
@@ -127,7 +127,7 @@ def _add_counts(series: dict[str, _SeriesRow], points: dict[str, list[Point]]) -
     )
     table = connection.ops.quote_name(MetricSeries._meta.db_table)
     with connection.cursor() as cursor:
-        if connection.vendor != "postgresql":
+        if connection.vendor != "postgresql" or len(counts) == 1:
             cursor.executemany(
                 _COUNT.format(table=table), [(n, high, high, pk) for pk, n, high in counts]
             )
