@@ -7,7 +7,7 @@ import json
 import pytest
 
 from tests.e2e.platform import HOST, Platform
-from tests.workers.host.fakes import wait_until
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
 

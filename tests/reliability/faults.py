@@ -17,28 +17,16 @@ import signal
 import socket
 import subprocess
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import redis
 
 from tests.e2e.conftest import require
 from tests.e2e.platform import free_port
+from tests.waiting import wait_until
 
 REDIS_SERVER = shutil.which("redis-server") or "/usr/bin/redis-server"
-
-
-def wait_until(condition: Callable[[], object], timeout: float, what: str) -> object:
-    """Poll ``condition`` until it is true; AssertionError naming ``what`` past ``timeout``."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
-        time.sleep(0.1)
 
 
 class TcpProxy:
@@ -167,7 +155,7 @@ class PrivateRedis:
                 assert self.process.poll() is None, "redis-server exited"
                 return False
 
-        wait_until(answers, timeout, f"redis-server on port {self.port}")
+        wait_until(answers, f"redis-server on port {self.port}", timeout)
 
     def kill(self) -> None:
         """kill -9: every queued message and every connection goes with it."""

@@ -21,9 +21,10 @@ from rest_framework.test import APIClient
 from npulab.artifacts.models import Artifact
 from npulab.runs.models import Run
 from tests.e2e.conftest import require
-from tests.reliability.faults import can_mount, private_redis, small_filesystem, wait_until
+from tests.reliability.faults import can_mount, private_redis, small_filesystem
 from tests.reliability.stacks import events_once, log_lines, own_database, running_platform
 from tests.runs.test_attempts import started
+from tests.waiting import wait_until
 
 FULL = "the artifact store is full"
 STEPS, EVERY = 1000, 100
@@ -76,7 +77,7 @@ def test_a_full_artifact_store_delays_checkpoints_and_corrupts_nothing(tmp_path:
                 assert run["status"] in ("queued", "dispatched", "running"), run
                 return [c for c in run["checkpoints"] if c["status"] == "stored"]
 
-            before = wait_until(stored, 180, "a first stored checkpoint")
+            before = wait_until(stored, "a first stored checkpoint", 180)
             filler = fill(store)
             full_at = time.monotonic()
 
@@ -84,7 +85,7 @@ def test_a_full_artifact_store_delays_checkpoints_and_corrupts_nothing(tmp_path:
                 run = platform.run(run_id)
                 return [c for c in run["checkpoints"] if FULL in c["status_reason"]]
 
-            refused = wait_until(waiting, 180, "a checkpoint that waits for room")
+            refused = wait_until(waiting, "a checkpoint that waits for room", 180)
             said = time.monotonic() - full_at
             reason = refused[0]["status_reason"]
             assert refused[0]["status"] == "on_host"

@@ -28,8 +28,9 @@ from npulab.web import stack
 from tests.conftest import register
 from tests.e2e.platform import HOST
 from tests.factories import HostFactory
-from tests.reliability.faults import private_redis, wait_until
+from tests.reliability.faults import private_redis
 from tests.reliability.stacks import log_lines, own_database, run_once_each, running_platform
+from tests.waiting import wait_until
 
 PASSES = 8
 ROUNDS = 5
@@ -129,7 +130,7 @@ def test_a_second_worker_on_the_same_work_directory_leaves_the_first_alone(
                     platform.url, platform.var_dir / f"{HOST}.token", broker.url, work
                 ),
             )
-            wait_until(lambda: second.returncode is not None, 120, "the second worker to exit")
+            wait_until(lambda: second.returncode is not None, "the second worker to exit", 120)
             refused = time.monotonic() - started
             said = [line for line in log_lines(platform, "worker-second") if "ERROR" in line]
             assert second.returncode == 1, platform.tail()

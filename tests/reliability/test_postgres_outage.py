@@ -19,7 +19,7 @@ import requests
 from django.conf import settings
 
 from tests.e2e.conftest import require
-from tests.reliability.faults import TcpProxy, private_redis, wait_until
+from tests.reliability.faults import TcpProxy, private_redis
 from tests.reliability.stacks import (
     events_once,
     log_lines,
@@ -29,6 +29,7 @@ from tests.reliability.stacks import (
     with_port,
 )
 from tests.services import POSTGRES
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -70,8 +71,8 @@ def test_the_stack_rides_out_a_postgresql_outage(tmp_path: Path) -> None:
             platform.wait(run_id, {"running"})
             wait_until(
                 lambda: platform.api("GET", f"runs/{run_id}/metrics/").json()["metrics"],
-                60,
                 "the run's first metrics",
+                60,
             )
 
             proxy.stop()
@@ -84,7 +85,7 @@ def test_the_stack_rides_out_a_postgresql_outage(tmp_path: Path) -> None:
             proxy.start()
             up_at = time.monotonic()
 
-            wait_until(lambda: healthz(platform.url) == 200, 120, "the web server to answer")
+            wait_until(lambda: healthz(platform.url) == 200, "the web server to answer", 120)
             web_back = time.monotonic() - up_at
             after = platform.submit(matmul_size=256, train_steps=20)["id"]
             assert platform.wait(after, timeout=600)["status"] == "succeeded", platform.tail()

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.reliability.faults import private_redis, wait_until
+from tests.reliability.faults import private_redis
 from tests.reliability.stacks import (
     events_once,
     log_lines,
@@ -23,6 +23,7 @@ from tests.reliability.stacks import (
     run_once_each,
     running_platform,
 )
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -53,8 +54,8 @@ def test_runs_queued_and_dispatching_survive_a_killed_redis(tmp_path: Path) -> N
             run_ids = [platform.submit(**FAST)["id"] for _ in range(RUNS)]
             wait_until(
                 lambda: any(platform.run(i)["status"] == "running" for i in run_ids),
-                120,
                 "a run to start",
+                120,
             )
             states = sorted(platform.run(i)["status"] for i in run_ids)
 
@@ -67,8 +68,8 @@ def test_runs_queued_and_dispatching_survive_a_killed_redis(tmp_path: Path) -> N
                     any(RECONNECTING["consumer"] in line for line in log_lines(platform, name))
                     for name in ("control", "worker-e2e-cpu")
                 ),
-                120,
                 "both consumers to retry the broker",
+                120,
             )
             broker.start()
             restarted_at = time.monotonic()

@@ -6,12 +6,12 @@ import hashlib
 import os
 import signal
 import subprocess
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.waiting import wait_until
 from tests.workers.test_run_cli import FAST_SMOKE, run, start
 from workers.contract.exits import EXIT_RUN_DIR_BUSY
 from workers.processes import GROUPS_FILE, OWNER_LOCK_FILE
@@ -29,13 +29,7 @@ DEADLINE_S = 120.0
 
 
 def wait_for(condition: Callable[[], object], what: str) -> object:
-    deadline = time.monotonic() + DEADLINE_S
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"not within {DEADLINE_S} s: {what}")
+    return wait_until(condition, what, DEADLINE_S)
 
 
 def alive(pid: int) -> bool:

@@ -7,10 +7,10 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from tests.paths import REPO_DIR
+from tests.waiting import wait_until
 from tests.workers.coverage.conftest import RUN_DEADLINE_S, run_spec
 
 FAULTS = "tests.workers.coverage.fault_ops"
@@ -82,12 +82,8 @@ def _children_of(pid: int) -> list[int]:
     return found
 
 
-def _wait_for(condition, what: str, deadline_s: float = RUN_DEADLINE_S) -> None:
-    deadline = time.monotonic() + deadline_s
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
+def _wait_for(condition, what: str) -> None:
+    wait_until(condition, what, RUN_DEADLINE_S)
 
 
 def test_a_killed_runner_takes_its_children_with_it(tmp_path: Path) -> None:

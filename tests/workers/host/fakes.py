@@ -1,4 +1,4 @@
-"""An in-memory platform for the host agent's tests, and a way to wait for things.
+"""An in-memory platform for the host agent's tests.
 
 ``FakePlatform`` implements the methods of ``workers.host.client.PlatformClient``
 with the platform's rules for an events batch (``runs.services.do_ingest_events``):
@@ -24,20 +24,6 @@ from typing import Any
 from workers.contract.events import NDJSON, line_event
 from workers.host.client import PlatformRejected, PlatformUnavailable
 from workers.host.config import HostConfig
-
-DEADLINE_S = 30.0
-
-
-def wait_until(condition: Callable[[], Any], what: str, timeout: float = DEADLINE_S) -> Any:
-    """Poll ``condition`` until it is truthy and return it; fail naming ``what`` after timeout."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.02)
 
 
 def process_alive(pid: int) -> bool:

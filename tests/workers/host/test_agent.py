@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from tests.workers.host.fakes import FakePlatform, host_config, wait_until
+from tests.waiting import wait_until
+from tests.workers.host.fakes import FakePlatform, host_config
 from workers.host import agent as agent_module
 from workers.host.agent import HostAgent
 from workers.host.client import PlatformRejected

@@ -16,7 +16,8 @@ from typing import Any
 
 import pytest
 
-from tests.workers.host.fakes import FakePlatform, process_alive, wait_until
+from tests.waiting import wait_until
+from tests.workers.host.fakes import FakePlatform, process_alive
 from workers.contract.events import EVENTS_FILE
 from workers.events import iter_events
 from workers.host import agent as agent_module

@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from tests.workers.host.fakes import FakePlatform, wait_until
+from tests.waiting import wait_until
+from tests.workers.host.fakes import FakePlatform
 from workers.contract.events import EVENTS_FILE
 from workers.events import EventWriter, iter_events
 from workers.host.client import PlatformUnavailable

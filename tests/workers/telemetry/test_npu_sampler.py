@@ -7,7 +7,8 @@ import time
 
 import pytest
 
-from tests.workers.host.fakes import process_alive, wait_until
+from tests.waiting import wait_until
+from tests.workers.host.fakes import process_alive
 from tests.workers.telemetry.conftest import DOC, INFO, OTHER, FakeTool, dcmi_error, section
 from workers import telemetry
 from workers.contract import telemetry as contract

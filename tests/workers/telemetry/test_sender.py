@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.workers.host.fakes import wait_until
+from tests.waiting import wait_until
 from workers.contract import telemetry as contract
 from workers.host import telemetry as host_telemetry
 from workers.host.client import PlatformClient

@@ -1,0 +1,25 @@
+"""How a test waits: on a condition, up to a generous deadline, never for a fixed time."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+# In-process waits (a thread, a fake platform); a test that waits on processes it started
+# gives its own, longer, deadline: they must hold on a loaded 2-core machine.
+DEADLINE_S = 30.0
+
+
+def wait_until(
+    condition: Callable[[], Any], what: str, timeout: float = DEADLINE_S, poll_s: float = 0.02
+) -> Any:
+    """Poll ``condition`` until it is truthy and return it; fail naming ``what`` after timeout."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
+        time.sleep(poll_s)
