@@ -1,4 +1,4 @@
-"""What the benchmark scripts share: percentiles and where their reports go."""
+"""What the benchmark scripts share: percentiles, where their reports go, their database."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import json
 import statistics
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 RESULTS = Path(__file__).resolve().parent / "results"
 # The benchmarks' stacks use this Redis db on a Redis server; the tests use db 15 and 13
@@ -36,3 +37,10 @@ def stats(samples: list[float], scale: float = 1.0, digits: int = 3) -> dict[str
         "max": round(max(samples) * scale, digits),
         "n": len(samples),
     }
+
+
+def database_dsn(server_url: str, database: str) -> str | None:
+    """The URL of ``database`` on the PostgreSQL server of ``server_url``; None for SQLite."""
+    if not server_url:
+        return None
+    return urlunsplit(urlsplit(server_url)._replace(path="/" + database))

@@ -39,12 +39,11 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO), str(REPO / "platform")]
 
-from bench.common import BENCH_REDIS_DB, percentile, write_report  # noqa: E402
+from bench.common import BENCH_REDIS_DB, database_dsn, percentile, write_report  # noqa: E402
 from bench.telemetry import CpuMeter  # noqa: E402
 from bench.training import FakeHost, metric_batches  # noqa: E402
 
@@ -105,10 +104,7 @@ def main() -> int:
         with launched_platform(
             services, var_dir, database=BENCH_DATABASE, redis_db=args.redis_db, host_worker=False
         ) as platform:
-            dsn = None
-            if services.database_url:
-                parts = urlsplit(services.database_url)
-                dsn = urlunsplit(parts._replace(path="/" + BENCH_DATABASE))
+            dsn = database_dsn(services.database_url, BENCH_DATABASE)
             report = run(platform, sizes, args, dsn)
     finally:
         shutil.rmtree(var_dir, ignore_errors=True)

@@ -45,12 +45,11 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO), str(REPO / "platform")]
 
-from bench.common import BENCH_REDIS_DB, percentile, write_report  # noqa: E402
+from bench.common import BENCH_REDIS_DB, database_dsn, percentile, write_report  # noqa: E402
 from workers.contract.telemetry import DEFAULT_SEND_S  # noqa: E402
 
 HOSTS = 64
@@ -194,10 +193,7 @@ def main() -> int:
     with launched_platform(
         services, var_dir, database=BENCH_DATABASE, redis_db=args.redis_db, host_worker=False
     ) as platform:
-        dsn = None
-        if services.database_url:
-            parts = urlsplit(services.database_url)
-            dsn = urlunsplit(parts._replace(path="/" + BENCH_DATABASE))
+        dsn = database_dsn(services.database_url, BENCH_DATABASE)
         report = run(platform, args, dsn)
     report["machine"] = {
         "cpus": os.cpu_count(),
