@@ -6,6 +6,7 @@ import factory
 from django.contrib.auth import get_user_model
 
 from npulab.hosts.models import Host
+from npulab.projects.models import default_project
 from npulab.runs.models import Run
 from workers.contract.kinds import validate
 
@@ -37,3 +38,4 @@ class RunFactory(factory.django.DjangoModelFactory):
     device_type = factory.LazyAttribute(lambda run: run.spec["device_type"])
     devices = factory.LazyAttribute(lambda run: run.spec["devices"])
     submitted_by = factory.SubFactory(UserFactory)
+    project = factory.LazyFunction(default_project)

@@ -23,6 +23,7 @@ STAGING = """
 import json
 from django.utils import timezone
 from npulab.hosts.models import Host
+from npulab.projects.models import default_project
 from npulab.runs.models import Run
 from npulab.snapshots.models import Snapshot
 from npulab.snapshots.services import do_record_snapshot
@@ -37,6 +38,7 @@ spec = validate({{"kind": "smoke", "device_type": "cpu"}})
 def ended(status, cause, summary, reason=""):
     return Run.objects.create(
         kind="smoke", spec=spec, device_type="cpu", status=status, snapshot=target,
+        project=default_project(),
         finished_at=timezone.now(), exit_cause=cause, exit_reason=reason,
         result={{"status": status, "summary": summary}},
     )

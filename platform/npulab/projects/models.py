@@ -121,5 +121,6 @@ def default_pool_pk() -> int:
 
 
 def default_project_pk() -> int:
+    """Migration runs 0012's default: the project the runs that existed then went to."""
     found = Project.objects.filter(slug=DEFAULT_PROJECT).values_list("pk", flat=True).first()
     return found if found is not None else default_project().pk

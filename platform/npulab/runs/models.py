@@ -11,7 +11,7 @@ from django.utils.functional import cached_property
 
 from npulab.core.errors import InvalidTransition
 from npulab.hosts.models import DeviceType, Host
-from npulab.projects.models import Project, default_project_pk
+from npulab.projects.models import Project
 from workers.contract import kinds
 from workers.contract.redact import redact_env
 
@@ -103,9 +103,9 @@ class Run(models.Model):
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
     )
     # Who may see the run, and which hosts it may go to (the project's pools).
-    project = models.ForeignKey(
-        Project, on_delete=models.PROTECT, default=default_project_pk, related_name="runs"
-    )
+    # No default: whoever makes a run names its project (do_submit_run), and a run built in
+    # memory costs no query.
+    project = models.ForeignKey(Project, on_delete=models.PROTECT, related_name="runs")
     snapshot = models.ForeignKey(
         "snapshots.Snapshot",
         null=True,
