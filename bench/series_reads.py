@@ -64,6 +64,8 @@ def main() -> int:
         database_url, drop = create_postgres_database(services.database_url, BENCH_DATABASE)
     os.environ["DATABASE_URL"] = database_url
     os.environ.setdefault("NPULAB_SECRET_KEY", "bench-only")
+    # No broker: the run that owns the series is never placed.
+    os.environ.setdefault("NPULAB_BROKER_URL", "memory://")
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "npulab.settings")
     import django
 
