@@ -13,6 +13,9 @@ PYTEST_ARGS ?=
 # One pytest process per core (pytest-xdist); a test module stays in one process, so its
 # module-scoped stacks start once. TEST_WORKERS=0 runs everything in this process.
 TEST_WORKERS ?= auto
+# schemathesis makes an item per API operation only in a process of its own: under xdist its
+# tests ran as one item each. They run after the rest (PYTEST_ARGS is for the rest).
+FUZZ_TESTS := tests/schema/test_schemathesis.py
 # The REST API's last release: `make lint` fails on a change that breaks its clients.
 API_RELEASE ?= docs/api-releases/0.1.0.yaml
 
@@ -48,7 +51,8 @@ run: $(VENV)/.run-deps var/secret_key
 	$(PY) manage.py standalone --port $(PORT)
 
 test: $(VENV)/.test-deps
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --ignore=$(FUZZ_TESTS) $(PYTEST_ARGS)
+	$(PY) -m pytest -p no:xdist $(FUZZ_TESTS)
 
 lint: $(VENV)/.test-deps var/secret_key
 	$(PY) -m ruff check .
