@@ -47,6 +47,7 @@ def chromium_path() -> str | None:
 
 TERMINAL = {"succeeded", "failed", "cancelled", "lost", "expired"}
 HOST = "e2e-cpu"
+MANAGE_TIMEOUT_S = 600
 USER, PASSWORD = "e2e", "e2e-password-not-secret"
 
 
@@ -198,7 +199,8 @@ class Platform:
             env=self.env,
             capture_output=True,
             text=True,
-            timeout=120,
+            # A fresh database's migrations take minutes on a loaded 2-core machine.
+            timeout=MANAGE_TIMEOUT_S,
         )
         if done.returncode != 0:
             raise RuntimeError(f"manage.py {' '.join(args)} failed:\n{done.stderr}")
@@ -212,7 +214,7 @@ class Platform:
 
     def start_web(self) -> None:
         web = self.start("web", stack.web_argv("127.0.0.1", self.port, workers=1))
-        stack.wait_for_http(f"{self.url}/healthz", timeout=60, process=web)
+        stack.wait_for_http(f"{self.url}/healthz", timeout=180, process=web)
 
     def stop_web(self) -> None:
         self.processes["web"].stop()

@@ -5,8 +5,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,9 +13,7 @@ from urllib.parse import urlsplit, urlunsplit
 from django.conf import settings
 
 from tests.e2e.platform import Platform, create_postgres_database
-from tests.paths import REPO_DIR
 
-MANAGE_TIMEOUT_S = 600
 # The platform's timeouts, short enough that a test sees the repairs in seconds.
 FAST_REPAIRS = {
     # A dispatched run whose message the broker lost goes back to the queue after this.
@@ -43,23 +39,6 @@ def postgres_database(server_url: str, name: str) -> Iterator[str]:
         drop()
 
 
-class PatientPlatform(Platform):
-    """The end-to-end platform, whose set-up commands may take as long as a loaded
-    machine needs: a fresh database's migrations take minutes beside other sessions."""
-
-    def manage(self, *args: str) -> str:
-        done = subprocess.run(
-            [sys.executable, str(REPO_DIR / "manage.py"), *args],
-            env=self.env,
-            capture_output=True,
-            text=True,
-            timeout=MANAGE_TIMEOUT_S,
-        )
-        if done.returncode != 0:
-            raise RuntimeError(f"manage.py {' '.join(args)} failed:\n{done.stderr}")
-        return done.stdout.strip()
-
-
 def own_database(var_dir: Path, label: str) -> contextlib.AbstractContextManager[str]:
     """The test's own database: on the PostgreSQL server when there is one, else SQLite."""
     server = settings.SERVICES.database_url
@@ -73,7 +52,7 @@ def running_platform(
     var_dir: Path, database_url: str, broker_url: str, **env: str
 ) -> Iterator[Platform]:
     """The web server, the control worker with beat and a CPU host worker, stopped after."""
-    platform = PatientPlatform(var_dir, database_url, broker_url)
+    platform = Platform(var_dir, database_url, broker_url)
     platform.env.update(FAST_REPAIRS)
     platform.env.update(env)
     try:
