@@ -6,7 +6,7 @@ host worker sends (workers/host/telemetry.py): every ``--send-s`` (the worker's 
 every interval) one batch of the rounds sampled meanwhile, a round being its 8 chips' samples
 plus one of the host itself, to POST /api/v1/agent/telemetry/. The chips' readings
 are those of a real capture (8 x 910B3, npu-smi 25.2.0) with a little noise; the hosts'
-phases are spread over the interval as real ones would be.
+phases are spread over the send period as real ones would be.
 
 Measured over ``--minutes`` of real time, after a warm-up minute:
 

@@ -25,6 +25,15 @@ LONG_TRAINING = {
 # Writes nothing, so no broken pipe stops it when its supervisor is gone.
 QUIET_TRAINING = {"kind": "training", "device_type": "cpu", "entry": "quiet.py"}
 QUIET_SCRIPT = "import threading\n\nthreading.Event().wait()\n"
+# Each rank of a torchrun launch writes its pid, then waits: torchrun starts every rank in a
+# session of its own, out of the process group the runner registered.
+RANKS_SCRIPT = (
+    "import os, threading\n\n"
+    "with open(f\"rank-{os.environ['LOCAL_RANK']}.pid\", 'w') as handle:\n"
+    "    handle.write(str(os.getpid()))\n"
+    "threading.Event().wait()\n"
+)
+RANKS_TRAINING = {**QUIET_TRAINING, "entry": "ranks.py", "devices": 2}
 DEADLINE_S = 120.0
 
 
@@ -72,6 +81,19 @@ def owners() -> Iterator[list[subprocess.Popen]]:
             process.communicate(timeout=DEADLINE_S)
 
 
+def start_owner(
+    tmp_path: Path, spec: dict, owners: list[subprocess.Popen]
+) -> tuple[Path, subprocess.Popen]:
+    """A supervisor of ``spec`` on a new run directory holding the tests' scripts."""
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "quiet.py").write_text(QUIET_SCRIPT)
+    (run_dir / "ranks.py").write_text(RANKS_SCRIPT)
+    owner = start(spec, run_dir)
+    owners.append(owner)
+    return run_dir, owner
+
+
 def stop_owner(owner: subprocess.Popen) -> None:
     owner.send_signal(signal.SIGTERM)
     owner.communicate(timeout=DEADLINE_S)
@@ -81,11 +103,7 @@ def stop_owner(owner: subprocess.Popen) -> None:
 def test_children_die_with_a_killed_supervisor(
     tmp_path: Path, spec: dict, owners: list[subprocess.Popen]
 ) -> None:
-    run_dir = tmp_path / "run"
-    run_dir.mkdir()
-    (run_dir / "quiet.py").write_text(QUIET_SCRIPT)
-    owner = start(spec, run_dir)
-    owners.append(owner)
+    run_dir, owner = start_owner(tmp_path, spec, owners)
     child, training = started_training(run_dir)
     assert holds_owner_lock(child, run_dir)
     assert holds_owner_lock(training, run_dir)
@@ -136,17 +154,6 @@ def test_a_second_supervisor_refuses_a_live_owner_and_touches_nothing(
     assert events[-1]["status"] == "succeeded"
 
 
-# Each rank of a torchrun launch writes its pid, then waits: torchrun starts every rank in a
-# session of its own, out of the process group the runner registered.
-RANKS_SCRIPT = (
-    "import os, threading\n\n"
-    "with open(f\"rank-{os.environ['LOCAL_RANK']}.pid\", 'w') as handle:\n"
-    "    handle.write(str(os.getpid()))\n"
-    "threading.Event().wait()\n"
-)
-RANKS_TRAINING = {**QUIET_TRAINING, "entry": "ranks.py", "devices": 2}
-
-
 def started_ranks(run_dir: Path) -> list[int]:
     def pids() -> list[int] | None:
         try:
@@ -162,11 +169,7 @@ def started_ranks(run_dir: Path) -> list[int]:
 def test_the_ranks_of_a_launch_die_with_it(
     tmp_path: Path, killed: str, owners: list[subprocess.Popen]
 ) -> None:
-    run_dir = tmp_path / "run"
-    run_dir.mkdir()
-    (run_dir / "ranks.py").write_text(RANKS_SCRIPT)
-    owner = start(RANKS_TRAINING, run_dir)
-    owners.append(owner)
+    run_dir, owner = start_owner(tmp_path, RANKS_TRAINING, owners)
     _, launcher = started_training(run_dir)
     ranks = started_ranks(run_dir)
 
