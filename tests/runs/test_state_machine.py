@@ -8,13 +8,6 @@ from npulab.runs.models import InvalidTransition, Run
 from workers.contract import exits
 
 S = Run.Status
-
-
-def unsaved_run(**fields: object) -> Run:
-    """A run in memory only: a project id given, since the field's default reads the database."""
-    return Run(project_id=0, **fields)
-
-
 ALLOWED = {
     (S.QUEUED, S.DISPATCHED),
     (S.QUEUED, S.CANCELLED),
@@ -39,7 +32,7 @@ ALLOWED = {
 
 @pytest.mark.parametrize(("source", "target"), list(itertools.product(S.values, S.values)))
 def test_only_the_documented_transitions_are_allowed(source: str, target: str) -> None:
-    run = unsaved_run(status=source)
+    run = Run(status=source)
     if (source, target) in ALLOWED:
         run.transition_to(target)
         assert run.status == target
@@ -50,7 +43,7 @@ def test_only_the_documented_transitions_are_allowed(source: str, target: str) -
 
 
 def test_transitions_stamp_their_times() -> None:
-    run = unsaved_run(status=S.QUEUED)
+    run = Run(status=S.QUEUED)
     run.transition_to(S.DISPATCHED)
     assert run.dispatched_at is not None
     run.transition_to(S.RUNNING)
@@ -62,14 +55,14 @@ def test_transitions_stamp_their_times() -> None:
 
 
 def test_requeue_forgets_the_dispatch_time() -> None:
-    run = unsaved_run(status=S.QUEUED)
+    run = Run(status=S.QUEUED)
     run.transition_to(S.DISPATCHED)
     run.transition_to(S.QUEUED)
     assert run.dispatched_at is None
 
 
 def test_a_new_attempt_keeps_the_first_start_and_clears_the_end() -> None:
-    run = unsaved_run(status=S.DISPATCHED)
+    run = Run(status=S.DISPATCHED)
     run.transition_to(S.RUNNING)
     first_start = run.started_at
     run.transition_to(S.FAILED)
@@ -81,7 +74,7 @@ def test_a_new_attempt_keeps_the_first_start_and_clears_the_end() -> None:
 
 
 def test_lost_and_worker_causes_count_as_infrastructure_failures() -> None:
-    assert unsaved_run(status=S.LOST).infrastructure_failure
-    assert unsaved_run(status=S.FAILED, exit_cause=exits.START_FAILED).infrastructure_failure
-    assert not unsaved_run(status=S.FAILED, exit_cause=exits.PROCESS_EXIT).infrastructure_failure
-    assert not unsaved_run(status=S.FAILED, exit_cause=exits.TIMEOUT).infrastructure_failure
+    assert Run(status=S.LOST).infrastructure_failure
+    assert Run(status=S.FAILED, exit_cause=exits.START_FAILED).infrastructure_failure
+    assert not Run(status=S.FAILED, exit_cause=exits.PROCESS_EXIT).infrastructure_failure
+    assert not Run(status=S.FAILED, exit_cause=exits.TIMEOUT).infrastructure_failure
