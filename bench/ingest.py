@@ -269,19 +269,19 @@ def summary(rounds: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def storage(dsn: str) -> dict[str, Any]:
-    """Bytes per stored point: points and rollups with their indexes, after a VACUUM."""
+    """Bytes per stored point: chunks and rollups with their indexes, after a VACUUM."""
     import psycopg
 
     with psycopg.connect(dsn, autocommit=True) as connection:
-        connection.execute("VACUUM ANALYZE series_metric, series_metricrollup")
+        connection.execute("VACUUM ANALYZE series_metricchunk, series_metricrollup")
         points, metric, rollup = connection.execute(
-            "SELECT (SELECT COUNT(*) FROM series_metric),"
-            " pg_total_relation_size('series_metric'),"
+            "SELECT (SELECT COALESCE(SUM(points), 0) FROM series_metricchunk),"
+            " pg_total_relation_size('series_metricchunk'),"
             " pg_total_relation_size('series_metricrollup')"
         ).fetchone()
     return {
         "points": points,
-        "metric_bytes": metric,
+        "chunk_bytes": metric,
         "rollup_bytes": rollup,
         "bytes_per_point": round((metric + rollup) / points, 1) if points else None,
     }

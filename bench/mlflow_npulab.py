@@ -99,8 +99,9 @@ class Npulab:
         """Bytes per point of the metric tables on PostgreSQL, after VACUUM ANALYZE."""
         if self.dsn is None:
             return None
-        tables = ("series_metric", "series_metricrollup", "series_metricseries")
-        return table_bytes(self.dsn, tables, "SELECT count(*) FROM series_metric")
+        tables = ("series_metricchunk", "series_metricrollup", "series_metricseries")
+        count = "SELECT COALESCE(SUM(points), 0) FROM series_metricchunk"
+        return table_bytes(self.dsn, tables, count)
 
     def read_whole(self, repeat: int) -> dict[str, Any]:
         """The row form, and each compact form this server answers."""

@@ -150,91 +150,40 @@ def reads(client: Any, run_id: int, points: int, repeat: int) -> dict[str, Any]:
     return found
 
 
-# Points, rollups and their indexes: what a point costs on disk.
+# Chunks, rollups and their indexes and TOAST: what a point costs on disk.
 _SIZE = """
-    SELECT pg_total_relation_size('series_metric') + pg_total_relation_size('series_metricrollup')
+    SELECT pg_total_relation_size('series_metricchunk')
+        + pg_total_relation_size('series_metricrollup')
 """
+# Points a slice of the fixture is written in: whole 10,000-step blocks, a few hundred MB.
+_SLICE = 1_000_000
 
 
 def write(run_id: int, points: int) -> None:
-    """``points`` points of one series straight into the tables, and their rollup blocks."""
+    """``points`` points of one series, written by the store's own chunk and rollup writers a
+    million at a time (the events endpoint would take minutes for ten million)."""
     import numpy as np
     from django.db import connection
 
-    from npulab.series import rollups
+    from npulab.series import chunks, rollups
     from npulab.series.models import MetricSeries
 
     found = MetricSeries.objects.create(run_id=run_id, key=KEY, points=points)
     steps = np.arange(points, dtype=np.int64)
     values = 2.0 + np.sin(steps / 5000.0) + (steps % 977) / 977.0
     values[steps % 100_003 == 0] = 50.0  # spikes a chart must keep
-    columns = [found.pk, 1, steps, values, 1.7e9 + steps * 0.01]
-    with connection.cursor() as cursor:
-        if connection.vendor == "postgresql":
-            with cursor.copy(_COPY) as copy:
-                copy.write(_binary(points, columns))
-        else:
-            values = [column.tolist() for column in columns[2:]]
-            rows = zip([found.pk] * points, [1] * points, *values, strict=True)
-            cursor.executemany(_INSERT, list(rows))
-        below = None
-        for size in reversed(rollups.SIZES):
-            if below is None:
-                cursor.execute(_FROM_POINTS, [size, size, found.pk])
-            else:
-                cursor.execute(_FROM_BLOCKS, [size, size, found.pk, below])
-            below = size
+    stored = chunks.Points(steps, values, 1.7e9 + steps * 0.01)
+    for start in range(0, points, _SLICE):
+        part = stored.where(slice(start, start + _SLICE))
+        chunks.insert(chunks.write(found.pk, 1, part))
+        # Every block of a slice is new: it starts after the slice before it.
+        rollups.store(rollups.aggregate(found.pk, part), {found.pk: start - 1 if start else None})
     MetricSeries.objects.filter(pk=found.pk).update(last_step=points - 1)
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
             # As autovacuum leaves an insert-only table: visibility map set, statistics in.
-            cursor.execute("VACUUM ANALYZE series_metric")
+            cursor.execute("VACUUM ANALYZE series_metricchunk")
             cursor.execute("VACUUM ANALYZE series_metricrollup")
-
-
-_COPY = "COPY series_metric (series_id, attempt, step, value, time) FROM STDIN (FORMAT BINARY)"
-_INSERT = """
-    INSERT INTO series_metric (series_id, attempt, step, value, time) VALUES (%s, %s, %s, %s, %s)
-"""
-_FROM_POINTS = """
-    INSERT INTO series_metricrollup
-        (series_id, size, start, points, counted, total, minimum, maximum, first_step)
-    SELECT series_id, %s, step - step %% %s, COUNT(*), COUNT(value), SUM(value), MIN(value),
-           MAX(value), MIN(step)
-    FROM series_metric WHERE series_id = %s GROUP BY series_id, 3
-"""
-_FROM_BLOCKS = """
-    INSERT INTO series_metricrollup
-        (series_id, size, start, points, counted, total, minimum, maximum, first_step)
-    SELECT series_id, %s, start - start %% %s, SUM(points), SUM(counted), SUM(total),
-           MIN(minimum), MAX(maximum), MIN(first_step)
-    FROM series_metricrollup WHERE series_id = %s AND size = %s GROUP BY series_id, 3
-"""
-
-
-def _binary(points: int, columns: list[Any]) -> bytes:
-    """PostgreSQL's binary COPY of the rows, built by numpy rather than row by row."""
-    import numpy as np
-
-    fields = [("fields", ">i2")]
-    for name, kind in _FIELDS:
-        fields += [(f"{name}_length", ">i4"), (name, kind)]
-    data = np.empty(points, np.dtype(fields))
-    data["fields"] = len(_FIELDS)
-    for (name, kind), column in zip(_FIELDS, columns, strict=True):
-        data[f"{name}_length"] = np.dtype(kind).itemsize
-        data[name] = column
-    header = b"PGCOPY\n\xff\r\n\x00" + bytes(8)
-    return header + data.tobytes() + b"\xff\xff"
-
-
-_FIELDS = [
-    ("series", ">i8"),
-    ("attempt", ">i4"),
-    ("step", ">i8"),
-    ("value", ">f8"),
-    ("time", ">f8"),
-]
 
 
 def median_ms(call: Callable[[], Any], repeat: int) -> float:

@@ -19,9 +19,10 @@ from npulab.runs.services import (
     do_submit_run,
     sweep_runs,
 )
-from npulab.series.models import Metric, MetricSeries
+from npulab.series.models import MetricSeries
 from tests.conftest import register
 from tests.factories import HostFactory
+from tests.series.blocks import stored_points
 
 pytestmark = pytest.mark.django_db
 TRAINING = {"kind": "training", "device_type": "cpu", "entry": "builtin:cnn"}
@@ -188,8 +189,8 @@ def second_attempt(owner, host, first_steps: range) -> Run:
 
 def loss_points(run: Run) -> list[tuple[int, int]]:
     """(step, attempt) of the run's loss points."""
-    points = Metric.objects.filter(series__run=run, series__key="loss").order_by("step")
-    return list(points.values_list("step", "attempt"))
+    loss = MetricSeries.objects.filter(run=run, key="loss")
+    return [(step, attempt) for _, _, step, _, _, attempt in stored_points(loss)]
 
 
 def test_resume_drops_the_lost_attempts_later_points(owner, cpu_host) -> None:

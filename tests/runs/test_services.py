@@ -21,9 +21,9 @@ from npulab.runs.services import (
     do_submit_run,
     sweep_runs,
 )
-from npulab.series.models import Metric
 from tests.conftest import register
 from tests.factories import HostFactory
+from tests.series.blocks import stored_points
 
 pytestmark = pytest.mark.django_db
 
@@ -137,9 +137,10 @@ def test_events_are_stored_once_in_order(owner, cpu_host) -> None:
         "pinned": [],
     }
     assert list(RunEvent.objects.filter(run=run).values_list("type", flat=True)) == ["log", "step"]
-    assert list(
-        Metric.objects.values_list("series__run", "series__key", "step", "value", "time")
-    ) == [(run.pk, "train/loss", 0, 2.5, 2.0)]
+    assert [
+        (key, step, value, time)
+        for key, _, step, value, time, _ in stored_points(run.metric_series.all())
+    ] == [("train/loss", 0, 2.5, 2.0)]
     run.refresh_from_db()
     assert run.events_offset == 100
 
@@ -170,7 +171,7 @@ def test_malformed_events_are_kept_as_text_not_dropped(owner, cpu_host) -> None:
     lines = [event.data["line"] for event in RunEvent.objects.filter(run=run)]
     assert lines[0].startswith("malformed event (no valid type) stored as text:")
     assert lines[1].startswith("malformed event (a metric needs key, integer step and value)")
-    assert list(Metric.objects.filter(series__run=run).values_list("step", "value")) == [(1, None)]
+    assert [point[2:4] for point in stored_points(run.metric_series.all())] == [(1, None)]
 
 
 @pytest.mark.parametrize("key", ["loss\x00", "loss\udcff", "loss\n"])
@@ -184,7 +185,7 @@ def test_a_metric_key_no_database_can_store_is_an_ingest_error(owner, cpu_host, 
     lines = [event.data["line"] for event in RunEvent.objects.filter(run=run)]
     assert len(lines) == 1
     assert lines[0].startswith("malformed event")
-    assert list(Metric.objects.filter(series__run=run).values_list("step", "value")) == [(1, 2.0)]
+    assert [point[2:4] for point in stored_points(run.metric_series.all())] == [(1, 2.0)]
 
 
 def test_a_hostile_step_started_line_is_stored_cut_and_clean(owner, cpu_host) -> None:

@@ -1,4 +1,5 @@
-"""The rollup blocks of some series, as stored and as recomputed from their points."""
+"""The points and rollup blocks of some series as stored, and the blocks recomputed from the
+points."""
 
 from __future__ import annotations
 
@@ -8,16 +9,42 @@ from collections import defaultdict
 import pytest
 from django.db.models import QuerySet
 
-from npulab.series import rollups
-from npulab.series.models import Metric, MetricRollup, MetricSeries
+from npulab.series import chunks, rollups
+from npulab.series.models import MetricChunk, MetricRollup, MetricSeries
+
+# A stored point: its series' key and id, step, value (None for none), time and attempt.
+Stored = tuple[str, int, int, float | None, float, int]
+
+
+def stored_points(series: QuerySet[MetricSeries] | MetricSeries) -> list[Stored]:
+    """Every point stored in the series' chunks, by series id and then step; a repeated step's
+    in the order stored."""
+    if isinstance(series, MetricSeries):
+        series = MetricSeries.objects.filter(pk=series.pk)
+    of_series: dict[tuple[int, str], list[tuple[int, chunks.Points, int]]] = defaultdict(list)
+    rows = MetricChunk.objects.filter(series__in=series).values_list(
+        "series_id", "series__key", "pk", "attempt", "points", "data"
+    )
+    for series_id, key, pk, attempt, count, data in rows:
+        of_series[series_id, key].append((pk, chunks.unpack(data, count), attempt))
+    found = []
+    for (series_id, key), stored in sorted(of_series.items()):
+        points = [
+            (step, pk, value, time, attempt)
+            for pk, columns, attempt in stored
+            for step, value, time in zip(*(column.tolist() for column in columns), strict=True)
+        ]
+        for step, _, value, time, attempt in sorted(points, key=lambda point: point[:2]):
+            found.append(
+                (key, series_id, step, None if math.isnan(value) else value, time, attempt)
+            )
+    return found
 
 
 def expected_blocks(series: QuerySet[MetricSeries]) -> dict[tuple[str, int, int], tuple]:
     """The rollups recomputed from the stored points, in Python."""
     groups: dict[tuple[str, int, int], list[tuple[int, float | None]]] = defaultdict(list)
-    for key, step, value in Metric.objects.filter(series__in=series).values_list(
-        "series__key", "step", "value"
-    ):
+    for key, _, step, value, _, _ in stored_points(series):
         for size in rollups.SIZES:
             groups[key, size, step - step % size].append((step, value))
     blocks = {}

@@ -10,11 +10,11 @@ from django.db import IntegrityError, transaction
 from npulab.hosts.models import Host
 from npulab.runs.models import Run
 from npulab.series.ingest import Point, drop_points_after, insert_points
-from npulab.series.models import Metric, MetricRollup, MetricSeries
+from npulab.series.models import MetricChunk, MetricRollup, MetricSeries
 from npulab.series.owners import Owner
 from npulab.series.reads import keys, series, summary
 from tests.factories import HostFactory, RunFactory, UserFactory
-from tests.series.blocks import expected_blocks, stored_blocks
+from tests.series.blocks import expected_blocks, stored_blocks, stored_points
 
 pytestmark = pytest.mark.django_db
 
@@ -52,9 +52,9 @@ def test_a_devices_blocks_equal_the_points_through_batches(host) -> None:
     assert sorted(owned.values_list("key", "points", "last_step")) == sorted(
         (key, len(got), max(step for step, _, _ in got)) for key, got in sent.items()
     )
-    stored = Metric.objects.filter(series__in=owned)
-    assert stored.count() == len(sent["temperature_c"]) + len(sent["power_w"])
-    assert set(stored.values_list("attempt", flat=True)) == {0}
+    stored = stored_points(owned)
+    assert len(stored) == len(sent["temperature_c"]) + len(sent["power_w"])
+    assert {attempt for *_, attempt in stored} == {0}
 
 
 def test_devices_and_the_host_itself_keep_separate_series_of_one_key(host) -> None:
@@ -115,9 +115,7 @@ def test_cutting_a_device_series_back_keeps_its_blocks_equal_to_its_points(host)
 
     owned = MetricSeries.objects.filter(host=host, device_index=0)
     assert stored_blocks(owned) == expected_blocks(owned)
-    assert list(owned.values_list("points", "last_step")) == [
-        (Metric.objects.filter(series__in=owned).count(), 1234)
-    ]
+    assert list(owned.values_list("points", "last_step")) == [(len(stored_points(owned)), 1234)]
     assert summary(other) == [{"key": "temperature_c", "points": 2500, "last_step": 2499}]
 
 
@@ -135,7 +133,7 @@ def test_deleting_a_host_deletes_its_series_points_and_blocks(host) -> None:
     # The run outlives its host (its host becomes empty), and so do its metrics.
     assert Run.objects.get(pk=run.pk).host is None
     assert set(MetricSeries.objects.values_list("pk", flat=True)) == kept
-    assert set(Metric.objects.values_list("series", flat=True)) == kept
+    assert set(MetricChunk.objects.values_list("series", flat=True)) == kept
     assert set(MetricRollup.objects.values_list("series", flat=True)) == kept
 
 
@@ -146,7 +144,9 @@ def test_deleting_a_run_leaves_the_devices_series(host) -> None:
 
     run.delete()
 
-    assert list(Metric.objects.values_list("series__host", "series__key")) == [(host.pk, "power_w")]
+    assert list(MetricChunk.objects.values_list("series__host", "series__key")) == [
+        (host.pk, "power_w")
+    ]
 
 
 @pytest.mark.parametrize(

@@ -15,9 +15,9 @@ from tests.series.blocks import expected_blocks, stored_blocks
 pytestmark = pytest.mark.django_db
 
 
-# A small batch goes in from the request's thread, a large one through the COPY writer's
-# thread (series.ingest); Django's query-logging cursor (DEBUG) must take both.
-@pytest.mark.parametrize("size", [10, 6000])
+# A batch goes in as chunks, a large one as several, and its blocks by COPY on PostgreSQL
+# (series.ingest); Django's query-logging cursor (DEBUG) must take every one.
+@pytest.mark.parametrize("size", [10, 25_000])
 def test_points_store_under_a_query_logging_cursor(size: int) -> None:
     owner = Owner.of_host(HostFactory(name="npu-01").pk, 0)
     first = [(step, float(step), 1.7e9 + step) for step in range(size)]

@@ -16,11 +16,11 @@ import pytest
 from npulab.hosts.models import Host
 from npulab.series import rollups
 from npulab.series.ingest import Point, drop_points_after, insert_points
-from npulab.series.models import Metric, MetricSeries
+from npulab.series.models import MetricSeries
 from npulab.series.owners import Owner
 from npulab.series.reads import find, plan, series
 from tests.factories import HostFactory
-from tests.series.blocks import expected_blocks, stored_blocks
+from tests.series.blocks import expected_blocks, stored_blocks, stored_points
 
 pytestmark = pytest.mark.django_db
 KEY = "loss"
@@ -65,7 +65,7 @@ def written(owner: Owner, rng: random.Random, points: list[Point]) -> None:
 
 def recomputed(series_id: int, base: int, width: int) -> list[list]:
     groups: dict[int, list[tuple[int, float | None]]] = defaultdict(list)
-    for step, value in Metric.objects.filter(series_id=series_id).values_list("step", "value"):
+    for _, _, step, value, _, _ in stored_points(MetricSeries.objects.filter(pk=series_id)):
         groups[(step - base) // width].append((step, value))
     buckets = []
     for _, group in sorted(groups.items()):

@@ -16,7 +16,8 @@ from npulab.projects.models import Project
 from npulab.runs.access import visible_runs
 from npulab.runs.kinds import get as get_kind
 from npulab.runs.models import Checkpoint, Run, RunAttempt, RunEvent
-from npulab.series.models import Metric, MetricSeries
+from npulab.series import reads
+from npulab.series.models import MetricSeries
 from npulab.snapshots.diff import version_changes
 from npulab.snapshots.models import Snapshot
 from workers.contract.events import LOG, STEP
@@ -90,8 +91,7 @@ def progress(run: Run, now: datetime | None = None) -> Progress | None:
         .first()
     )
     if furthest is not None:
-        first = Metric.objects.filter(series=furthest).order_by("step").values_list("step")[:1]
-        counted_from_zero = first[0][0] == 0 if first else False
+        counted_from_zero = reads.first_step(furthest.pk) == 0
         found.step = furthest.last_step + 1 if counted_from_zero else furthest.last_step
         if run.is_active:
             found.steps_per_s = _steps_per_s(furthest, run.attempt)
@@ -119,14 +119,11 @@ def progress(run: Run, now: datetime | None = None) -> Progress | None:
 
 def _steps_per_s(series: MetricSeries, attempt: int) -> float | None:
     """Steps a second over the attempt's last points; None with too few to tell."""
-    window = list(
-        Metric.objects.filter(series=series, attempt=attempt)
-        .order_by("-step")
-        .values_list("step", "time")[:RATE_WINDOW_POINTS]
-    )
+    window = reads.recent(series.pk, attempt, RATE_WINDOW_POINTS)
     if len(window) < 2:
         return None
-    (last_step, last_time), (first_step, first_time) = window[0], window[-1]
+    first_step, last_step = window.steps[0].item(), window.steps[-1].item()
+    first_time, last_time = window.times[0].item(), window.times[-1].item()
     if last_time <= first_time:
         return None
     return (last_step - first_step) / (last_time - first_time)

@@ -1,15 +1,14 @@
 """Writing metric points in bulk, and cutting them back when a run resumes.
 
-A training run sends points in batches of thousands; the platform must
-take a hundred thousand a second from one client. On PostgreSQL a batch
-goes in with one binary COPY built straight from the parsed points (no
-model instances, no per-row SQL), and its rollup blocks with a second;
-other databases get executemany.
+A training run sends points in batches of thousands; the platform must take a hundred
+thousand a second from one client. A run's batch is stored as one chunk row per series
+(npulab.series.chunks) with its rollup blocks (COPY on PostgreSQL); a host's telemetry, a
+few points for each of a hundred series, as a row a point, in one COPY for all of them on
+PostgreSQL; other databases get executemany.
 
-The caller serializes the batches of one owner (do_ingest_events holds the
-run's row lock): rollups.store trusts each series' last step to tell new
-blocks from stored ones, and two interleaved batches could both insert one
-block as new, or lose each other's counts.
+The caller serializes the batches of one owner (do_ingest_events holds the run's row lock):
+rollups.store trusts each series' last step to tell new blocks from stored ones, and two
+interleaved batches could both insert one block as new, or lose each other's counts.
 """
 
 from __future__ import annotations
@@ -19,26 +18,24 @@ from collections.abc import Iterator
 from typing import NamedTuple
 
 from django.db import connection
-from django.db.models import OuterRef, Q, Subquery, Sum
+from django.db.models import Max, OuterRef, Q, Subquery, Sum
 from django.db.models.functions import Coalesce
-from psycopg.copy import QueuedLibpqWriter
 
-from npulab.series import rollups
-from npulab.series.models import Metric, MetricRollup, MetricSeries
+from npulab.series import chunks, rollups
+from npulab.series.models import Metric, MetricChunk, MetricRollup, MetricSeries
 from npulab.series.owners import Owner
 
 # (step, value or None for NaN/inf, Unix seconds)
 Point = tuple[int, float | None, float]
 
-_COPY = "COPY {table} (series_id, attempt, step, value, time) FROM STDIN (FORMAT BINARY)"
-_INSERT = "INSERT INTO {table} (series_id, attempt, step, value, time) VALUES (%s, %s, %s, %s, %s)"
+_COPY = "COPY {table} (series_id, step, value, time) FROM STDIN (FORMAT BINARY)"
+_INSERT = "INSERT INTO {table} (series_id, step, value, time) VALUES (%s, %s, %s, %s)"
 # PostgreSQL's binary COPY: a header, per row the field count and each
 # field as length + big-endian bytes (length -1 for NULL), a -1 trailer.
 _HEADER = b"PGCOPY\n\xff\r\n\x00" + struct.pack(">ii", 0, 0)
 _TRAILER = struct.pack(">h", -1)
-_ROW = struct.Struct(">hiqiiiqidid").pack
-_ROW_NULL = struct.Struct(">hiqiiiqiid").pack
-_THREADED_COPY_POINTS = 5000
+_ROW = struct.Struct(">hiqiqidid").pack
+_ROW_NULL = struct.Struct(">hiqiqiid").pack
 _SERIES_FIELDS = ("pk", "run_id", "host_id", "device_index", "key", "last_step")
 
 
@@ -61,56 +58,62 @@ class _SeriesRow(NamedTuple):
         return cls(*(getattr(series, name) for name in _SERIES_FIELDS))
 
 
+# (series id, points added, highest step added)
+_Count = tuple[int, int, int]
+
+
 def insert_points(owner: Owner, points: dict[str, list[Point]], *, attempt: int = 0) -> None:
-    """Store a batch's points by key, with their rollups and series counts.
+    """Store a batch of step series' points by key, with their rollups and series counts.
 
     ``attempt`` is the run attempt that logged them; a host's series has none (0).
     """
     if not points:
         return
     series = _series(owner, list(points))
-    last_steps = {found.pk: found.last_step for found in series.values()}
-    if connection.vendor == "postgresql":
-        blocks = _copy(attempt, series, points)
-    else:
-        _insert(attempt, series, points)
-        blocks = _aggregate(series, points)
-    rollups.store(blocks, last_steps)
-    _add_counts(series, points)
+    rows: list[tuple] = []
+    blocks: rollups.Blocks = {}
+    counts: list[_Count] = []
+    for key, batch in points.items():
+        pk = series[key].pk
+        found = chunks.columns(batch)
+        rows += chunks.write(pk, attempt, found)
+        blocks.update(rollups.aggregate(pk, found))
+        counts.append((pk, len(found), int(found.steps[-1])))
+    chunks.insert(rows)
+    rollups.store(blocks, {found.pk: found.last_step for found in series.values()})
+    _add_counts(counts)
 
 
-def insert_many(batches: dict[Owner, dict[str, list[Point]]], *, with_rollups: bool = True) -> None:
-    """Store the points of several owners at once: one COPY for all of them, not one per owner.
+def insert_samples(batches: dict[Owner, dict[str, list[Point]]]) -> None:
+    """Store timed points (a host's telemetry: steps are Unix seconds) of several owners at
+    once, a row a point: one COPY for all of them, not one per owner.
 
-    A host's telemetry is one batch for eight devices: eight owners, a few points each.
-    ``with_rollups=False`` skips the step blocks, which a series whose steps are seconds and
-    whose owner keeps rollups of its own (npulab.telemetry: minutes) does not need; such a
-    series is read by range, never downsampled by ``reads.series``. The counts are added in
-    the database (``points = points + n``), so a concurrent delete of old points keeps its
-    own. The caller serializes the batches of each owner, as for ``insert_points``.
+    A host's telemetry is one batch for eight devices: eight owners, a few points each. Such
+    a series has no step rollups (npulab.telemetry keeps minutes of its own) and is read by
+    time range, never by ``reads``. The counts are added in the database (``points = points
+    + n``), so a concurrent delete of old points keeps its own. The caller serializes the
+    batches of each owner, as for ``insert_points``.
     """
     batches = {owner: points for owner, points in batches.items() if points}
     if not batches:
         return
     found = _series_many(batches)
-    flat: dict[str, list[Point]] = {}
-    series: dict[str, _SeriesRow] = {}
+    rows: list[tuple[int, list[Point]]] = []
     for owner, points in batches.items():
-        for key, batch in points.items():
-            name = str(len(flat))  # a unique key per (owner, key), for the helpers below
-            flat[name] = batch
-            series[name] = found[(_owner_key(owner), key)]
+        rows += [(found[(_owner_key(owner), key)].pk, batch) for key, batch in points.items()]
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor, cursor.copy(_sql(_COPY)) as copy:
-            copy.write(b"".join(_binary_rows(0, series, flat)))
+            copy.write(b"".join(_binary_rows(rows)))
     else:
-        _insert(0, series, flat)
-    if with_rollups:
-        rollups.store(_aggregate(series, flat), {one.pk: one.last_step for one in series.values()})
-    _add_counts(series, flat)
+        with connection.cursor() as cursor:
+            cursor.executemany(
+                _sql(_INSERT),
+                [(pk, step, value, time) for pk, batch in rows for step, value, time in batch],
+            )
+    _add_counts([(pk, len(batch), max(step for step, _, _ in batch)) for pk, batch in rows])
 
 
-def _add_counts(series: dict[str, _SeriesRow], points: dict[str, list[Point]]) -> None:
+def _add_counts(counts: list[_Count]) -> None:
     """Add each batch's points to its series' count and raise its last step, in the database.
 
     On PostgreSQL one UPDATE for all the series, after locking them: a host's telemetry batch
@@ -119,12 +122,7 @@ def _add_counts(series: dict[str, _SeriesRow], points: dict[str, list[Point]]) -
     (bulk_update's CASE per field and row cost more to build than a small batch to store).
     """
     # In id order, whoever else updates several series at once does too: no deadlock.
-    counts = sorted(
-        (
-            (series[key].pk, len(batch), max(step for step, _, _ in batch))
-            for key, batch in points.items()
-        ),
-    )
+    counts = sorted(counts)
     table = connection.ops.quote_name(MetricSeries._meta.db_table)
     with connection.cursor() as cursor:
         if connection.vendor != "postgresql" or len(counts) == 1:
@@ -193,13 +191,6 @@ def _row_owner(row: _SeriesRow) -> tuple[int | None, int | None, int | None]:
     return (row.run_id, row.host_id, row.device_index)
 
 
-def _aggregate(series: dict[str, _SeriesRow], points: dict[str, list[Point]]) -> rollups.Blocks:
-    blocks: rollups.Blocks = {}
-    for key, batch in points.items():
-        blocks.update(rollups.aggregate(series[key].pk, batch))
-    return blocks
-
-
 def _series(owner: Owner, keys: list[str]) -> dict[str, _SeriesRow]:
     fields = owner.fields()
     stored = MetricSeries.objects.filter(**fields, key__in=keys).values_list(*_SERIES_FIELDS)
@@ -210,35 +201,14 @@ def _series(owner: Owner, keys: list[str]) -> dict[str, _SeriesRow]:
     return found
 
 
-def _copy(
-    attempt: int, series: dict[str, _SeriesRow], points: dict[str, list[Point]]
-) -> rollups.Blocks:
-    """COPY the points in; their rollups are aggregated while the server takes them."""
-    with connection.cursor() as cursor:
-        # psycopg's own cursor: Django's debug wrapper (DEBUG, CaptureQueriesContext) has no
-        # writer argument.
-        raw = cursor.cursor
-        # A large batch is sent from a thread (the queued writer), so sending and aggregating
-        # overlap on two cores; a small one fits the socket's buffer, and the thread would cost
-        # more than it saves.
-        large = sum(map(len, points.values())) >= _THREADED_COPY_POINTS
-        writer = QueuedLibpqWriter(raw) if large else None
-        with raw.copy(_sql(_COPY), writer=writer) as copy:
-            copy.write(b"".join(_binary_rows(attempt, series, points)))
-            return _aggregate(series, points)
-
-
-def _binary_rows(
-    attempt: int, series: dict[str, _SeriesRow], points: dict[str, list[Point]]
-) -> Iterator[bytes]:
+def _binary_rows(rows: list[tuple[int, list[Point]]]) -> Iterator[bytes]:
     yield _HEADER
-    for key, batch in points.items():
-        series_id = series[key].pk
+    for series_id, batch in rows:
         for step, value, time in batch:
             if value is None:
-                yield _ROW_NULL(5, 8, series_id, 4, attempt, 8, step, -1, 8, time)
+                yield _ROW_NULL(4, 8, series_id, 8, step, -1, 8, time)
             else:
-                yield _ROW(5, 8, series_id, 4, attempt, 8, step, 8, value, 8, time)
+                yield _ROW(4, 8, series_id, 8, step, 8, value, 8, time)
     yield _TRAILER
 
 
@@ -246,31 +216,28 @@ def _sql(template: str) -> str:
     return template.format(table=connection.ops.quote_name(Metric._meta.db_table))
 
 
-def _insert(attempt: int, series: dict[str, _SeriesRow], points: dict[str, list[Point]]) -> None:
-    rows = [
-        (series[key].pk, attempt, step, value, time)
-        for key, batch in points.items()
-        for step, value, time in batch
-    ]
-    with connection.cursor() as cursor:
-        cursor.executemany(_sql(_INSERT), rows)
-
-
 def drop_points_after(owner: Owner, step: int | None) -> None:
     """Delete the owner's points after ``step`` (all for None); rollups and counts follow."""
     series = MetricSeries.objects.filter(**owner.fields())
     if step is None:
-        Metric.objects.filter(series__in=series).delete()
+        MetricChunk.objects.filter(series__in=series).delete()
         MetricRollup.objects.filter(series__in=series).delete()
         series.update(points=0, last_step=None)
         return
     series_ids = list(series.values_list("pk", flat=True))
-    Metric.objects.filter(series__in=series_ids, step__gt=step).delete()
+    MetricChunk.objects.filter(series__in=series_ids, first_step__gt=step).delete()
+    # The chunks that hold ``step`` and points after it keep their points up to it.
+    cut = MetricChunk.objects.filter(series__in=series_ids, last_step__gt=step)
+    for pk, points, data in cut.values_list("pk", "points", "data"):
+        stored = chunks.unpack(data, points)
+        kept = stored.where(stored.steps <= step)
+        MetricChunk.objects.filter(pk=pk).update(
+            last_step=int(kept.steps[-1]), points=len(kept), data=chunks.pack(kept)
+        )
     rollups.truncate(series_ids, step)
-    # The coarsest blocks count every point, in a thousandth of the rows.
-    blocks = MetricRollup.objects.filter(series=OuterRef("pk"), size=rollups.SIZES[0])
-    total = blocks.values("series").annotate(total=Sum("points")).values("total")
-    last = Metric.objects.filter(series=OuterRef("pk")).order_by("-step").values("step")[:1]
+    of_series = MetricChunk.objects.filter(series=OuterRef("pk")).order_by().values("series")
+    total = of_series.annotate(total=Sum("points")).values("total")
+    last = of_series.annotate(last=Max("last_step")).values("last")
     MetricSeries.objects.filter(pk__in=series_ids).update(
         points=Coalesce(Subquery(total), 0), last_step=Subquery(last)
     )

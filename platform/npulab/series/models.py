@@ -1,5 +1,5 @@
 """The metric time-series store: series owned by a run or by a host's device, their points and
-rollup blocks.
+rollup blocks. A run's series are stored in chunks of points, a host's telemetry a row a point.
 
 A store, not a domain: other apps' models are named by string only, so this app imports none of
 them (the owner is passed in as an ``npulab.series.owners.Owner``).
@@ -70,13 +70,46 @@ class MetricSeries(models.Model):
         return f"{self.key} of host {self.host_id}"
 
 
-class Metric(models.Model):
-    """One point of a series: written in bulk (COPY on PostgreSQL), read in step order.
+class MetricChunk(models.Model):
+    """Points of a step series (a run's metric), up to ``chunks.MAX_POINTS`` in one row.
 
-    No foreign-key constraint and a float ``time`` (Unix seconds): at a
-    hundred thousand points a second, a constraint check and a timestamp
-    conversion per row are most of the cost. The series owns its points;
-    deleting one deletes them (Django's collector, one statement).
+    ``data`` is the points' steps, values and times as arrays (npulab.series.chunks), sorted
+    by step; ``first_step`` and ``last_step`` bound them for a read of a range. A batch of a
+    series is one chunk (or several, when larger), so storing one costs a row, not a row a
+    point. No foreign-key constraint, as for the rollups: the series owns its chunks.
+    """
+
+    series = models.ForeignKey(
+        MetricSeries,
+        on_delete=models.CASCADE,
+        related_name="+",
+        db_constraint=False,
+        db_index=False,  # the index below leads with it
+    )
+    attempt = models.PositiveIntegerField(
+        help_text="The run attempt that logged the points; 0 for a host's series."
+    )
+    first_step = models.BigIntegerField()
+    last_step = models.BigIntegerField()
+    points = models.PositiveIntegerField()
+    data = models.BinaryField()
+
+    class Meta:
+        indexes = [models.Index(fields=["series", "first_step"], name="metricchunk_series_first")]
+
+    def __str__(self) -> str:
+        return f"{self.series_id}[{self.first_step}..{self.last_step}]"
+
+
+class Metric(models.Model):
+    """One point of a timed series (a host's telemetry): its step is a Unix second.
+
+    Telemetry is a row per point because npulab.telemetry reads and rolls it up by time
+    range in SQL, a few points per series per batch; a run's step series are stored in
+    chunks (MetricChunk). Written in bulk (COPY on PostgreSQL). No foreign-key constraint
+    and a float ``time``: at thousands of points a second, a constraint check and a
+    timestamp conversion per row are most of the cost. The series owns its points; deleting
+    one deletes them (Django's collector, one statement).
     """
 
     series = models.ForeignKey(
@@ -86,15 +119,12 @@ class Metric(models.Model):
         db_constraint=False,
         db_index=False,
     )
-    attempt = models.PositiveIntegerField(
-        help_text="The run attempt that logged the point; 0 for a host's series."
-    )
     step = models.BigIntegerField()
     value = models.FloatField(null=True, help_text="Null for a NaN or infinite value.")
-    time = models.FloatField(help_text="Unix seconds, as the runner logged it.")
+    time = models.FloatField(help_text="Unix seconds, as the host worker sampled it.")
 
     class Meta:
-        # INCLUDE makes a whole-series read an index-only scan on PostgreSQL;
+        # INCLUDE makes a window's read an index-only scan on PostgreSQL;
         # other databases build the index without it (check models.W040).
         indexes = [
             models.Index(fields=["series", "step"], include=["value"], name="metric_series_step")

@@ -5,9 +5,10 @@ points. Downsampling groups the steps into equal buckets and returns each
 bucket's first step with the mean, minimum and maximum, so a spike survives
 as the band's edge. A bucket as wide as a rollup block or wider is combined
 from the blocks (npulab.series.rollups), so its cost follows the number of
-buckets, not of points; narrower ones from the points through their index.
-Both come out of the database as columns (npulab.series.columns) and are
-combined with numpy, exact in min / max.
+buckets, not of points; narrower ones from the points. The blocks come out
+of the database as columns (npulab.series.columns), the points as their
+chunks' arrays (npulab.series.chunks); both are combined with numpy, exact
+in min / max.
 """
 
 from __future__ import annotations
@@ -20,9 +21,9 @@ import numpy as np
 from django.db import connection
 from django.db.models import OuterRef, QuerySet, Subquery
 
-from npulab.series import rollups
+from npulab.series import chunks, rollups
 from npulab.series.columns import FLOAT8, INT4, INT8, as_python, read
-from npulab.series.models import Metric, MetricRollup, MetricSeries
+from npulab.series.models import MetricChunk, MetricRollup, MetricSeries
 from npulab.series.owners import Owner
 
 DEFAULT_POINTS = 1000
@@ -32,23 +33,7 @@ MAX_PAGE = 100_000
 # The columns of a whole read, and of a downsampled one.
 WHOLE = ("step", "value", "time")
 BUCKETS = ("step", "mean", "min", "max")
-_LAST = 2**63 - 1
 
-# Ties (a step logged twice) come back in index order: the order they were stored.
-_POINTS = """
-    SELECT {agg}(step), {agg}(COALESCE(value, {nan})){time}
-    FROM (
-        SELECT step, value{time_column} FROM {metric}
-        WHERE series_id = %s AND step > %s{bound}
-        ORDER BY step
-    ) page {order}
-"""
-# A page ends after the points of its ``limit``-th point's step, so that a step's repeats
-# never straddle two pages; short of ``limit`` points, the page is the rest of the series.
-_BOUND = """ AND step <= COALESCE((
-            SELECT step FROM {metric} WHERE series_id = %s AND step > %s
-            ORDER BY step LIMIT 1 OFFSET %s
-        ), %s)"""
 _BLOCKS = """
     SELECT {agg}(first_step), {agg}(counted), {agg}(COALESCE(total, 0)),
            {agg}(COALESCE(minimum, {nan})), {agg}(COALESCE(maximum, {nan}))
@@ -80,14 +65,23 @@ class Page:
 
 def find(owner: Owner, key: str) -> Found | None:
     """The owner's series ``key``, with its first step; None if it has none."""
-    first = Metric.objects.filter(series=OuterRef("pk")).order_by("step").values("step")[:1]
     row = (
         MetricSeries.objects.filter(**owner.fields(), key=key)
-        .annotate(first_step=Subquery(first))
+        .annotate(first_step=Subquery(_first_step(OuterRef("pk"))))
         .values_list("pk", "points", "first_step", "last_step")
         .first()
     )
     return None if row is None else Found(*row)
+
+
+def first_step(series_id: int) -> int | None:
+    """The series' lowest step; None while it has no points."""
+    return _first_step(series_id).first()
+
+
+def _first_step(series: Any) -> QuerySet[MetricChunk]:
+    chunks_of = MetricChunk.objects.filter(series=series).order_by("first_step")
+    return chunks_of.values_list("first_step", flat=True)[:1]
 
 
 def series(owner: Owner, key: str, points: int | None = None) -> dict[str, Any]:
@@ -115,37 +109,61 @@ def is_downsampled(found: Found, points: int | None) -> bool:
 def whole(
     found: Found, after_step: int | None = None, limit: int | None = None, with_time: bool = True
 ) -> Page:
-    """The points after ``after_step`` (all without it), ``limit`` of them or a few more."""
+    """The points after ``after_step`` (all without it), ``limit`` of them or a few more.
+
+    A page ends after the points of its ``limit``-th point's step, so that a step's repeats
+    never straddle two pages; short of ``limit`` points, the page is the rest of the series.
+    """
     names = WHOLE if with_time else WHOLE[:2]
-    if found.points == 0:
+    if found.points == 0 or (after_step is not None and after_step >= chunks.LAST):
         return Page({name: np.empty(0) for name in names})
-    after = -_LAST if after_step is None else after_step
-    params: list[Any] = [found.pk, after]
-    if limit is not None:
-        params += [found.pk, after, limit - 1, _LAST]
-    types = [INT8, FLOAT8, FLOAT8][: len(names)]
-    arrays = read(_points_sql(with_time, limit is not None), params, types, order="step")
-    steps = arrays[0]
-    more = (
-        limit is not None
-        and len(steps) >= limit
-        and found.last_step is not None
-        and steps[-1] < found.last_step
-    )
-    return Page(dict(zip(names, arrays, strict=True)), int(steps[-1]) if more else None)
+    low = chunks.FIRST if after_step is None else after_step + 1
+    picked, bound = _page(found.pk, low, limit)
+    points = chunks.merged(picked)
+    kept = points.steps >= low
+    if bound is not None:
+        kept &= points.steps <= bound
+    points = points.where(kept)
+    more = bound is not None and found.last_step is not None and bound < found.last_step
+    columns = dict(zip(names, points, strict=False))
+    return Page(columns, bound if more else None)
 
 
-def _points_sql(with_time: bool, bounded: bool) -> str:
-    metric = connection.ops.quote_name(Metric._meta.db_table)
-    return _POINTS.format(
-        agg="{agg}",
-        nan="{nan}",
-        order="{order}",
-        metric=metric,
-        time=", {agg}(time)" if with_time else "",
-        time_column=", time" if with_time else "",
-        bound=_BOUND.format(metric=metric) if bounded else "",
-    )
+def _page(series_id: int, low: int, limit: int | None) -> tuple[list[chunks.Stored], int | None]:
+    """The chunks of a page from step ``low``, and its last step when ``limit`` ends it.
+
+    In order of first step: once ``limit`` points are in, a chunk starting after the page's
+    last step cannot hold any of its points, and the rest are not read.
+    """
+    picked: list[chunks.Stored] = []
+    count, bound = 0, None
+    for chunk in chunks.spanning(series_id, low):
+        if bound is not None and chunk.first_step > bound:
+            break
+        picked.append(chunk)
+        if limit is None:
+            continue
+        # A chunk is sorted: its points from ``low`` are its last ones.
+        count += len(chunk.points) - int(np.searchsorted(chunk.points.steps, low))
+        if count >= limit:
+            steps = np.concatenate([one.points.steps for one in picked])
+            bound = int(np.partition(steps[steps >= low], limit - 1)[limit - 1])
+    return picked, bound
+
+
+def recent(series_id: int, attempt: int, count: int) -> chunks.Points:
+    """About the last ``count`` points that ``attempt`` logged to the series, in step order:
+    those of its newest chunks (a chunk overlapping them from earlier is not looked for)."""
+    newest = MetricChunk.objects.filter(series_id=series_id, attempt=attempt)
+    picked: list[chunks.Stored] = []
+    found = 0
+    rows = newest.order_by("-last_step", "-id").values_list("pk", "first_step", "points", "data")
+    for pk, first, points, data in rows.iterator(chunk_size=8):
+        picked.append(chunks.Stored(pk, first, chunks.unpack(data, points)))
+        found += points
+        if found >= count:
+            break
+    return chunks.merged(picked).where(slice(-count, None))
 
 
 def plan(low: int, high: int, points: int) -> tuple[int | None, int, int]:
@@ -175,8 +193,7 @@ def buckets(found: Found, points: int) -> Page:
         return Page({name: np.empty(0) for name in BUCKETS})
     size, base, width = plan(found.first_step, found.last_step, points)
     if size is None:
-        sql = _points_sql(with_time=False, bounded=False)
-        first, value = read(sql, [found.pk, -_LAST], [INT8, FLOAT8], order="step")
+        first, value = whole(found, with_time=False).columns.values()
         finite = ~np.isnan(value)
         counted, total = finite.astype(np.int64), np.where(finite, value, 0.0)
         low = high = value

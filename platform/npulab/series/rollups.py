@@ -11,12 +11,14 @@ combine them (npulab.series.reads).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import Any
 
+import numpy as np
 from django.db import connection
 
-from npulab.series.models import Metric, MetricRollup
+from npulab.series import chunks
+from npulab.series.chunks import Points
+from npulab.series.models import MetricRollup
 
 # Largest first: a chart takes the coarsest blocks its bucket width allows.
 # Each size is ten times the next, so a bucket never reads more than ten
@@ -24,7 +26,6 @@ from npulab.series.models import Metric, MetricRollup
 # resolution (issue 15: a bucket narrower than a 1,000-step block used to
 # fall back to 100 blocks of 10).
 SIZES = (10_000, 1_000, 100, 10)
-_FINE = SIZES[-1]
 
 # [points, counted, total, minimum, maximum, first_step]; total/min/max are
 # None while no finite value has been seen, like SQL's SUM/MIN/MAX.
@@ -55,14 +56,6 @@ _COPY = "COPY {rollup} ({columns}) FROM STDIN (FORMAT BINARY)"
 _DELETE_FROM = """
     DELETE FROM {rollup} WHERE series_id IN ({ids}) AND size = %s AND start >= %s
 """
-_RECOUNT = """
-    INSERT INTO {rollup} ({columns})
-    SELECT series_id, %s, %s, COUNT(*), COUNT(value), SUM(value), MIN(value), MAX(value),
-           MIN(step)
-    FROM {metric}
-    WHERE series_id IN ({ids}) AND step >= %s AND step <= %s
-    GROUP BY series_id
-"""
 
 
 def _sql(template: str, ids: int = 0) -> str:
@@ -70,7 +63,6 @@ def _sql(template: str, ids: int = 0) -> str:
     postgres = connection.vendor == "postgresql"
     return template.format(
         rollup=quote(MetricRollup._meta.db_table),
-        metric=quote(Metric._meta.db_table),
         columns=_COLUMNS,
         least="LEAST" if postgres else "MIN",
         greatest="GREATEST" if postgres else "MAX",
@@ -78,62 +70,34 @@ def _sql(template: str, ids: int = 0) -> str:
     )
 
 
-def aggregate(series_id: int, points: Iterable[tuple[int, float | None, float]]) -> Blocks:
-    """The blocks of one batch of (step, value, time) points, at every size."""
-    fine: dict[int, Block] = {}
-    for step, value, _ in points:
-        start = step - step % _FINE
-        block = fine.get(start)
-        if block is None:
-            fine[start] = [1, 0 if value is None else 1, value, value, value, step]
-        else:
-            _add_point(block, step, value)
-    blocks: Blocks = {(series_id, _FINE, start): block for start, block in fine.items()}
-    level = fine
-    for size in reversed(SIZES[:-1]):
-        # Each level is the union of the one below it: a size divides every larger size.
-        coarser: dict[int, Block] = {}
-        for start, block in level.items():
-            key = start - start % size
-            found = coarser.get(key)
-            if found is None:
-                coarser[key] = list(block)
-            else:
-                _merge(found, block)
-        blocks.update(((series_id, size, start), block) for start, block in coarser.items())
-        level = coarser
+def aggregate(series_id: int, points: Points) -> Blocks:
+    """The blocks of one batch of points in step order, at every size."""
+    blocks: Blocks = {}
+    if not len(points):
+        return blocks
+    finite = ~np.isnan(points.values)
+    totals = np.where(finite, points.values, 0.0)
+    for size in SIZES:
+        starts = points.steps - points.steps % size
+        edges = np.flatnonzero(np.concatenate(([True], starts[1:] != starts[:-1])))
+        counted = np.add.reduceat(finite, edges, dtype=np.int64)
+        columns = (
+            starts[edges],
+            np.diff(np.append(edges, len(points))),
+            counted,
+            # None while no finite value has been seen, like SQL's SUM/MIN/MAX.
+            np.where(counted > 0, np.add.reduceat(totals, edges), np.nan),
+            np.fmin.reduceat(points.values, edges),
+            np.fmax.reduceat(points.values, edges),
+            points.steps[edges],
+        )
+        lists = [column.tolist() for column in columns]
+        for index in np.flatnonzero(counted == 0).tolist():
+            for column in lists[3:6]:
+                column[index] = None
+        for start, *block in zip(*lists, strict=True):
+            blocks[(series_id, size, start)] = block
     return blocks
-
-
-def _add_point(block: Block, step: int, value: float | None) -> None:
-    block[0] += 1
-    if step < block[5]:
-        block[5] = step
-    if value is None:
-        return
-    if block[1] == 0:
-        block[1:5] = [1, value, value, value]
-        return
-    block[1] += 1
-    block[2] += value
-    if value < block[3]:
-        block[3] = value
-    elif value > block[4]:
-        block[4] = value
-
-
-def _merge(into: Block, other: Block) -> None:
-    into[0] += other[0]
-    into[5] = min(into[5], other[5])
-    if other[1] == 0:
-        return
-    if into[1] == 0:
-        into[1:5] = other[1:5]
-        return
-    into[1] += other[1]
-    into[2] += other[2]
-    into[3] = min(into[3], other[3])
-    into[4] = max(into[4], other[4])
 
 
 def store(blocks: Blocks, last_steps: dict[int, int | None]) -> None:
@@ -172,10 +136,21 @@ def truncate(series_ids: list[int], step: int) -> None:
     """Make the series' blocks match their points once those after ``step`` are deleted."""
     if not series_ids:
         return
-    delete, recount = _sql(_DELETE_FROM, len(series_ids)), _sql(_RECOUNT, len(series_ids))
+    delete = _sql(_DELETE_FROM, len(series_ids))
     with connection.cursor() as cursor:
         for size in SIZES:
-            start = step - step % size
-            cursor.execute(delete, [*series_ids, size, start])
-            # The block holding ``step`` keeps its points up to it: recount them.
-            cursor.execute(recount, [size, start, *series_ids, start, step])
+            cursor.execute(delete, [*series_ids, size, step - step % size])
+    # The block holding ``step`` keeps its points up to it, at every size: recount them
+    # from the points of the coarsest (which hold those of the finer ones).
+    since = step - step % SIZES[0]
+    recounted: Blocks = {}
+    for series_id in series_ids:
+        recounted.update(aggregate(series_id, chunks.between(series_id, since, step)))
+    kept = [
+        (series_id, size, start, *block)
+        for (series_id, size, start), block in recounted.items()
+        if start == step - step % size
+    ]
+    if kept:
+        with connection.cursor() as cursor:
+            cursor.executemany(_sql(_UPSERT), kept)

@@ -20,7 +20,7 @@ from django.db.models import Count, F
 from django.utils import timezone
 
 from npulab.hosts.models import Host
-from npulab.series.ingest import Point, insert_many
+from npulab.series.ingest import Point, insert_samples
 from npulab.series.models import Metric, MetricSeries
 from npulab.series.owners import Owner
 from npulab.telemetry.models import HOST_ITSELF, ROLLUP_SIZES, DeviceTelemetry, Rollup
@@ -130,7 +130,7 @@ def _store(host: Host, samples: list[dict[str, Any]]) -> list[dict[str, Any]]:
         by_key = points.setdefault(Owner.of_host(host.pk, index), {})
         for name, value in sample["readings"].items():
             by_key.setdefault(name, []).append((step, value, sample["time"]))
-    insert_many(points, with_rollups=False)
+    insert_samples(points)
     received = timezone.now()
     changed, created = [], []
     for index, sample in newest.items():
@@ -284,7 +284,7 @@ def apply_retention(now: float | None = None) -> dict[str, int]:
     if lost:
         points, _ = Metric.objects.filter(series__in=list(lost), step__lt=raw_cutoff).delete()
         with transaction.atomic():
-            # In id order, as a batch updates them (series.ingest.insert_many): no deadlock.
+            # In id order, as a batch updates them (series.ingest.insert_samples): no deadlock.
             locked = MetricSeries.objects.select_for_update().filter(pk__in=list(lost))
             list(locked.order_by("pk").values_list("pk", flat=True))
             # Series sampled alike lose alike: one UPDATE per distinct count, not per series.

@@ -6,13 +6,14 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
+import numpy as np
+
 from npulab.runs.checkpoints import mark_damaged
 from npulab.runs.events import Batch
 from npulab.runs.kinds import Headline, Panel, RunKind
 from npulab.runs.models import Run, RunAttempt
 from npulab.series import reads
 from npulab.series.ingest import drop_points_after
-from npulab.series.models import Metric, MetricSeries
 from npulab.series.owners import Owner
 
 # The series workers.training's jobs (and workers.track users) log.
@@ -65,15 +66,15 @@ class TrainingKind(RunKind):
 def seconds_to_loss(run_id: int, threshold: float) -> float | None:
     """Seconds from the run's first loss point to its first at or below ``threshold``, by
     the runner's clock; None when it has no loss series or never got there."""
-    series = MetricSeries.objects.filter(**Owner.of_run(run_id).fields(), key=LOSS).first()
-    if series is None:
+    found = reads.find(Owner.of_run(run_id), LOSS)
+    if found is None:
         return None
-    points = Metric.objects.filter(series_id=series.pk).order_by("step")
-    start = points.values_list("time", flat=True).first()
-    reached = points.filter(value__lte=threshold).values_list("time", flat=True).first()
-    if start is None or reached is None:
+    points = reads.whole(found).columns
+    # NaN (no value) is never at or below anything.
+    reached = np.flatnonzero(points["value"] <= threshold)
+    if len(reached) == 0:
         return None
-    return max(0.0, reached - start)
+    return max(0.0, (points["time"][reached[0]] - points["time"][0]).item())
 
 
 def checkpoints_panel(run: Run) -> dict[str, Any]:
