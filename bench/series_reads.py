@@ -1,10 +1,10 @@
 """Reads of long series: downsampled at every chart resolution, and whole in each form.
 
 For each size in ``--points`` (default 100,000 and 1,000,000; add 10,000,000 for the
-issue's largest, a few minutes to write) a run's series is written straight into a fresh
-database: the points by one binary COPY (PostgreSQL; executemany elsewhere), the rollup
-blocks by INSERT ... SELECT from the level below, as ingestion would have left them (no
-HTTP, no ingest code: this measures reads). Then, median of ``--repeat`` after a warm-up:
+issue's largest, a minute to write) a run's series is written straight into a fresh
+database by the store's own chunk and rollup writers, a million points at a time, as
+ingestion would have left them (no HTTP, no events: this measures reads). Then, median of
+``--repeat`` after a warm-up:
 
 - downsampled reads at 100 … 5,000 buckets, by the store call (``reads.series``) and by
   an API request (``GET /api/v1/runs/{id}/metrics/?key=…&points=…``);

@@ -15,9 +15,10 @@ in the order they were stored, so a repeated step's points keep that order.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
+import psycopg
 from django.db import connection
 
 from npulab.series.models import MetricChunk
@@ -127,13 +128,26 @@ def spanning(series_id: int, low: int = FIRST, high: int = LAST) -> Iterator[Sto
     first, pk = FIRST, 0
     sql = _sql(_SPANNING)
     while True:
-        with connection.cursor() as cursor:
-            cursor.execute(sql, [series_id, low, high, first, first, pk, _GROUP])
-            rows = cursor.fetchall()
+        rows = _fetch(sql, [series_id, low, high, first, first, pk, _GROUP])
         for pk, first, count, data in rows:
             yield Stored(pk, first, unpack(data, count))
         if len(rows) < _GROUP:
             return
+
+
+def _fetch(sql: str, params: list[Any]) -> list[tuple]:
+    """The rows of ``sql``; on PostgreSQL in the binary protocol, where a bytea is its bytes
+    (as text it is hex, twice as long and decoded byte by byte)."""
+    if connection.vendor != "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            return cursor.fetchall()
+    connection.ensure_connection()
+    # psycopg's own cursor on Django's connection (its cursor binds on the client, in text):
+    # the same transaction.
+    with psycopg.Cursor(connection.connection) as cursor:
+        cursor.execute(sql, params, binary=True)
+        return cursor.fetchall()
 
 
 def merged(chunks: list[Stored]) -> Points:
