@@ -8,8 +8,6 @@ The chunks are packed here as ``npulab.series.chunks`` packs them, so that this 
 does not change when that module does.
 """
 
-import itertools
-
 import django.db.models.deletion
 import numpy as np
 from django.db import DatabaseError, migrations, models, transaction
@@ -33,22 +31,31 @@ def rows_to_chunks(apps, schema_editor):
     series = apps.get_model("series", "MetricSeries")
     metric = apps.get_model("series", "Metric")
     chunk = apps.get_model("series", "MetricChunk")
+
+    def write(series_id, attempt, part):
+        chunk.objects.create(
+            series_id=series_id,
+            attempt=attempt,
+            first_step=part[0][0],
+            last_step=part[-1][0],
+            points=len(part),
+            data=_pack(part),
+        )
+
     for series_id in series.objects.filter(run__isnull=False).values_list("pk", flat=True):
         points = metric.objects.filter(series_id=series_id).order_by("step", "id")
-        listed = points.values_list("attempt", "step", "value", "time").iterator(10_000)
-        # A chunk holds one attempt's points: a resumed run's are split where it resumed.
-        for attempt, group in itertools.groupby(listed, key=lambda row: row[0]):
-            group = [row[1:] for row in group]
-            for start in range(0, len(group), MAX_POINTS):
-                part = group[start : start + MAX_POINTS]
-                chunk.objects.create(
-                    series_id=series_id,
-                    attempt=attempt,
-                    first_step=part[0][0],
-                    last_step=part[-1][0],
-                    points=len(part),
-                    data=_pack(part),
-                )
+        listed = points.values_list("attempt", "step", "value", "time").iterator(MAX_POINTS)
+        # A chunk holds one attempt's points (a resumed run's are split where it resumed),
+        # and at most MAX_POINTS: a series of millions is never in memory at once.
+        part, attempt = [], None
+        for row in listed:
+            if part and (row[0] != attempt or len(part) == MAX_POINTS):
+                write(series_id, attempt, part)
+                part = []
+            attempt = row[0]
+            part.append(row[1:])
+        if part:
+            write(series_id, attempt, part)
         points.delete()
 
 
