@@ -20,6 +20,8 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import requests
+from requests.adapters import HTTPAdapter
+from urllib3.util.retry import Retry
 
 from npulab.web import stack
 from tests.paths import REPO_DIR
@@ -167,6 +169,11 @@ class Platform:
         self._log_lock = threading.Lock()
         self.processes: dict[str, stack.ManagedProcess] = {}
         self.session = requests.Session()
+        # gunicorn closes a keep-alive connection idle for 2 s; a request sent just as it
+        # does is reset. An idempotent one (GET, PUT, DELETE) is sent again; a POST's reset
+        # is the test's to see.
+        retry = Retry(total=2, connect=2, read=2, status=0, other=0, redirect=0)
+        self.session.mount("http://", HTTPAdapter(max_retries=retry))
 
     def launch(self, host_worker: bool = True) -> Platform:
         """Migrate, make a user and the host's token, start everything, wait for the host."""
