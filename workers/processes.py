@@ -137,6 +137,15 @@ def tie_rank_to_launcher(run_dir: str) -> None:
     register_group(run_dir, os.getpgid(0))
 
 
+def write_pid_file(path: str, pid: int) -> None:
+    """``pid`` into ``path`` whole or not at all: whoever reads it (a test, the next host
+    worker killing what a dead one left) never sees the file empty."""
+    partial = f"{path}.{os.getpid()}.tmp"
+    with open(partial, "w", encoding="ascii") as handle:
+        handle.write(str(pid))
+    os.replace(partial, path)
+
+
 def register_group(run_dir: str, pgid: int) -> None:
     with open(os.path.join(run_dir, GROUPS_FILE), "a", encoding="ascii") as handle:
         handle.write(f"{pgid}\n")

@@ -54,6 +54,7 @@ from workers.processes import (
     kill_group,
     kill_registered,
     own_run_dir,
+    write_pid_file,
 )
 from workers.tracebacks import exception_line
 
@@ -158,8 +159,7 @@ class Supervisor:
             pass_fds=(self.lock_fd,),
             preexec_fn=dying_with_this_process(),
         )
-        with open(os.path.join(self.run_dir, CHILD_PID_FILE), "w") as handle:
-            handle.write(str(self.child.pid))
+        write_pid_file(os.path.join(self.run_dir, CHILD_PID_FILE), self.child.pid)
         pumps = [
             self._pump(self.child.stdout, STDOUT),
             self._pump(self.child.stderr, STDERR),

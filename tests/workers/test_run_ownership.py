@@ -6,6 +6,7 @@ import hashlib
 import os
 import signal
 import subprocess
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -14,7 +15,7 @@ import pytest
 from tests.waiting import wait_until
 from tests.workers.test_run_cli import FAST_SMOKE, run, start
 from workers.contract.exits import EXIT_RUN_DIR_BUSY
-from workers.processes import GROUPS_FILE, OWNER_LOCK_FILE
+from workers.processes import GROUPS_FILE, OWNER_LOCK_FILE, write_pid_file
 
 LONG_TRAINING = {
     "kind": "training",
@@ -188,3 +189,28 @@ def test_the_ranks_of_a_launch_die_with_it(
     code, stderr, events = run(FAST_SMOKE, run_dir)
     assert code == 0, stderr
     assert events[-1]["status"] == "succeeded"
+
+
+def test_a_pid_file_is_never_read_empty_or_partial(tmp_path: Path) -> None:
+    # The next host worker reads supervisor.pid and child.pid to kill what a dead one left;
+    # a file caught between its truncation and its write would keep that process alive.
+    path = str(tmp_path / "child.pid")
+    write_pid_file(path, 1)
+    stop = threading.Event()
+
+    def rewrite() -> None:
+        pid = 10
+        while not stop.is_set():
+            pid = pid * 10 % 99_999_989 + 1
+            write_pid_file(path, pid)
+
+    writer = threading.Thread(target=rewrite)
+    writer.start()
+    try:
+        seen = [Path(path).read_text() for _ in range(20_000)]
+    finally:
+        stop.set()
+        writer.join()
+    assert all(text.isdigit() for text in seen)
+    assert len(set(seen)) > 1  # it was rewritten while read
+    assert os.listdir(tmp_path) == ["child.pid"]

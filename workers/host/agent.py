@@ -29,7 +29,7 @@ from workers.host.forwarder import Forwarder, RunGone
 from workers.host.runenv import clean_env
 from workers.host.runuser import RunUser
 from workers.host.snapshots import SnapshotFailed, collect_and_send
-from workers.processes import kill_group, kill_registered
+from workers.processes import kill_group, kill_registered, write_pid_file
 
 log = logging.getLogger(__name__)
 
@@ -237,8 +237,7 @@ class RunExecution:
                 self._finish({"exit_code": None, "error": f"cannot start {python}: {exc}"})
                 return
         pid_file = os.path.join(self.run_dir, SUPERVISOR_PID)
-        with open(pid_file, "w") as handle:
-            handle.write(str(self.process.pid))
+        write_pid_file(pid_file, self.process.pid)
         forwarder = Forwarder(self.agent.client, self.run_id, self.attempt, self.run_dir)
         uploader = CheckpointUploader(self.agent.client, self.run_id, self.checkpoint_dir)
         self.artifacts = ArtifactUploader(self.agent.client, self.run_id, self.run_dir)
