@@ -16,11 +16,9 @@ from npulab.series.models import MetricChunk, MetricRollup, MetricSeries
 Stored = tuple[str, int, int, float | None, float, int]
 
 
-def stored_points(series: QuerySet[MetricSeries] | MetricSeries) -> list[Stored]:
+def stored_points(series: QuerySet[MetricSeries]) -> list[Stored]:
     """Every point stored in the series' chunks, by series id and then step; a repeated step's
     in the order stored."""
-    if isinstance(series, MetricSeries):
-        series = MetricSeries.objects.filter(pk=series.pk)
     of_series: dict[tuple[int, str], list[tuple[int, chunks.Points, int]]] = defaultdict(list)
     rows = MetricChunk.objects.filter(series__in=series).values_list(
         "series_id", "series__key", "pk", "attempt", "points", "data"

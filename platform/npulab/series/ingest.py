@@ -67,6 +67,7 @@ def insert_points(owner: Owner, points: dict[str, list[Point]], *, attempt: int 
 
     ``attempt`` is the run attempt that logged them; a host's series has none (0).
     """
+    points = {key: batch for key, batch in points.items() if batch}
     if not points:
         return
     series = _series(owner, list(points))

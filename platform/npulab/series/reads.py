@@ -123,7 +123,8 @@ def whole(
     kept = points.steps >= low
     if bound is not None:
         kept &= points.steps <= bound
-    points = points.where(kept)
+    if not kept.all():
+        points = points.where(kept)
     more = bound is not None and found.last_step is not None and bound < found.last_step
     columns = dict(zip(names, points, strict=False))
     return Page(columns, bound if more else None)

@@ -128,7 +128,10 @@ class Migration(migrations.Migration):
             ],
             options={
                 "indexes": [
-                    models.Index(fields=["series", "first_step"], name="metricchunk_series_first")
+                    models.Index(
+                        fields=["series", "first_step", "last_step"],
+                        name="metricchunk_series_steps",
+                    )
                 ],
             },
         ),
