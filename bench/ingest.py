@@ -14,6 +14,9 @@ What one batch costs the server is measured three ways, none of them the client'
 - database CPU: the PostgreSQL backends serving the database (bench/telemetry.py's meter);
 - server time: gunicorn's own time for the request, from its access log (``%(M)s``, whole ms).
 
+Beside them, the web CPU of a ``GET /healthz`` (one ``SELECT 1``): about the least a request
+costs.
+
 Throughput is events per second of wall time over the measured batches. On PostgreSQL the
 storage per point is the metric and rollup tables' size (with their indexes) over the points
 stored. Targets (issue 15): 1,000 events cost at most 7 ms, and ingest at 80 % or more of the
@@ -51,6 +54,8 @@ SIZES = (100, 1_000, 10_000)
 # Batches a size measures by default: enough for tenths of a millisecond, few enough to be quick.
 REQUESTS = {100: 300, 1_000: 150, 10_000: 20}
 WARM_UP = 3
+# GET /healthz requests that measure about the least a request costs.
+FLOOR_REQUESTS = 300
 FAKE_HOST = "bench-ingest"
 BENCH_DATABASE = "npulab_bench_ingest"
 HEARTBEAT_S = 2.0
@@ -131,6 +136,7 @@ def run(platform: Any, sizes: list[int], args: argparse.Namespace, dsn: str | No
         idle_from, idle_cpu = time.perf_counter(), tree_cpu_s(web_pid)
         time.sleep(10 * HEARTBEAT_S)
         idle_rate = (tree_cpu_s(web_pid) - idle_cpu) / (time.perf_counter() - idle_from)
+        floor_ms = request_floor_ms(platform, web_pid, idle_rate)
         measured: dict[int, list[dict[str, Any]]] = {size: [] for size in sizes}
         for _ in range(args.rounds):
             for size in sizes:
@@ -144,6 +150,7 @@ def run(platform: Any, sizes: list[int], args: argparse.Namespace, dsn: str | No
     report: dict[str, Any] = {
         "web": "gunicorn gthread, 1 worker x 8 threads (tests/e2e/platform.py)",
         "heartbeat_web_cpu_ms_per_s": round(idle_rate * 1000, 2),
+        "healthz_web_cpu_ms_per_request": floor_ms,
         "heartbeat_failures": agent.beat_failures,
         "sizes": by_size,
     }
@@ -158,6 +165,18 @@ def run(platform: Any, sizes: list[int], args: argparse.Namespace, dsn: str | No
     if dsn is not None:
         report["storage"] = storage(dsn)
     return report
+
+
+def request_floor_ms(platform: Any, web_pid: int, idle_rate: float) -> float:
+    """Web CPU of one ``GET /healthz`` (gunicorn, Django's handler and a ``SELECT 1``): about
+    the least a request costs, to tell a batch's own cost from the server's."""
+    for _ in range(WARM_UP):
+        platform.session.get(f"{platform.url}/healthz", timeout=30)
+    started, cpu = time.perf_counter(), tree_cpu_s(web_pid)
+    for _ in range(FLOOR_REQUESTS):
+        platform.session.get(f"{platform.url}/healthz", timeout=30).raise_for_status()
+    spent = tree_cpu_s(web_pid) - cpu - idle_rate * (time.perf_counter() - started)
+    return round(spent / FLOOR_REQUESTS * 1000, 2)
 
 
 def one_size(
