@@ -129,6 +129,7 @@ def spanning(series_id: int, low: int = FIRST, high: int = LAST) -> Iterator[Sto
     sql = _sql(_SPANNING)
     while True:
         rows = _fetch(sql, [series_id, low, high, first, first, pk, _GROUP])
+        # The group's last (first step, id) is where the next group starts.
         for pk, first, count, data in rows:
             yield Stored(pk, first, unpack(data, count))
         if len(rows) < _GROUP:
