@@ -21,9 +21,10 @@ from npulab.runs.services import (
     do_submit_run,
     sweep_runs,
 )
+from npulab.series.rollups import LOWEST_STEP
 from tests.conftest import register
 from tests.factories import HostFactory
-from tests.series.blocks import stored_points
+from tests.series.blocks import expected_blocks, stored_blocks, stored_points
 
 pytestmark = pytest.mark.django_db
 
@@ -172,6 +173,20 @@ def test_malformed_events_are_kept_as_text_not_dropped(owner, cpu_host) -> None:
     assert lines[0].startswith("malformed event (no valid type) stored as text:")
     assert lines[1].startswith("malformed event (a metric needs key, integer step and value)")
     assert [point[2:4] for point in stored_points(run.metric_series.all())] == [(1, None)]
+
+
+@pytest.mark.parametrize("value", [1.0, 1])
+def test_a_step_whose_block_no_integer_can_start_is_an_ingest_error(owner, cpu_host, value) -> None:
+    # The coarsest rollup block of a step within 10,000 of -2**63 would start below it.
+    run = running_run(owner, cpu_host)
+    bad = {"type": "metric", "key": "loss", "step": -(2**63), "value": value, "time": 1.0}
+    low = {"type": "metric", "key": "loss", "step": LOWEST_STEP, "value": 2.0, "time": 1.0}
+    do_ingest_events(cpu_host, run.pk, 1, 0, 2, [bad, low])
+    lines = [event.data["line"] for event in RunEvent.objects.filter(run=run)]
+    assert len(lines) == 1
+    assert lines[0].startswith("malformed event (a metric needs key, integer step and value)")
+    assert [point[2:4] for point in stored_points(run.metric_series.all())] == [(LOWEST_STEP, 2.0)]
+    assert stored_blocks(run.metric_series.all()) == expected_blocks(run.metric_series.all())
 
 
 @pytest.mark.parametrize("key", ["loss\x00", "loss\udcff", "loss\n"])

@@ -8,12 +8,14 @@ import random
 
 import pytest
 
-from npulab.series.chunks import FIRST, LAST, MAX_POINTS
+from npulab.series.chunks import LAST, MAX_POINTS
 from npulab.series.ingest import Point, drop_points_after, insert_points
-from npulab.series.models import MetricChunk
+from npulab.series.models import MetricChunk, MetricSeries
 from npulab.series.owners import Owner
 from npulab.series.reads import find, recent, whole
+from npulab.series.rollups import LOWEST_STEP, SIZES
 from tests.factories import RunFactory
+from tests.series.blocks import expected_blocks, stored_blocks
 
 pytestmark = pytest.mark.django_db
 
@@ -72,16 +74,21 @@ def test_overlapping_batches_read_back_whole_and_by_pages_as_logged(seed: int) -
 def test_a_batch_larger_than_a_chunk_is_several_and_the_extreme_steps_keep() -> None:
     owner = Owner.of_run(RunFactory().pk)
     points = [(step, float(step % 5), 1.0) for step in range(2 * MAX_POINTS + 3)]
-    points += [(FIRST, -1.0, 2.0), (LAST, 1.0, 3.0)]
+    points += [(LOWEST_STEP, -1.0, 2.0), (LAST, 1.0, 3.0)]
     insert_points(owner, {"loss": points}, attempt=2)
 
     sizes = sorted(MetricChunk.objects.values_list("points", flat=True))
     assert sizes == [5, MAX_POINTS, MAX_POINTS]
     found = find(owner, "loss")
-    assert (found.first_step, found.last_step, found.points) == (FIRST, LAST, len(points))
+    assert (found.first_step, found.last_step, found.points) == (LOWEST_STEP, LAST, len(points))
     assert as_points(whole(found).columns) == sorted(points)
     assert as_points(whole(found, after_step=LAST - 1).columns) == [(LAST, 1.0, 3.0)]
     assert whole(found, after_step=LAST).columns["step"].tolist() == []
+    # Each extreme step's blocks start where Python's integers put them, at every size.
+    series = MetricSeries.objects.filter(pk=found.pk)
+    assert stored_blocks(series) == expected_blocks(series)
+    lowest = {start for (_, size, start) in stored_blocks(series) if size == SIZES[0]}
+    assert LOWEST_STEP - LOWEST_STEP % SIZES[0] in lowest
 
 
 def test_a_cut_back_keeps_the_points_up_to_its_step_in_every_chunk() -> None:

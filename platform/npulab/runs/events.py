@@ -20,13 +20,14 @@ from npulab.core.text import storable, storable_json
 from npulab.runs.models import Run, RunAttempt, RunEvent
 from npulab.series.ingest import Point, insert_points
 from npulab.series.owners import Owner
+from npulab.series.rollups import LOWEST_STEP
 from workers.contract import events as contract_events
 from workers.contract import kinds as contract_kinds
 from workers.contract.redact import REDACTED, is_secret_name, redact_text
 
 MAX_TYPE_CHARS = 32
 MAX_KEY_CHARS = 200
-_STEP_MIN, _STEP_MAX = -(2**63), 2**63 - 1
+_STEP_MIN, _STEP_MAX = LOWEST_STEP, 2**63 - 1
 # Tokens of this platform, should a user's program print one.
 _TOKEN = re.compile(r"\bnp[lh]_[A-Za-z0-9_-]{20,}")
 # Events that only prove liveness; storing them would only cost.

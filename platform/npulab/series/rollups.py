@@ -26,6 +26,9 @@ from npulab.series.models import MetricRollup
 # resolution (issue 15: a bucket narrower than a 1,000-step block used to
 # fall back to 100 blocks of 10).
 SIZES = (10_000, 1_000, 100, 10)
+# The lowest step a point may have: the start of its coarsest block (a multiple of the size,
+# rounding down) must still be a 64-bit integer.
+LOWEST_STEP = -(2**63) + SIZES[0]
 
 # [points, counted, total, minimum, maximum, first_step]; total/min/max are
 # None while no finite value has been seen, like SQL's SUM/MIN/MAX.
