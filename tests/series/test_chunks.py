@@ -8,6 +8,7 @@ import random
 
 import pytest
 
+from npulab.series import chunks
 from npulab.series.chunks import LAST, MAX_POINTS
 from npulab.series.ingest import Point, drop_points_after, insert_points
 from npulab.series.models import MetricChunk, MetricSeries
@@ -45,8 +46,13 @@ def as_points(columns: dict) -> list[Point]:
     ]
 
 
+# A group of 2 chunks a query: every read goes on from where the group before it ended.
+@pytest.mark.parametrize("group", [2, chunks._GROUP])
 @pytest.mark.parametrize("seed", [1, 2, 3])
-def test_overlapping_batches_read_back_whole_and_by_pages_as_logged(seed: int) -> None:
+def test_overlapping_batches_read_back_whole_and_by_pages_as_logged(
+    seed: int, group: int, monkeypatch
+) -> None:
+    monkeypatch.setattr(chunks, "_GROUP", group)
     rng = random.Random(seed)
     owner = Owner.of_run(RunFactory().pk)
     batches = logged(rng, 12, rng.randrange(20, 300))
@@ -107,13 +113,17 @@ def test_a_cut_back_keeps_the_points_up_to_its_step_in_every_chunk() -> None:
     assert MetricChunk.objects.filter(last_step__gt=120).count() == 0
 
 
-def test_the_recent_points_are_the_attempts_newest() -> None:
+def test_the_recent_points_are_the_attempts_newest(monkeypatch) -> None:
+    monkeypatch.setattr(chunks, "_GROUP", 1)  # a chunk a query
     run = RunFactory()
     owner = Owner.of_run(run.pk)
-    insert_points(owner, {"loss": [(step, 1.0, step / 10) for step in range(100)]}, attempt=1)
+    for start in range(0, 100, 20):
+        points = [(step, 1.0, step / 10) for step in range(start, start + 20)]
+        insert_points(owner, {"loss": points}, attempt=1)
     insert_points(owner, {"loss": [(step, 1.0, step / 10) for step in range(50, 80)]}, attempt=2)
     series_id = find(owner, "loss").pk
 
     assert recent(series_id, 1, 10).steps.tolist() == list(range(90, 100))
+    assert recent(series_id, 1, 55).steps.tolist() == list(range(45, 100))
     assert recent(series_id, 2, 100).steps.tolist() == list(range(50, 80))
     assert recent(series_id, 3, 10).steps.tolist() == []

@@ -35,12 +35,19 @@ _INSERT = """
     INSERT INTO {chunk} (series_id, attempt, first_step, last_step, points, data)
     VALUES (%s, %s, %s, %s, %s, %s)
 """
-# Keyset pages in (first step, id) order; the same spelling on PostgreSQL and SQLite.
+# Keyset pages, the same spelling on PostgreSQL and SQLite: each row is its id, its key in
+# the order read, then its first step, point count and data (``_keyset``).
 _SPANNING = """
-    SELECT id, first_step, points, data FROM {chunk}
+    SELECT id, first_step, first_step, points, data FROM {chunk}
     WHERE series_id = %s AND last_step >= %s AND first_step <= %s
         AND (first_step > %s OR (first_step = %s AND id > %s))
     ORDER BY first_step, id LIMIT %s
+"""
+_NEWEST = """
+    SELECT id, last_step, first_step, points, data FROM {chunk}
+    WHERE series_id = %s AND attempt = %s
+        AND (last_step < %s OR (last_step = %s AND id < %s))
+    ORDER BY last_step DESC, id DESC LIMIT %s
 """
 
 
@@ -125,15 +132,25 @@ class Stored(NamedTuple):
 def spanning(series_id: int, low: int = FIRST, high: int = LAST) -> Iterator[Stored]:
     """The series' chunks that may hold a step from ``low`` to ``high``, in order of first
     step (then of storing), read a group at a time."""
-    first, pk = FIRST, 0
-    sql = _sql(_SPANNING)
+    return _keyset(_SPANNING, [series_id, low, high], FIRST, 0)
+
+
+def newest(series_id: int, attempt: int) -> Iterator[Stored]:
+    """The chunks ``attempt`` logged to the series, the one with the highest last step (then
+    the last stored) first, read a group at a time."""
+    return _keyset(_NEWEST, [series_id, attempt], LAST, LAST)
+
+
+def _keyset(template: str, params: list[Any], key: int, pk: int) -> Iterator[Stored]:
+    """The chunks of ``template``'s rows after (``key``, ``pk``), a group a query."""
+    sql = _sql(template)
     while True:
-        rows = _fetch(sql, [series_id, low, high, first, first, pk, _GROUP])
-        # The group's last (first step, id) is where the next group starts.
-        for pk, first, count, data in rows:
-            yield Stored(pk, first, unpack(data, count))
+        rows = _fetch(sql, [*params, key, key, pk, _GROUP])
+        for row_pk, _, first, count, data in rows:
+            yield Stored(row_pk, first, unpack(data, count))
         if len(rows) < _GROUP:
             return
+        pk, key = rows[-1][:2]
 
 
 def _fetch(sql: str, params: list[Any]) -> list[tuple]:

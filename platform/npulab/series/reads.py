@@ -155,13 +155,11 @@ def _page(series_id: int, low: int, limit: int | None) -> tuple[list[chunks.Stor
 def recent(series_id: int, attempt: int, count: int) -> chunks.Points:
     """About the last ``count`` points that ``attempt`` logged to the series, in step order:
     those of its newest chunks (a chunk overlapping them from earlier is not looked for)."""
-    newest = MetricChunk.objects.filter(series_id=series_id, attempt=attempt)
     picked: list[chunks.Stored] = []
     found = 0
-    rows = newest.order_by("-last_step", "-id").values_list("pk", "first_step", "points", "data")
-    for pk, first, points, data in rows.iterator(chunk_size=8):
-        picked.append(chunks.Stored(pk, first, chunks.unpack(data, points)))
-        found += points
+    for chunk in chunks.newest(series_id, attempt):
+        picked.append(chunk)
+        found += len(chunk.points)
         if found >= count:
             break
     return chunks.merged(picked).where(slice(-count, None))
