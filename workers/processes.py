@@ -25,12 +25,17 @@ import fcntl
 import os
 import signal
 import sys
-from typing import Callable
+from typing import Callable, Iterable
+
+from workers.contract import script_env
 
 GROUPS_FILE = "process-groups"
+# The supervisor's child, the kind's runner: its process group is the run's first.
+CHILD_PID_FILE = "child.pid"
 OWNER_LOCK_FILE = ".owner.lock"
 # Tells the supervisor's descendants which inherited descriptor holds the lock.
 OWNER_LOCK_FD_ENV = "NPULAB_OWNER_LOCK_FD"
+_PROC = "/proc"
 # prctl(2): the signal a process gets when its parent dies (Linux).
 _PR_SET_PDEATHSIG = 1
 _LIBC = (
@@ -46,7 +51,7 @@ class RunDirBusy(Exception):
     def __init__(self, run_dir: str, pid: str) -> None:
         super().__init__(
             f"run directory {run_dir} is in use by pid {pid or 'unknown'} (or a process it"
-            f" started, see {os.path.join(run_dir, 'child.pid')}); stop it or use another"
+            f" started, see {os.path.join(run_dir, CHILD_PID_FILE)}); stop it or use another"
             " --run-dir"
         )
         self.pid = pid
@@ -164,6 +169,47 @@ def kill_group(pgid: int, signum: int = signal.SIGKILL) -> None:
         os.killpg(pgid, signum)
 
 
-def kill_registered(run_dir: str, signum: int = signal.SIGKILL) -> None:
-    for pgid in registered_groups(run_dir):
+def kill_registered(run_dir: str, signum: int = signal.SIGKILL, also: Iterable[int] = ()) -> None:
+    """Signal the run's registered process groups, and ``also`` these, that are still its own.
+
+    For groups whose leader may be gone and reaped: a number kept in a file outlives its
+    group, and the kernel soon hands it out again (where pid_max is 32,768, torch's threads
+    use up a few hundred numbers a process), perhaps to another run's ranks.
+    """
+    for pgid in run_groups(run_dir, [*registered_groups(run_dir), *also]):
         kill_group(pgid, signum)
+
+
+def run_groups(run_dir: str, pgids: Iterable[int]) -> set[int]:
+    """Those of ``pgids`` that still hold a process of the run in ``run_dir``.
+
+    Every process of a run has the run directory in its environment (the supervisor sets
+    it for its child, and the rest inherit it). Without /proc (not Linux) there is no
+    telling, and all are taken as the run's.
+    """
+    wanted = set(pgids)
+    if not wanted or not os.path.isdir(_PROC):
+        return wanted
+    target = os.path.realpath(run_dir)
+    prefix = f"{script_env.RUN_DIR}=".encode()
+    found: set[int] = set()
+    for name in os.listdir(_PROC):
+        if not name.isdigit():
+            continue
+        try:
+            with open(os.path.join(_PROC, name, "stat"), "rb") as handle:
+                stat = handle.read()
+            # After the command's closing parenthesis: state, parent, process group.
+            pgrp = int(stat[stat.rindex(b")") + 1 :].split()[2])
+            if pgrp not in wanted or pgrp in found:
+                continue
+            with open(os.path.join(_PROC, name, "environ"), "rb") as handle:
+                environ = handle.read().split(b"\0")
+        except (OSError, ValueError, IndexError):
+            continue  # gone meanwhile, or another user's
+        for entry in environ:
+            if entry.startswith(prefix):
+                if os.path.realpath(os.fsdecode(entry[len(prefix) :])) == target:
+                    found.add(pgrp)
+                break
+    return found

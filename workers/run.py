@@ -36,7 +36,7 @@ from typing import IO, Any
 
 from workers import __version__
 from workers.backends import get_backend
-from workers.contract import exits, kinds
+from workers.contract import exits, kinds, script_env
 from workers.contract.events import EVENTS_FILE, RUNNER, STDERR, STDOUT
 from workers.contract.exits import (
     EXIT_FAILED,
@@ -48,6 +48,7 @@ from workers.contract.spec import SpecError, split_submission
 from workers.events import EventWriter
 from workers.kinds.base import Outcome, RunContext
 from workers.processes import (
+    CHILD_PID_FILE,
     OWNER_LOCK_FD_ENV,
     RunDirBusy,
     dying_with_this_process,
@@ -59,7 +60,6 @@ from workers.processes import (
 from workers.tracebacks import exception_line
 
 RESULT_FILE = "result.json"
-CHILD_PID_FILE = "child.pid"
 STDERR_TAIL_LINES = 40
 # Kept to find the exception a child died of: a traceback's frames come first.
 STDERR_SCAN_LINES = 400
@@ -179,7 +179,7 @@ class Supervisor:
     def _child_env(self) -> dict[str, str]:
         env = dict(os.environ)
         env.update(self.spec["env"])
-        env["NPULAB_RUN_DIR"] = self.run_dir
+        env[script_env.RUN_DIR] = self.run_dir
         env[OWNER_LOCK_FD_ENV] = str(self.lock_fd)
         env["PYTHONUNBUFFERED"] = "1"
         # The child runs in the run directory; make this package importable there.
@@ -237,8 +237,7 @@ class Supervisor:
             self.child.wait(timeout=KILL_GRACE_S)
         # Also reaches descendants that outlived the child itself, and the
         # process groups the child started (a training launcher and its ranks).
-        kill_group(self.child.pid, signal.SIGKILL)
-        kill_registered(self.run_dir)
+        kill_registered(self.run_dir, also=(self.child.pid,))
         self.child.wait()
 
     def _outcome(self, timed_out: bool, result_path: str) -> Outcome:

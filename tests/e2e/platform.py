@@ -26,7 +26,7 @@ from urllib3.util.retry import Retry
 from npulab.web import stack
 from tests.paths import REPO_DIR
 from tests.services import Services
-from workers.processes import kill_group, registered_groups
+from workers.host.agent import SUPERVISOR_PID, kill_run_processes
 
 # Without these, Chromium keeps trying to reach Google's hosts, which a closed
 # network refuses, and the refusals slow every page.
@@ -244,11 +244,7 @@ class Platform:
     def kill_run_processes(self, run_id: int, attempt: int = 1) -> None:
         """What a dead host does to its runs: every process of the attempt is gone."""
         run_dir = self.run_dir(run_id, attempt)
-        pids = [run_dir / "supervisor.pid", run_dir / "child.pid"]
-        groups = [int(p.read_text()) for p in pids if p.exists()]
-        groups += registered_groups(str(run_dir))
-        for pgid in groups:
-            kill_group(pgid)
+        kill_run_processes(str(run_dir), int((run_dir / SUPERVISOR_PID).read_text()))
 
     # -- the API, as a user ---------------------------------------------------
 

@@ -47,6 +47,11 @@ def run(spec: object, run_dir: Path, python: str = sys.executable, **env: str):
     process = start(spec, run_dir, python, **env)
     _, stderr = process.communicate(timeout=300)
     events = list(iter_events(str(run_dir / "events.jsonl")))
+    if process.returncode:
+        # The runner logs its children's stderr as events, not on its own: shown by pytest
+        # when the test fails, with the reason the runner gave.
+        for event in events[-40:]:
+            print(json.dumps(event))
     return process.returncode, stderr, events
 
 

@@ -14,8 +14,15 @@ import pytest
 
 from tests.waiting import wait_until
 from tests.workers.test_run_cli import FAST_SMOKE, run, start
+from workers.contract import script_env
 from workers.contract.exits import EXIT_RUN_DIR_BUSY
-from workers.processes import GROUPS_FILE, OWNER_LOCK_FILE, write_pid_file
+from workers.processes import (
+    GROUPS_FILE,
+    OWNER_LOCK_FILE,
+    kill_registered,
+    register_group,
+    write_pid_file,
+)
 
 LONG_TRAINING = {
     "kind": "training",
@@ -214,3 +221,45 @@ def test_a_pid_file_is_never_read_empty_or_partial(tmp_path: Path) -> None:
     assert all(text.isdigit() for text in seen)
     assert len(set(seen)) > 1  # it was rewritten while read
     assert os.listdir(tmp_path) == ["child.pid"]
+
+
+def group_of(run_dir: Path, tmp_path: Path, script: str = "") -> subprocess.Popen:
+    """A process group of its own, its processes told to be of the run in ``run_dir``."""
+    return subprocess.Popen(
+        ["sh", "-c", script or "sleep 600"],
+        env=dict(os.environ, **{script_env.RUN_DIR: str(run_dir)}),
+        start_new_session=True,
+        cwd=tmp_path,
+    )
+
+
+def test_a_registered_group_number_that_is_another_runs_now_is_left_alone(
+    tmp_path: Path,
+) -> None:
+    # The number of a group this run registered, after the group ended and the kernel
+    # handed the number to another run's processes: killing it blind would kill those.
+    run_dir, other_run = tmp_path / "run", tmp_path / "other-run"
+    run_dir.mkdir()
+    other_run.mkdir()
+    other = group_of(other_run, tmp_path)
+    own = group_of(run_dir / ".", tmp_path)  # the same directory, spelt another way
+    register_group(str(run_dir), other.pid)
+    register_group(str(run_dir), own.pid)
+    try:
+        kill_registered(str(run_dir))
+        assert own.wait(timeout=DEADLINE_S) == -signal.SIGKILL
+        assert other.poll() is None
+    finally:
+        other.kill()
+        other.wait()
+
+
+def test_a_group_whose_leader_is_gone_is_killed_by_its_members(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    leader = group_of(run_dir, tmp_path, "sleep 600 & echo $! > member.pid")
+    assert leader.wait(timeout=DEADLINE_S) == 0
+    member = int(wait_for(lambda: (tmp_path / "member.pid").read_text().strip(), "the member"))
+    assert alive(member)
+    kill_registered(str(run_dir), also=[leader.pid])
+    wait_for(lambda: not alive(member), f"the group's member {member} to die")

@@ -16,6 +16,7 @@ import pytest
 import torch
 
 from tests.paths import REPO_DIR
+from workers.contract import script_env
 from workers.events import iter_events
 from workers.track import Run
 from workers.track import checkpoint as checkpoints
@@ -143,7 +144,7 @@ def test_under_a_host_worker_nothing_is_pruned_before_its_upload(
     tmp_path: Path, monkeypatch
 ) -> None:
     # The platform is out of reach: the host worker has settled (uploaded) only step 1.
-    monkeypatch.setenv(checkpoints.UPLOADS_ENV, "42")
+    monkeypatch.setenv(script_env.RUN_ID, "42")
     directory = str(tmp_path)
     for step in (1, 2, 3, 4):
         checkpoints.save(directory, step, {}, torch, keep=2)

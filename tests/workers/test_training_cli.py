@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import signal
@@ -16,6 +15,7 @@ import pytest
 from tests.paths import REPO_DIR
 from tests.workers.test_run_cli import by_type, run
 from workers.events import iter_events
+from workers.processes import kill_registered
 
 
 def training(**fields) -> dict:
@@ -81,9 +81,7 @@ def kill_when(run_dir: Path, process: subprocess.Popen, losses_seen: int) -> Non
             break
         time.sleep(0.2)
     os.killpg(process.pid, signal.SIGKILL)
-    for pgid in (run_dir / "process-groups").read_text().split():
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(int(pgid), signal.SIGKILL)
+    kill_registered(str(run_dir))
     process.wait()
 
 

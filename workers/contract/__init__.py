@@ -3,7 +3,8 @@
 Spec schema and validation (``spec``), the run kinds' declarations
 (``kinds``), event types and their fields (``events``), exit causes and
 process exit codes (``exits``), Celery task and queue names (``tasks``),
-device types and their visible-devices variables (``devices``), secret
+device types and their visible-devices variables (``devices``), the
+environment a run's processes get (``script_env``), secret
 redaction (``redact``) and the torch_npu / CANN compatibility data
 (``compat``).
 

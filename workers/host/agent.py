@@ -16,6 +16,7 @@ import time
 from typing import Any
 
 from workers import __version__
+from workers.contract import script_env
 from workers.contract.devices import VISIBLE_DEVICES_ENV
 from workers.contract.events import EVENTS_FILE, RUNNER
 from workers.contract.exits import EXIT_INVALID_SPEC, EXIT_RUN_DIR_BUSY
@@ -29,7 +30,7 @@ from workers.host.forwarder import Forwarder, RunGone
 from workers.host.runenv import clean_env
 from workers.host.runuser import RunUser
 from workers.host.snapshots import SnapshotFailed, collect_and_send
-from workers.processes import kill_group, kill_registered, write_pid_file
+from workers.processes import CHILD_PID_FILE, kill_group, kill_registered, write_pid_file
 
 log = logging.getLogger(__name__)
 
@@ -369,9 +370,9 @@ class RunExecution:
         env["PYTHONPATH"] = _PACKAGE_ROOT + (
             os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else ""
         )
-        env["NPULAB_RUN_ID"] = str(self.run_id)
-        env["NPULAB_ATTEMPT"] = str(self.attempt)
-        env["NPULAB_CHECKPOINT_DIR"] = self.checkpoint_dir
+        env[script_env.RUN_ID] = str(self.run_id)
+        env[script_env.ATTEMPT] = str(self.attempt)
+        env[script_env.CHECKPOINT_DIR] = self.checkpoint_dir
         variable = VISIBLE_DEVICES_ENV[self.spec["device_type"]]
         if variable:
             env[variable] = ",".join(str(index) for index in self.devices)
@@ -430,9 +431,8 @@ def reap_orphans(work_dir: str) -> list[str]:
 def kill_run_processes(run_dir: str, supervisor_pid: int) -> None:
     """SIGKILL a run's supervisor, its child and every process group they registered."""
     kill_group(supervisor_pid)
-    try:
-        with open(os.path.join(run_dir, "child.pid")) as handle:
-            kill_group(int(handle.read().strip()))
-    except (OSError, ValueError):
-        pass
-    kill_registered(run_dir)
+    child: tuple[int, ...] = ()
+    path = os.path.join(run_dir, CHILD_PID_FILE)
+    with contextlib.suppress(OSError, ValueError), open(path) as handle:
+        child = (int(handle.read().strip()),)
+    kill_registered(run_dir, also=child)

@@ -33,6 +33,7 @@ import threading
 import time
 from typing import Any
 
+from workers.contract import script_env
 from workers.contract.events import CHECKPOINT, EVENTS_FILE
 from workers.events import EventWriter
 from workers.kinds.training import CHECKPOINT_DAMAGED, RESUME
@@ -137,17 +138,18 @@ class Run:
 
     @classmethod
     def from_environment(cls, env: Any) -> Run:
-        run_dir = os.path.abspath(env.get("NPULAB_RUN_DIR") or "npulab-run")
+        run_dir = os.path.abspath(env.get(script_env.RUN_DIR) or "npulab-run")
         return cls(
             run_dir=run_dir,
-            checkpoint_dir=env.get("NPULAB_CHECKPOINT_DIR") or os.path.join(run_dir, "checkpoints"),
+            checkpoint_dir=env.get(script_env.CHECKPOINT_DIR)
+            or os.path.join(run_dir, "checkpoints"),
             rank=int(env.get("RANK", "0")),
             world_size=int(env.get("WORLD_SIZE", "1")),
-            run_id=env.get("NPULAB_RUN_ID", ""),
-            attempt=int(env.get("NPULAB_ATTEMPT", "1")),
-            keep_checkpoints=int(env.get("NPULAB_KEEP_CHECKPOINTS", "3")),
-            every_steps=int(env.get("NPULAB_CHECKPOINT_EVERY_STEPS", "0")),
-            every_minutes=float(env.get("NPULAB_CHECKPOINT_EVERY_MINUTES", "0")),
+            run_id=env.get(script_env.RUN_ID, ""),
+            attempt=int(env.get(script_env.ATTEMPT, "1")),
+            keep_checkpoints=int(env.get(script_env.KEEP_CHECKPOINTS, "3")),
+            every_steps=int(env.get(script_env.CHECKPOINT_EVERY_STEPS, "0")),
+            every_minutes=float(env.get(script_env.CHECKPOINT_EVERY_MINUTES, "0")),
         )
 
     @property
@@ -186,8 +188,8 @@ class Run:
         from workers.contract.spec import clean_profile
         from workers.profiling import Window
 
-        profile = clean_profile(json.loads(os.environ.get("NPULAB_PROFILE") or "null"))
-        backend = get_backend(os.environ.get("NPULAB_DEVICE_TYPE") or "cpu")
+        profile = clean_profile(json.loads(os.environ.get(script_env.PROFILE) or "null"))
+        backend = get_backend(os.environ.get(script_env.DEVICE_TYPE) or "cpu")
         if profile is not None:
             backend.load()
         return Window(backend, profile, self.run_dir, self.events, self.say)

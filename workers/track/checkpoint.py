@@ -21,6 +21,8 @@ from concurrent.futures import Executor, ThreadPoolExecutor
 from contextlib import contextmanager, suppress
 from typing import Any, Callable, Iterator
 
+from workers.contract import script_env
+
 FORMAT = 1
 STATE_FILE = "state.pt"
 MANIFEST_FILE = "manifest.json"
@@ -28,8 +30,6 @@ PINS_FILE = "pinned.json"
 # Beside a step directory once the host worker is done with it (uploaded, or refused for
 # good): until then retention keeps it, so nothing is pruned before its upload.
 SETTLED_MARK = ".settled-{name}"
-# Set by the host worker for every run it executes: it uploads the run's checkpoints.
-UPLOADS_ENV = "NPULAB_RUN_ID"
 _STEP_DIR = re.compile(r"^step-(\d{12})$")
 _TEMPORARY = re.compile(r"^\.step-\d{12}\.tmp-(\d+)$")
 _CHUNK = 1 << 20
@@ -133,7 +133,7 @@ def save(directory: str, step: int, state: dict[str, Any], torch: Any, keep: int
         _unsettle(directory, step)
     os.rename(temporary, final)
     _fsync_dir(directory)
-    prune(directory, keep, hold_unsettled=bool(os.environ.get(UPLOADS_ENV)))
+    prune(directory, keep, hold_unsettled=bool(os.environ.get(script_env.RUN_ID)))
     return CheckpointInfo(step, final, writer.size, writer.digest.hexdigest())
 
 

@@ -18,6 +18,7 @@ from typing import Any
 
 from workers import track
 from workers.backends import get_backend
+from workers.contract import script_env
 
 JOBS = ("cnn", "lm")
 DEFAULT_STEPS = 300
@@ -35,7 +36,7 @@ def main(job: str, argv: list[str]) -> int:
     settings = _settings(argv)
     import torch
 
-    backend = get_backend(os.environ.get("NPULAB_DEVICE_TYPE", "cpu"))
+    backend = get_backend(os.environ.get(script_env.DEVICE_TYPE, "cpu"))
     backend.load()
     world = int(os.environ.get("WORLD_SIZE", "1"))
     rank = int(os.environ.get("RANK", "0"))
@@ -129,11 +130,11 @@ def _settings(argv: list[str]) -> Settings:
     """The spec's values (passed in the environment by the runner), then the job's own flags."""
     env = os.environ
     parser = argparse.ArgumentParser(prog="builtin job")
-    parser.add_argument("--steps", type=int, default=int(env.get("NPULAB_MAX_STEPS") or 0))
+    parser.add_argument("--steps", type=int, default=int(env.get(script_env.MAX_STEPS) or 0))
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--lr", type=float, default=3e-3)
-    parser.add_argument("--precision", default=env.get("NPULAB_PRECISION", "fp32"))
-    parser.add_argument("--seed", type=int, default=int(env.get("NPULAB_SEED", "0")))
+    parser.add_argument("--precision", default=env.get(script_env.PRECISION, "fp32"))
+    parser.add_argument("--seed", type=int, default=int(env.get(script_env.SEED, "0")))
     args = parser.parse_args(argv)
     return Settings(
         args.steps or DEFAULT_STEPS, args.batch_size, args.lr, args.precision, args.seed

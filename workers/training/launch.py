@@ -13,6 +13,7 @@ import os
 import runpy
 import sys
 
+from workers.contract import script_env
 from workers.contract.entries import BUILTIN_PREFIX
 from workers.processes import tie_rank_to_launcher
 
@@ -26,7 +27,7 @@ def main(argv: list[str] | None = None) -> int:
         print("usage: python -m workers.training.launch ENTRY [ARGS...]", file=sys.stderr)
         return 2
     entry, args = argv[0], argv[1:]
-    run_dir = os.environ.get("NPULAB_RUN_DIR")
+    run_dir = os.environ.get(script_env.RUN_DIR)
     if run_dir and _LAUNCHED_RANK in os.environ:
         tie_rank_to_launcher(run_dir)
     announce()
@@ -50,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
 def announce() -> None:
     """One line per process: which rank, which device (users ask for exactly this)."""
     env = os.environ
-    device_type = env.get("NPULAB_DEVICE_TYPE", "cpu")
+    device_type = env.get(script_env.DEVICE_TYPE, "cpu")
     local_rank = env.get("LOCAL_RANK", "0")
     visible = ""
     for variable in ("ASCEND_RT_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES"):

@@ -23,6 +23,7 @@ import time
 import traceback
 from typing import Any
 
+from workers.contract import script_env
 from workers.kinds.coverage.cases import dtype_name
 from workers.kinds.coverage.execute import Sample
 
@@ -185,9 +186,11 @@ def _child(
         # The entry's own tracking (workers.track in the built-in jobs) writes
         # here, not into the coverage run's events.jsonl or checkpoints.
         os.environ.update(
-            NPULAB_RUN_DIR=workdir,
-            NPULAB_CHECKPOINT_DIR=os.path.join(workdir, "checkpoints"),
-            NPULAB_DEVICE_TYPE="cpu",
+            {
+                script_env.RUN_DIR: workdir,
+                script_env.CHECKPOINT_DIR: os.path.join(workdir, "checkpoints"),
+                script_env.DEVICE_TYPE: "cpu",
+            }
         )
         recorder = _recorder(torch, max_bytes)
         stopped, error = "the entry ended", None

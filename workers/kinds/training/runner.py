@@ -27,7 +27,7 @@ import threading
 import time
 from typing import IO, Any
 
-from workers.contract import exits
+from workers.contract import exits, script_env
 from workers.contract.events import CHECKPOINT, EVENTS_FILE, METRIC, STEP
 from workers.kinds.base import Outcome, RunContext
 from workers.kinds.training import HEARTBEAT_TIMEOUT
@@ -152,18 +152,18 @@ def _environment(ctx: RunContext) -> dict[str, str]:
     env = dict(os.environ)
     env.update(
         {
-            "NPULAB_RUN_DIR": ctx.run_dir,
-            "NPULAB_CHECKPOINT_DIR": env.get("NPULAB_CHECKPOINT_DIR")
+            script_env.RUN_DIR: ctx.run_dir,
+            script_env.CHECKPOINT_DIR: env.get(script_env.CHECKPOINT_DIR)
             or os.path.join(ctx.run_dir, "checkpoints"),
-            "NPULAB_DEVICE_TYPE": spec["device_type"],
-            "NPULAB_PRECISION": spec["precision"],
-            "NPULAB_MAX_STEPS": str(spec["max_steps"]),
-            "NPULAB_SEED": str(spec["seed"]),
-            "NPULAB_KEEP_CHECKPOINTS": str(spec["keep_checkpoints"]),
-            "NPULAB_CHECKPOINT_EVERY_STEPS": str(spec["checkpoint_every_steps"]),
-            "NPULAB_CHECKPOINT_EVERY_MINUTES": str(spec["checkpoint_every_minutes"]),
+            script_env.DEVICE_TYPE: spec["device_type"],
+            script_env.PRECISION: spec["precision"],
+            script_env.MAX_STEPS: str(spec["max_steps"]),
+            script_env.SEED: str(spec["seed"]),
+            script_env.KEEP_CHECKPOINTS: str(spec["keep_checkpoints"]),
+            script_env.CHECKPOINT_EVERY_STEPS: str(spec["checkpoint_every_steps"]),
+            script_env.CHECKPOINT_EVERY_MINUTES: str(spec["checkpoint_every_minutes"]),
             # The profiling window workers.track's run.profile_step() records; "null": none.
-            "NPULAB_PROFILE": json.dumps(spec.get("profile")),
+            script_env.PROFILE: json.dumps(spec.get("profile")),
         }
     )
     return env

@@ -1,0 +1,25 @@
+"""The environment variables a run's processes get, by the names users' scripts read too.
+
+The host worker sets the run's identity, the supervisor (``workers.run``) the run
+directory, the training runner the spec's values; workers.track and the built-in jobs
+read them back. docs/training.md lists them for users.
+"""
+
+from __future__ import annotations
+
+# Set by the host worker for every run it executes (not by a run started by hand).
+RUN_ID = "NPULAB_RUN_ID"
+ATTEMPT = "NPULAB_ATTEMPT"
+# Set by the supervisor for every process of the run; the host worker's kills check it.
+RUN_DIR = "NPULAB_RUN_DIR"
+# Set by the training runner from the spec.
+CHECKPOINT_DIR = "NPULAB_CHECKPOINT_DIR"
+DEVICE_TYPE = "NPULAB_DEVICE_TYPE"
+PRECISION = "NPULAB_PRECISION"
+MAX_STEPS = "NPULAB_MAX_STEPS"
+SEED = "NPULAB_SEED"
+KEEP_CHECKPOINTS = "NPULAB_KEEP_CHECKPOINTS"
+CHECKPOINT_EVERY_STEPS = "NPULAB_CHECKPOINT_EVERY_STEPS"
+CHECKPOINT_EVERY_MINUTES = "NPULAB_CHECKPOINT_EVERY_MINUTES"
+# The profiling window run.profile_step() records, as JSON; "null": none.
+PROFILE = "NPULAB_PROFILE"
