@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 # In-process waits (a thread, a fake platform); a test that waits on processes it started
@@ -23,3 +24,16 @@ def wait_until(
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
         time.sleep(poll_s)
+
+
+def alive(pid: int) -> bool:
+    """Running or stopped; a zombie nobody reaped yet has died.
+
+    An orphan's zombie waits for init to reap it, which takes a while on a loaded machine:
+    ``os.kill(pid, 0)`` would still find it.
+    """
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"

@@ -25,6 +25,7 @@ import fcntl
 import os
 import signal
 import sys
+import time
 from typing import Callable, Iterable
 
 from workers.contract import script_env
@@ -36,6 +37,9 @@ OWNER_LOCK_FILE = ".owner.lock"
 # Tells the supervisor's descendants which inherited descriptor holds the lock.
 OWNER_LOCK_FD_ENV = "NPULAB_OWNER_LOCK_FD"
 _PROC = "/proc"
+# Reads of an empty environment before a process is taken for one without (see _environ).
+_EXEC_READS = 10
+_EXEC_PAUSE_S = 0.01
 # prctl(2): the signal a process gets when its parent dies (Linux).
 _PR_SET_PDEATHSIG = 1
 _LIBC = (
@@ -196,20 +200,42 @@ def run_groups(run_dir: str, pgids: Iterable[int]) -> set[int]:
     for name in os.listdir(_PROC):
         if not name.isdigit():
             continue
-        try:
-            with open(os.path.join(_PROC, name, "stat"), "rb") as handle:
-                stat = handle.read()
-            # After the command's closing parenthesis: state, parent, process group.
-            pgrp = int(stat[stat.rindex(b")") + 1 :].split()[2])
-            if pgrp not in wanted or pgrp in found:
-                continue
-            with open(os.path.join(_PROC, name, "environ"), "rb") as handle:
-                environ = handle.read().split(b"\0")
-        except (OSError, ValueError, IndexError):
-            continue  # gone meanwhile, or another user's
-        for entry in environ:
+        state_and_group = _stat_fields(name)
+        if state_and_group is None or state_and_group[1] not in wanted - found:
+            continue
+        state, pgrp = state_and_group
+        for entry in _environ(name, zombie=state == b"Z"):
             if entry.startswith(prefix):
                 if os.path.realpath(os.fsdecode(entry[len(prefix) :])) == target:
                     found.add(pgrp)
                 break
     return found
+
+
+def _stat_fields(pid: str) -> tuple[bytes, int] | None:
+    """A process's state and process group, from /proc; None once it is gone."""
+    try:
+        with open(os.path.join(_PROC, pid, "stat"), "rb") as handle:
+            stat = handle.read()
+        # After the command's closing parenthesis: state, parent, process group.
+        fields = stat[stat.rindex(b")") + 1 :].split()
+        return fields[0], int(fields[2])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _environ(pid: str, zombie: bool) -> list[bytes]:
+    """A process's environment as its entries; none if it is gone or another user's.
+
+    A process in the middle of an exec reads as empty for a moment: read again, briefly.
+    """
+    for _ in range(_EXEC_READS):
+        try:
+            with open(os.path.join(_PROC, pid, "environ"), "rb") as handle:
+                environ = handle.read()
+        except OSError:
+            return []
+        if environ or zombie:
+            return environ.split(b"\0")
+        time.sleep(_EXEC_PAUSE_S)
+    return []

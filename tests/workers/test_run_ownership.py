@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.waiting import wait_until
+from tests.waiting import alive, wait_until
 from tests.workers.test_run_cli import FAST_SMOKE, run, start
 from workers.contract import script_env
 from workers.contract.exits import EXIT_RUN_DIR_BUSY
@@ -47,15 +47,6 @@ DEADLINE_S = 120.0
 
 def wait_for(condition: Callable[[], object], what: str) -> object:
     return wait_until(condition, what, DEADLINE_S)
-
-
-def alive(pid: int) -> bool:
-    """Running or stopped; a zombie nobody reaped yet has died."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
 def holds_owner_lock(pid: int, run_dir: Path) -> bool:
