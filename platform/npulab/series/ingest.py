@@ -67,22 +67,50 @@ def insert_points(owner: Owner, points: dict[str, list[Point]], *, attempt: int 
 
     ``attempt`` is the run attempt that logged them; a host's series has none (0).
     """
-    points = {key: batch for key, batch in points.items() if batch}
-    if not points:
+    found = {key: chunks.columns(batch) for key, batch in points.items() if batch}
+    if not found:
         return
-    series = _series(owner, list(points))
+    added = {key: (len(columns), int(columns.steps[-1])) for key, columns in found.items()}
+    if connection.vendor == "postgresql":
+        series = _counted_series(owner, added)
+    else:
+        series = _series(owner, list(found))
+        _add_counts([(series[key].pk, n, high) for key, (n, high) in added.items()])
     rows: list[tuple] = []
     blocks: rollups.Blocks = {}
-    counts: list[_Count] = []
-    for key, batch in points.items():
+    for key, columns in found.items():
         pk = series[key].pk
-        found = chunks.columns(batch)
-        rows += chunks.write(pk, attempt, found)
-        blocks.update(rollups.aggregate(pk, found))
-        counts.append((pk, len(found), int(found.steps[-1])))
+        rows += chunks.write(pk, attempt, columns)
+        blocks.update(rollups.aggregate(pk, columns))
     chunks.insert(rows)
-    rollups.store(blocks, {found.pk: found.last_step for found in series.values()})
-    _add_counts(counts)
+    rollups.store(blocks, {row.pk: row.last_step for row in series.values()})
+
+
+def _counted_series(owner: Owner, added: dict[str, tuple[int, int]]) -> dict[str, _SeriesRow]:
+    """Each key's series with its last step before this batch, the batch's points added to
+    its counts: one statement for the stored series (a run's batch pays for every query it
+    makes), an INSERT for the new ones, created with their counts."""
+    fields = owner.fields()
+    where = " AND ".join(
+        f"s.{name} IS NULL" if value is None else f"s.{name} = %s" for name, value in fields.items()
+    )
+    rows = ", ".join(["(%s, %s::bigint, %s::bigint)"] * len(added))
+    params = [value for key, (n, high) in added.items() for value in (key, n, high)]
+    params += [value for value in fields.values() if value is not None]
+    table = connection.ops.quote_name(MetricSeries._meta.db_table)
+    with connection.cursor() as cursor:
+        cursor.execute(_COUNTED.format(table=table, rows=rows, owner=where), params)
+        stored = cursor.fetchall()
+    named = (fields.get("run_id"), fields.get("host_id"), fields.get("device_index"))
+    found = {key: _SeriesRow(pk, *named, key, last) for pk, key, last in stored}
+    missing = [
+        MetricSeries(**fields, key=key, points=n, last_step=high)
+        for key, (n, high) in added.items()
+        if key not in found
+    ]
+    for created in MetricSeries.objects.bulk_create(missing):
+        found[created.key] = _SeriesRow.of(created)._replace(last_step=None)
+    return found
 
 
 def insert_samples(batches: dict[Owner, dict[str, list[Point]]]) -> None:
@@ -145,6 +173,19 @@ _COUNT = """
     UPDATE {table} SET points = points + %s,
         last_step = CASE WHEN last_step IS NULL OR last_step < %s THEN %s ELSE last_step END
     WHERE id = %s
+"""
+# The counts of a batch's stored series, returning their last steps from before it: the rows
+# are locked first, in id order, as every update of several series takes them.
+_COUNTED = """
+    WITH batch (key, n, high) AS (VALUES {rows}),
+    old AS (
+        SELECT s.id, s.key, s.last_step FROM {table} AS s JOIN batch ON batch.key = s.key
+        WHERE {owner} ORDER BY s.id FOR UPDATE OF s
+    )
+    UPDATE {table} AS s
+    SET points = s.points + batch.n, last_step = GREATEST(s.last_step, batch.high)
+    FROM old JOIN batch ON batch.key = old.key WHERE s.id = old.id
+    RETURNING s.id, old.key, old.last_step
 """
 # The row locks in id order: the UPDATE's join would take them in whatever order its plan has.
 _LOCK_SERIES = "SELECT 1 FROM {table} WHERE id IN ({ids}) ORDER BY id FOR UPDATE"
