@@ -200,10 +200,12 @@ def run_groups(run_dir: str, pgids: Iterable[int]) -> set[int]:
     for name in os.listdir(_PROC):
         if not name.isdigit():
             continue
-        state_and_group = _stat_fields(name)
-        if state_and_group is None or state_and_group[1] not in wanted - found:
+        fields = _stat_fields(name)
+        if fields is None:
             continue
-        state, pgrp = state_and_group
+        state, pgrp = fields
+        if pgrp not in wanted or pgrp in found:
+            continue
         for entry in _environ(name, zombie=state == b"Z"):
             if entry.startswith(prefix):
                 if os.path.realpath(os.fsdecode(entry[len(prefix) :])) == target:

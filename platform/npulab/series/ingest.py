@@ -146,9 +146,10 @@ def _add_counts(counts: list[_Count]) -> None:
     """Add each batch's points to its series' count and raise its last step, in the database.
 
     On PostgreSQL one UPDATE for all the series, after locking them: a host's telemetry batch
-    touches a hundred series, and a statement each cost more than its points. For one series
-    (a training run's loss), and on SQLite, one plain UPDATE per series, sent together
-    (bulk_update's CASE per field and row cost more to build than a small batch to store).
+    touches a hundred series, and a statement each cost more than its points (a run's batch
+    counts its series as it finds them, in ``_counted_series``). For one series, and on
+    SQLite, one plain UPDATE per series, sent together (bulk_update's CASE per field and row
+    cost more to build than a small batch to store).
     """
     # In id order, whoever else updates several series at once does too: no deadlock.
     counts = sorted(counts)
