@@ -15,6 +15,7 @@ from django.urls import Resolver404, resolve
 from npulab.runs.models import Run
 from npulab.runs.scheduler import place_queued_runs
 from npulab.runs.services import do_claim_run, do_submit_run
+from workers.contract.events import NDJSON
 
 pytestmark = pytest.mark.django_db
 BIG = 10**30
@@ -133,6 +134,30 @@ def test_json_nested_deep_is_a_bad_request(api, host_api, path: str) -> None:
     deep = "[" * 100_000 + "]" * 100_000
     response = client.post(path, deep, content_type="application/json")
     assert response.status_code == 400
+
+
+@pytest.mark.parametrize("form", ["json", "lines"])
+def test_an_events_body_over_the_request_limit_is_refused_unread(
+    owner, cpu_host, host_api, settings, form: str
+) -> None:
+    # DRF's parsers read the body themselves, past Django's own check on request.body.
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 4096
+    run = claimed(owner, cpu_host)
+    line = json.dumps({"type": "log", "time": 1.0, "stream": "stdout", "message": "x" * 5000})
+    if form == "json":
+        body = json.dumps({"attempt": 1, "start": 0, "end": 5100, "events": [json.loads(line)]})
+        url, content_type = f"{AGENT}/runs/{run.pk}/events/", "application/json"
+    else:
+        body = line + "\n"
+        url = f"{AGENT}/runs/{run.pk}/events/?attempt=1&start=0&end={len(body)}"
+        content_type = NDJSON
+    response = host_api.generic("POST", url, body, content_type=content_type)
+    assert response.status_code == 413
+    assert response.json()["code"] == "payload_too_large"
+    assert "NPULAB_MAX_REQUEST_BYTES" in response.json()["detail"]
+    run.refresh_from_db()
+    assert run.events_offset == 0
+    assert not run.events.exists()
 
 
 def test_lone_surrogates_in_json_are_a_bad_request(api) -> None:

@@ -68,4 +68,7 @@ class EventLinesParser(BaseParser):
         self, stream: IO[bytes], media_type: str | None = None, parser_context: Any = None
     ) -> dict[str, Any]:
         request = (parser_context or {})["request"]
-        return batch_of_lines(stream.read() if stream else b"", request.query_params, time.time())
+        # request.body, not the stream: Django holds it to DATA_UPLOAD_MAX_MEMORY_SIZE (413),
+        # as DRF does for the JSON form.
+        body = request.body if stream else b""
+        return batch_of_lines(body, request.query_params, time.time())
