@@ -17,7 +17,7 @@ from typing import Any
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import PermissionDenied
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from npulab.audit import actions
@@ -267,13 +267,25 @@ def do_dispatch_run(run: Run, host: Host, indices: list[int], now: datetime) -> 
 
 
 def _locked_run_of(host: Host, run_id: int, attempt: int) -> Run:
-    """The run, locked, if it is this host's and this attempt is current."""
-    run = Run.objects.select_for_update().get(pk=run_id)
+    """The run, locked, if it is this host's and this attempt is current.
+
+    In plain SQL: every events batch of a run starts here, and building the ORM's query
+    cost half again what the database's lock and row did (docs/benchmarks.md).
+    """
+    lock = " FOR UPDATE" if connection.features.has_select_for_update else ""
+    table = connection.ops.quote_name(Run._meta.db_table)
+    found = list(Run.objects.raw(_RUN_BY_ID.format(table=table, lock=lock), [run_id]))
+    if not found:
+        raise Run.DoesNotExist(f"No run {run_id}.")
+    run = found[0]
     if run.host_id != host.id:
         raise PermissionDenied(f"run {run_id} is not placed on host {host.name}")
     if run.attempt != attempt:
         raise Conflict(f"attempt {attempt} of run {run_id} is stale; current is {run.attempt}")
     return run
+
+
+_RUN_BY_ID = "SELECT * FROM {table} WHERE id = %s{lock}"
 
 
 @transaction.atomic
