@@ -140,7 +140,8 @@ def test_json_nested_deep_is_a_bad_request(api, host_api, path: str) -> None:
 def test_an_events_body_over_the_request_limit_is_refused_unread(
     owner, cpu_host, host_api, settings, form: str
 ) -> None:
-    # DRF's parsers read the body themselves, past Django's own check on request.body.
+    # Django checks the limit on request.body: a parser that reads the stream itself (the
+    # lines form's did) takes any size.
     settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 4096
     run = claimed(owner, cpu_host)
     line = json.dumps({"type": "log", "time": 1.0, "stream": "stdout", "message": "x" * 5000})
