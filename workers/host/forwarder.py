@@ -30,8 +30,10 @@ from workers.host.client import PlatformClient, PlatformRejected, PlatformUnavai
 log = logging.getLogger(__name__)
 
 OFFSET_FILE = "forwarded.offset"
-# A batch at most this big (well under the platform's and a proxy's request limits) ...
+# A batch at most this big (well under the platform's and a proxy's request limits), and
+# at most as many lines as the platform takes (``batch_limits``) ...
 MAX_BATCH_BYTES = 1 << 20
+MAX_BATCH_EVENTS = 5000
 # ... and sent as soon as this much waits, or its lines have waited LINGER_S.
 MIN_BATCH_BYTES = 64 * 1024
 LINGER_S = 0.05
@@ -47,6 +49,17 @@ class RunGone(Exception):
     """The platform no longer wants this run attempt's events (cancelled, lost, deleted)."""
 
 
+def batch_limits(claim: dict[str, Any]) -> dict[str, int]:
+    """The ``Forwarder`` arguments that keep its batches within what the platform said,
+    in its claim reply, one batch may hold: an operator may set it as low as 100 lines,
+    and a batch over it is refused like a run the platform no longer wants. A platform
+    from before the field gets the forwarder's own limit."""
+    said = claim.get("max_events")
+    if type(said) is not int or said < 1:
+        return {"max_events": MAX_BATCH_EVENTS}
+    return {"max_events": min(said, MAX_BATCH_EVENTS)}
+
+
 class Forwarder:
     """Ships one run attempt's events: ``wait`` then ``pump`` while the run lives (one
     round each), ``drain`` once it has ended."""
@@ -58,7 +71,7 @@ class Forwarder:
         attempt: int,
         run_dir: str,
         poll_s: float = 1.0,
-        max_events: int = 5000,
+        max_events: int = MAX_BATCH_EVENTS,
         max_bytes: int = MAX_BATCH_BYTES,
         min_bytes: int = MIN_BATCH_BYTES,
         linger_s: float = LINGER_S,

@@ -119,6 +119,18 @@ def test_a_run_forwards_every_event_once_in_order_and_reports_its_exit_code(
     assert agent.running_ids() == []
 
 
+def test_batches_hold_no_more_events_than_the_claim_reply_says(
+    agent: HostAgent, platform: FakePlatform, work_dir: Path, tmp_path: Path
+) -> None:
+    platform.claims[1] = {**training_claim(tmp_path, QUICK, "0"), "max_events": 2}
+    agent.execute(1, ATTEMPT)
+
+    assert_forwarded_exactly_once(platform, work_dir, 1)
+    sizes = [count for _, _, count in platform.batches(1)]
+    assert sum(sizes) == len(file_events(work_dir, 1)) > 4
+    assert max(sizes) == 2
+
+
 def test_a_failed_run_reports_the_supervisors_exit_code_after_its_events(
     agent: HostAgent, platform: FakePlatform, tmp_path: Path
 ) -> None:

@@ -17,11 +17,13 @@ import requests
 
 from npulab.hosts.services import do_issue_host_token
 from npulab.runs.models import Run, RunEvent
+from npulab.runs.scheduler import place_queued_runs
+from npulab.runs.services import do_submit_run
 from tests.runs.test_attempts import started
 from workers.contract.events import EVENTS_FILE, RUNNER
 from workers.events import EventWriter
 from workers.host.client import PlatformClient, PlatformUnavailable
-from workers.host.forwarder import Forwarder
+from workers.host.forwarder import Forwarder, RunGone, batch_limits
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -162,3 +164,41 @@ def test_every_event_is_stored_once_through_failures_of_every_kind(
     assert all(content_type == "application/x-ndjson" for content_type, _ in proxy.bodies)
     assert proxy.bodies[0][1] == data[:first_part]
     assert proxy.bodies[-1][1] == data[first_part:]
+
+
+def test_batches_stay_within_the_size_the_platform_says_it_takes(
+    proxy: FaultyProxy, owner: Any, cpu_host: Any, api: Any, tmp_path: Path, settings: Any
+) -> None:
+    # An operator may set NPULAB_MAX_EVENTS_PER_BATCH as low as 100; a batch over it is a
+    # 400, which the host takes for the platform refusing the run (and stops it).
+    settings.NPULAB = {**settings.NPULAB, "MAX_EVENTS_PER_BATCH": 100}
+    run = do_submit_run(owner, {"kind": "training", "device_type": "cpu", "entry": "builtin:cnn"})
+    place_queued_runs()
+    client = PlatformClient(proxy.url, do_issue_host_token(cpu_host))
+    claim = client.claim(run.pk, Run.objects.get(pk=run.pk).attempt)
+    assert claim["max_events"] == 100
+    path = tmp_path / EVENTS_FILE
+    writer = EventWriter(str(path))
+    for step in range(1000):
+        writer.metrics(step, {"loss": 1.0 / (step + 1)})
+    writer.close()
+
+    with pytest.raises(RunGone, match="at most 100 events"):
+        Forwarder(client, run.pk, claim["attempt"], str(tmp_path)).pump()
+    proxy.bodies.clear()
+    fw = Forwarder(client, run.pk, claim["attempt"], str(tmp_path), **batch_limits(claim))
+    fw.drain()
+
+    assert fw.offset == path.stat().st_size == Run.objects.get(pk=run.pk).events_offset
+    assert [step for step, _ in points(api, run, "loss")] == list(range(1000))
+    sent = [body.count(b"\n") for _, body in proxy.bodies]
+    assert sum(sent) == 1000
+    assert max(sent) == 100
+
+
+def test_a_platform_that_names_no_batch_size_gets_the_old_one() -> None:
+    assert batch_limits({"run": 1, "attempt": 1}) == {"max_events": 5000}
+    assert batch_limits({"max_events": 20_000}) == {"max_events": 5000}
+    assert batch_limits({"max_events": 100}) == {"max_events": 100}
+    for nonsense in (0, -5, "100", None, 2.5):
+        assert batch_limits({"max_events": nonsense}) == {"max_events": 5000}

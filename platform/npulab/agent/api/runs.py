@@ -53,6 +53,7 @@ class ClaimView(AgentAPIView):
                 "resume": {"step": resume.step, "bytes": resume.bytes, "sha256": resume.sha256}
                 if resume
                 else None,
+                "max_events": settings.NPULAB["MAX_EVENTS_PER_BATCH"],
             }
         )
 

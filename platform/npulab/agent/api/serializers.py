@@ -96,6 +96,9 @@ class ClaimReplySerializer(serializers.Serializer):
     resume = ResumeSerializer(
         allow_null=True, help_text="The stored checkpoint a new attempt resumes from, if any."
     )
+    max_events = serializers.IntegerField(
+        help_text="The most events one events batch may hold here (NPULAB_MAX_EVENTS_PER_BATCH)."
+    )
 
 
 class PassThroughField(serializers.JSONField):
