@@ -89,6 +89,7 @@ def launched_platform(
     redis_db: int | None = None,
     flush_redis: bool = False,
     host_worker: bool = True,
+    settings: dict[str, str] | None = None,
 ) -> Iterator[Platform]:
     """A launched stack on ``services``, stopped and its database dropped on exit.
 
@@ -96,7 +97,8 @@ def launched_platform(
     exit); otherwise SQLite in ``var_dir``. Redis: the services' server, on db
     ``redis_db`` when given (flushed first only with ``flush_redis``, for a db
     that is the caller's own); otherwise an embedded Redis in ``var_dir``.
-    ``host_worker=False`` starts no CPU host worker (a caller acting as one).
+    ``host_worker=False`` starts no CPU host worker (a caller acting as one). ``settings``:
+    environment variables over the stack's own (a benchmark's production values).
     """
     drop_database = None
     if services.database_url:
@@ -117,7 +119,7 @@ def launched_platform(
             embedded = stack.EmbeddedRedis(var_dir / "redis", lambda name, line: None)
             embedded.start()
             broker_url = embedded.url
-        platform = Platform(var_dir, database_url, broker_url)
+        platform = Platform(var_dir, database_url, broker_url, settings)
         try:
             yield platform.launch(host_worker=host_worker)
         finally:
@@ -132,7 +134,13 @@ def launched_platform(
 class Platform:
     """One running stack and a token client for its API."""
 
-    def __init__(self, var_dir: Path, database_url: str, broker_url: str) -> None:
+    def __init__(
+        self,
+        var_dir: Path,
+        database_url: str,
+        broker_url: str,
+        settings: dict[str, str] | None = None,
+    ) -> None:
         self.var_dir = var_dir
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -162,6 +170,7 @@ class Platform:
                 "DJANGO_SUPERUSER_USERNAME": USER,
                 "DJANGO_SUPERUSER_PASSWORD": PASSWORD,
                 "DJANGO_SUPERUSER_EMAIL": "e2e@example.invalid",
+                **(settings or {}),
             }
         )
         self.logs = var_dir / "logs"
