@@ -274,10 +274,9 @@ def _locked_run_of(host: Host, run_id: int, attempt: int) -> Run:
     """
     lock = " FOR UPDATE" if connection.features.has_select_for_update else ""
     table = connection.ops.quote_name(Run._meta.db_table)
-    found = list(Run.objects.raw(_RUN_BY_ID.format(table=table, lock=lock), [run_id]))
-    if not found:
+    run = next(iter(Run.objects.raw(_RUN_BY_ID.format(table=table, lock=lock), [run_id])), None)
+    if run is None:
         raise Run.DoesNotExist(f"No run {run_id}.")
-    run = found[0]
     if run.host_id != host.id:
         raise PermissionDenied(f"run {run_id} is not placed on host {host.name}")
     if run.attempt != attempt:
