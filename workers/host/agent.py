@@ -26,7 +26,7 @@ from workers.host.checkpoints import CheckpointUploader, apply_pins, fetch_for_r
 from workers.host.client import PlatformClient, PlatformRejected, PlatformUnavailable
 from workers.host.config import HostConfig
 from workers.host.devices import detect
-from workers.host.forwarder import Forwarder, RunGone, batch_limits
+from workers.host.forwarder import Forwarder, RunGone, max_batch_events
 from workers.host.runenv import clean_env
 from workers.host.runuser import RunUser
 from workers.host.snapshots import SnapshotFailed, collect_and_send
@@ -192,7 +192,7 @@ class RunExecution:
         self.spec: dict[str, Any] = claim["spec"]
         self.devices: list[int] = claim.get("devices", [])
         self.resume: dict[str, Any] | None = claim.get("resume")
-        self.batch = batch_limits(claim)
+        self.max_events = max_batch_events(claim)
         self.run_dir = os.path.join(
             agent.config.work_dir, "runs", str(run_id), f"attempt-{attempt}"
         )
@@ -241,7 +241,7 @@ class RunExecution:
         pid_file = os.path.join(self.run_dir, SUPERVISOR_PID)
         write_pid_file(pid_file, self.process.pid)
         forwarder = Forwarder(
-            self.agent.client, self.run_id, self.attempt, self.run_dir, **self.batch
+            self.agent.client, self.run_id, self.attempt, self.run_dir, max_events=self.max_events
         )
         uploader = CheckpointUploader(self.agent.client, self.run_id, self.checkpoint_dir)
         self.artifacts = ArtifactUploader(self.agent.client, self.run_id, self.run_dir)

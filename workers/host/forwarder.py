@@ -31,7 +31,7 @@ log = logging.getLogger(__name__)
 
 OFFSET_FILE = "forwarded.offset"
 # A batch at most this big (well under the platform's and a proxy's request limits), and
-# at most as many lines as the platform takes (``batch_limits``) ...
+# at most as many lines as the platform takes (``max_batch_events``) ...
 MAX_BATCH_BYTES = 1 << 20
 MAX_BATCH_EVENTS = 5000
 # ... and sent as soon as this much waits, or its lines have waited LINGER_S.
@@ -49,15 +49,15 @@ class RunGone(Exception):
     """The platform no longer wants this run attempt's events (cancelled, lost, deleted)."""
 
 
-def batch_limits(claim: dict[str, Any]) -> dict[str, int]:
-    """The ``Forwarder`` arguments that keep its batches within what the platform said,
-    in its claim reply, one batch may hold: an operator may set it as low as 100 lines,
-    and a batch over it is refused like a run the platform no longer wants. A platform
-    from before the field gets the forwarder's own limit."""
+def max_batch_events(claim: dict[str, Any]) -> int:
+    """The ``Forwarder``'s ``max_events`` within what the platform said, in its claim reply,
+    one batch may hold: an operator may set it as low as 100 lines, and a batch over it is
+    refused like a run the platform no longer wants. A platform from before the field gets
+    the forwarder's own limit."""
     said = claim.get("max_events")
     if type(said) is not int or said < 1:
-        return {"max_events": MAX_BATCH_EVENTS}
-    return {"max_events": min(said, MAX_BATCH_EVENTS)}
+        return MAX_BATCH_EVENTS
+    return min(said, MAX_BATCH_EVENTS)
 
 
 class Forwarder:

@@ -23,7 +23,7 @@ from tests.runs.test_attempts import started
 from workers.contract.events import EVENTS_FILE, RUNNER
 from workers.events import EventWriter
 from workers.host.client import PlatformClient, PlatformUnavailable
-from workers.host.forwarder import Forwarder, RunGone, batch_limits
+from workers.host.forwarder import Forwarder, RunGone, max_batch_events
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -186,7 +186,9 @@ def test_batches_stay_within_the_size_the_platform_says_it_takes(
     with pytest.raises(RunGone, match="at most 100 events"):
         Forwarder(client, run.pk, claim["attempt"], str(tmp_path)).pump()
     proxy.bodies.clear()
-    fw = Forwarder(client, run.pk, claim["attempt"], str(tmp_path), **batch_limits(claim))
+    fw = Forwarder(
+        client, run.pk, claim["attempt"], str(tmp_path), max_events=max_batch_events(claim)
+    )
     fw.drain()
 
     assert fw.offset == path.stat().st_size == Run.objects.get(pk=run.pk).events_offset
@@ -197,8 +199,8 @@ def test_batches_stay_within_the_size_the_platform_says_it_takes(
 
 
 def test_a_platform_that_names_no_batch_size_gets_the_old_one() -> None:
-    assert batch_limits({"run": 1, "attempt": 1}) == {"max_events": 5000}
-    assert batch_limits({"max_events": 20_000}) == {"max_events": 5000}
-    assert batch_limits({"max_events": 100}) == {"max_events": 100}
+    assert max_batch_events({"run": 1, "attempt": 1}) == 5000
+    assert max_batch_events({"max_events": 20_000}) == 5000
+    assert max_batch_events({"max_events": 100}) == 100
     for nonsense in (0, -5, "100", None, 2.5):
-        assert batch_limits({"max_events": nonsense}) == {"max_events": 5000}
+        assert max_batch_events({"max_events": nonsense}) == 5000
