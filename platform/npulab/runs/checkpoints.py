@@ -30,6 +30,7 @@ from npulab.artifacts.services import (
     open_artifact,
 )
 from npulab.core.errors import CHECKPOINT_DAMAGED, Conflict
+from npulab.core.sql import table
 from npulab.runs.events import MalformedEvent
 from npulab.runs.models import Checkpoint, Run
 
@@ -228,9 +229,8 @@ def pinned_steps(run: Run) -> list[int]:
     In plain SQL: every events batch's reply carries them, and the ORM's query cost four
     times the database's (docs/benchmarks.md).
     """
-    table = connection.ops.quote_name(Checkpoint._meta.db_table)
     with connection.cursor() as cursor:
-        cursor.execute(_PINNED.format(table=table), [run.pk])
+        cursor.execute(_PINNED.format(table=table(Checkpoint)), [run.pk])
         return [step for (step,) in cursor.fetchall()]
 
 
