@@ -15,8 +15,9 @@ from tests.series.blocks import expected_blocks, stored_blocks
 pytestmark = pytest.mark.django_db
 
 
-# A batch goes in as chunks, a large one as several, and its blocks by COPY on PostgreSQL
-# (series.ingest); Django's query-logging cursor (DEBUG) must take every one.
+# A batch goes in as chunks, a large one as several, and its blocks in one statement
+# (series.rollups); Django's query-logging cursor (DEBUG) must take every one, and what goes
+# past it on PostgreSQL must not break it.
 @pytest.mark.parametrize("size", [10, 25_000])
 def test_points_store_under_a_query_logging_cursor(size: int) -> None:
     owner = Owner.of_host(HostFactory(name="npu-01").pk, 0)

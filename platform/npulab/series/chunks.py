@@ -18,9 +18,9 @@ from collections.abc import Iterator, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
-import psycopg
 from django.db import connection
 
+from npulab.core.sql import server_cursor
 from npulab.series.models import MetricChunk
 
 # 240 kB a chunk: a batch larger than this is stored as several.
@@ -31,10 +31,11 @@ _FLOAT = np.dtype("<f8")
 _GROUP = 32
 FIRST, LAST = -(2**63), 2**63 - 1
 
-_INSERT = """
-    INSERT INTO {chunk} (series_id, attempt, first_step, last_step, points, data)
-    VALUES (%s, %s, %s, %s, %s, %s)
-"""
+_INSERT = "INSERT INTO {chunk} (series_id, attempt, first_step, last_step, points, data) VALUES "
+_ROW = "(%s, %s, %s, %s, %s, %s)"
+# Rows an INSERT: a batch has a chunk per series, and a statement's parameters are limited
+# (999 on an older SQLite).
+_ROWS_PER_INSERT = 100
 # Keyset pages, the same spelling on PostgreSQL and SQLite: each row is its id, its key in
 # the order read, then its first step, point count and data (``_keyset``).
 _SPANNING = """
@@ -104,10 +105,16 @@ def pack(points: Points) -> bytes:
 
 
 def insert(rows: list[tuple]) -> None:
-    """Store chunk rows made by ``write``."""
-    if rows:
-        with connection.cursor() as cursor:
-            cursor.executemany(_sql(_INSERT), rows)
+    """Store chunk rows made by ``write``, a statement for up to ``_ROWS_PER_INSERT``; on
+    PostgreSQL with the data as binary, not as a hex literal twice its size in the SQL."""
+    if not rows:
+        return
+    postgres = connection.vendor == "postgresql"
+    with server_cursor() if postgres else connection.cursor() as cursor:
+        for first in range(0, len(rows), _ROWS_PER_INSERT):
+            group = rows[first : first + _ROWS_PER_INSERT]
+            sql = _sql(_INSERT) + ", ".join([_ROW] * len(group))
+            cursor.execute(sql, [value for row in group for value in row])
 
 
 def unpack(data: bytes | memoryview, points: int) -> Points:
@@ -160,10 +167,7 @@ def _fetch(sql: str, params: list[Any]) -> list[tuple]:
         with connection.cursor() as cursor:
             cursor.execute(sql, params)
             return cursor.fetchall()
-    connection.ensure_connection()
-    # psycopg's own cursor on Django's connection (its cursor binds on the client, in text):
-    # the same transaction.
-    with psycopg.Cursor(connection.connection) as cursor:
+    with server_cursor() as cursor:
         cursor.execute(sql, params, binary=True)
         return cursor.fetchall()
 

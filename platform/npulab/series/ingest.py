@@ -2,7 +2,7 @@
 
 A training run sends points in batches of thousands; the platform must take a hundred
 thousand a second from one client. A run's batch is stored as one chunk row per series
-(npulab.series.chunks) with its rollup blocks (COPY on PostgreSQL); a host's telemetry, a
+(npulab.series.chunks) with its rollup blocks (npulab.series.rollups); a host's telemetry, a
 few points for each of a hundred series, as a row a point, in one COPY for all of them on
 PostgreSQL; other databases get executemany.
 
@@ -77,13 +77,13 @@ def insert_points(owner: Owner, points: dict[str, list[Point]], *, attempt: int 
         series = _series(owner, list(found))
         _add_counts([(series[key].pk, n, high) for key, (n, high) in added.items()])
     rows: list[tuple] = []
-    blocks: rollups.Blocks = {}
+    blocks = []
     for key, columns in found.items():
         pk = series[key].pk
         rows += chunks.write(pk, attempt, columns)
-        blocks.update(rollups.aggregate(pk, columns))
+        blocks.append(rollups.aggregate(pk, columns))
     chunks.insert(rows)
-    rollups.store(blocks, {row.pk: row.last_step for row in series.values()})
+    rollups.store(rollups.concatenate(blocks), {row.pk: row.last_step for row in series.values()})
 
 
 def _counted_series(owner: Owner, added: dict[str, tuple[int, int]]) -> dict[str, _SeriesRow]:

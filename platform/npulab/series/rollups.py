@@ -11,12 +11,13 @@ combine them (npulab.series.reads).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from django.db import connection
 
-from npulab.series import chunks
+from npulab.core.sql import server_cursor
+from npulab.series import arrays, chunks
 from npulab.series.chunks import Points
 from npulab.series.models import MetricRollup
 
@@ -29,20 +30,56 @@ SIZES = (10_000, 1_000, 100, 10)
 # The lowest step a point may have: the start of its coarsest block (a multiple of the size,
 # rounding down) must still be a 64-bit integer.
 LOWEST_STEP = -(2**63) + SIZES[0]
+# Each column's dtype in ``Blocks``.
+_KINDS = (np.int64,) * 5 + (np.float64,) * 3 + (np.int64,)
 
-# [points, counted, total, minimum, maximum, first_step]; total/min/max are
-# None while no finite value has been seen, like SQL's SUM/MIN/MAX.
-Block = list[Any]
-# (series id, size, start) -> block
-Blocks = dict[tuple[int, int, int], Block]
+
+class Blocks(NamedTuple):
+    """Blocks as columns, a row per (series, size, start), in the table's column order.
+
+    ``total``, ``minimum`` and ``maximum`` are NaN where the block has no finite value
+    (``counted`` is 0), as SQL's SUM/MIN/MAX give NULL: they are stored as NULL. A
+    training batch has about a hundred blocks a thousand points: kept as arrays, they go
+    to the database without a Python object each.
+    """
+
+    series_id: np.ndarray
+    size: np.ndarray
+    start: np.ndarray
+    points: np.ndarray
+    counted: np.ndarray
+    total: np.ndarray
+    minimum: np.ndarray
+    maximum: np.ndarray
+    first_step: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.start)
+
+    def where(self, mask: np.ndarray) -> Blocks:
+        return Blocks(*(column[mask] for column in self))
+
+    def rows(self) -> list[tuple[Any, ...]]:
+        """The blocks as rows of Python values, None for NULL."""
+        columns = [column.tolist() for column in self]
+        for column in columns[5:8]:
+            column[:] = [None if value != value else value for value in column]  # NaN
+        return list(zip(*columns, strict=True))
+
+
+def concatenate(parts: list[Blocks]) -> Blocks:
+    """The blocks of several series (or sizes) as one."""
+    if not parts:
+        return Blocks(*(np.empty(0, kind) for kind in _KINDS))
+    return Blocks(*(np.concatenate(column) for column in zip(*parts, strict=True)))
+
 
 _COLUMNS = "series_id, size, start, points, counted, total, minimum, maximum, first_step"
 
 
 # Merging a batch's block into a stored one. PostgreSQL's LEAST/GREATEST
 # skip NULLs, SQLite's two-argument MIN/MAX return NULL: hence the COALESCEs.
-_UPSERT = """
-    INSERT INTO {rollup} ({columns}) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)
+_MERGE = """
     ON CONFLICT (series_id, size, start) DO UPDATE SET
         points = {rollup}.points + excluded.points,
         counted = {rollup}.counted + excluded.counted,
@@ -53,7 +90,25 @@ _UPSERT = """
                            {rollup}.maximum, excluded.maximum),
         first_step = {least}({rollup}.first_step, excluded.first_step)
 """
-_COPY = "COPY {rollup} ({columns}) FROM STDIN (FORMAT BINARY)"
+_UPSERT = "INSERT INTO {rollup} ({columns}) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) {merge}"
+# A batch's blocks in one statement, a column an array: those that start after their series'
+# last step are new and inserted, the others (``stored``) merged into what may be there.
+_STORE = """
+    WITH block ({columns}, stored) AS (
+        SELECT * FROM unnest(%s::int8[], %s::int4[], %s::int8[], %s::int4[], %s::int4[],
+            %s::float8[], %s::float8[], %s::float8[], %s::int8[], %s::bool[])
+    ),
+    fresh AS (
+        INSERT INTO {rollup} ({columns}) SELECT {values} FROM block WHERE NOT stored
+    )
+    INSERT INTO {rollup} ({columns}) SELECT {values} FROM block WHERE stored {merge}
+"""
+# No finite value is NaN in the arrays, NULL in the table.
+_VALUES = (
+    "series_id, size, start, points, counted, NULLIF(total, 'NaN'), "
+    "NULLIF(minimum, 'NaN'), NULLIF(maximum, 'NaN'), first_step"
+)
+_INT4 = {"size", "points", "counted"}
 # {ids} is one placeholder per series: an owner has tens or hundreds, and IN (...) is the one
 # spelling of a list that PostgreSQL and SQLite share.
 _DELETE_FROM = """
@@ -64,9 +119,10 @@ _DELETE_FROM = """
 def _sql(template: str, ids: int = 0) -> str:
     quote = connection.ops.quote_name
     postgres = connection.vendor == "postgresql"
-    return template.format(
+    return template.replace("{merge}", _MERGE).format(
         rollup=quote(MetricRollup._meta.db_table),
         columns=_COLUMNS,
+        values=_VALUES,
         least="LEAST" if postgres else "MIN",
         greatest="GREATEST" if postgres else "MAX",
         ids=", ".join(["%s"] * ids),
@@ -75,64 +131,57 @@ def _sql(template: str, ids: int = 0) -> str:
 
 def aggregate(series_id: int, points: Points) -> Blocks:
     """The blocks of one batch of points in step order, at every size."""
-    blocks: Blocks = {}
     if not len(points):
-        return blocks
+        return concatenate([])
     finite = ~np.isnan(points.values)
     totals = np.where(finite, points.values, 0.0)
+    parts = []
     for size in SIZES:
         starts = points.steps - points.steps % size
         edges = np.flatnonzero(np.concatenate(([True], starts[1:] != starts[:-1])))
         counted = np.add.reduceat(finite, edges, dtype=np.int64)
-        columns = (
-            starts[edges],
-            np.diff(np.append(edges, len(points))),
-            counted,
-            # None while no finite value has been seen, like SQL's SUM/MIN/MAX.
-            np.where(counted > 0, np.add.reduceat(totals, edges), np.nan),
-            np.fmin.reduceat(points.values, edges),
-            np.fmax.reduceat(points.values, edges),
-            points.steps[edges],
+        parts.append(
+            Blocks(
+                np.full(len(edges), series_id, np.int64),
+                np.full(len(edges), size, np.int64),
+                starts[edges],
+                np.diff(np.append(edges, len(points))),
+                counted,
+                np.where(counted > 0, np.add.reduceat(totals, edges), np.nan),
+                np.fmin.reduceat(points.values, edges),
+                np.fmax.reduceat(points.values, edges),
+                points.steps[edges],
+            )
         )
-        lists = [column.tolist() for column in columns]
-        for index in np.flatnonzero(counted == 0).tolist():
-            for column in lists[3:6]:
-                column[index] = None
-        for start, *block in zip(*lists, strict=True):
-            blocks[(series_id, size, start)] = block
-    return blocks
+    return concatenate(parts)
 
 
 def store(blocks: Blocks, last_steps: dict[int, int | None]) -> None:
     """Add a batch's blocks to the stored ones.
 
     ``last_steps`` is each series' last stored step before this batch: a
-    block that starts after it cannot exist yet and is inserted in bulk
-    (COPY on PostgreSQL); one that may exist is merged into the stored one.
+    block that starts after it cannot exist yet and is inserted; one that may
+    exist is merged into the stored one. On PostgreSQL all in one statement, the
+    blocks as arrays: a COPY of the new and a merge of the others cost a request
+    more than the batch's thousand points (docs/benchmarks.md).
     """
-    fresh: list[tuple[Any, ...]] = []
-    merged: list[tuple[Any, ...]] = []
-    for (series_id, size, start), block in blocks.items():
-        last = last_steps.get(series_id)
-        row = (series_id, size, start, *block)
-        (fresh if last is None or start > last else merged).append(row)
-    if connection.vendor == "postgresql":
-        _copy(fresh)
-    else:
-        merged += fresh
-    if merged:
-        with connection.cursor() as cursor:
-            cursor.executemany(_sql(_UPSERT), merged)
-
-
-def _copy(rows: list[tuple[Any, ...]]) -> None:
-    if not rows:
+    if not len(blocks):
         return
-    types = ["int8", "int4", "int8", "int4", "int4", "float8", "float8", "float8", "int8"]
-    with connection.cursor() as cursor, cursor.copy(_sql(_COPY)) as copy:
-        copy.set_types(types)
-        for row in rows:
-            copy.write_row(row)
+    stored = np.zeros(len(blocks), bool)
+    for series_id, last in last_steps.items():
+        if last is not None:
+            stored |= (blocks.series_id == series_id) & (blocks.start <= last)
+    if connection.vendor != "postgresql":
+        with connection.cursor() as cursor:
+            cursor.executemany(_sql(_UPSERT), blocks.rows())
+        return
+    columns = [
+        column.astype(np.int32) if name in _INT4 else column
+        for name, column in zip(Blocks._fields, blocks, strict=True)
+    ]
+    with server_cursor() as cursor:
+        arrays.register(cursor)
+        cursor.execute(_sql(_STORE), [arrays.array(column) for column in (*columns, stored)])
 
 
 def truncate(series_ids: list[int], step: int) -> None:
@@ -146,14 +195,9 @@ def truncate(series_ids: list[int], step: int) -> None:
     # The block holding ``step`` keeps its points up to it, at every size: recount them
     # from the points of the coarsest (which hold those of the finer ones).
     since = step - step % SIZES[0]
-    recounted: Blocks = {}
-    for series_id in series_ids:
-        recounted.update(aggregate(series_id, chunks.between(series_id, since, step)))
-    kept = [
-        (series_id, size, start, *block)
-        for (series_id, size, start), block in recounted.items()
-        if start == step - step % size
-    ]
+    recounted = [aggregate(pk, chunks.between(pk, since, step)) for pk in series_ids]
+    blocks = concatenate(recounted)
+    kept = blocks.where(blocks.start == step - step % blocks.size).rows()
     if kept:
         with connection.cursor() as cursor:
             cursor.executemany(_sql(_UPSERT), kept)
