@@ -40,6 +40,8 @@ router.register("projects", ProjectViewSet, basename="project")
 router.register("pools", PoolViewSet, basename="pool")
 
 urlpatterns = [
+    # The host workers' requests, most of them, are matched first (npulab.urls).
+    path("agent/", include("npulab.agent.urls")),
     # Before the router's runs/<pk>/, which would take "compare" for an id.
     path("runs/compare/", RunCompareView.as_view(), name="run-compare"),
     *router.urls,
@@ -98,5 +100,4 @@ urlpatterns = [
     path(
         "hosts/<name:name>/upgrade-review/", UpgradeReviewView.as_view(), name="host-upgrade-review"
     ),
-    path("agent/", include("npulab.agent.urls")),
 ]

@@ -24,6 +24,9 @@ host_pages = [
 ]
 
 urlpatterns = [
+    # First: host workers' requests are most of them, and a URL is matched against each
+    # pattern in turn until one takes it (docs/benchmarks.md, "Ingestion per request").
+    path("api/v1/", include("npulab.api_urls")),
     path("", include("npulab.web.urls")),
     path("runs/", include("npulab.runs.urls")),
     path("runs/", include("npulab.coverage.urls")),
@@ -35,7 +38,6 @@ urlpatterns = [
     path("login/", SignInView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
-    path("api/v1/", include("npulab.api_urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     # The split view serves Swagger UI's start-up code as a script file, not inline.
     path("api/docs/", SpectacularSwaggerSplitView.as_view(url_name="schema"), name="api-docs"),

@@ -12,13 +12,14 @@ from npulab.agent.api.runs import CheckpointFileView, ClaimView, EventsView, Fin
 from npulab.agent.api.snapshots import SnapshotUploadView
 from npulab.agent.api.telemetry import TelemetryView
 
+# The most frequent first: a URL is matched against each pattern in turn.
 urlpatterns = [
-    path("snapshots/", SnapshotUploadView.as_view(), name="agent-snapshots"),
-    path("register/", RegisterView.as_view(), name="agent-register"),
+    path("runs/<id:run_id>/events/", EventsView.as_view(), name="agent-events"),
     path("heartbeat/", HeartbeatView.as_view(), name="agent-heartbeat"),
     path("telemetry/", TelemetryView.as_view(), name="agent-telemetry"),
+    path("snapshots/", SnapshotUploadView.as_view(), name="agent-snapshots"),
+    path("register/", RegisterView.as_view(), name="agent-register"),
     path("runs/<id:run_id>/claim/", ClaimView.as_view(), name="agent-claim"),
-    path("runs/<id:run_id>/events/", EventsView.as_view(), name="agent-events"),
     path("runs/<id:run_id>/finish/", FinishView.as_view(), name="agent-finish"),
     path(
         "runs/<id:run_id>/checkpoints/<step:step>/",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.views import APIView
 
@@ -14,6 +15,9 @@ class AgentAPIView(APIView):
 
     authentication_classes = AGENT_AUTHENTICATION
     permission_classes = [IsHostAgent]
+    # JSON alone: a host worker reads nothing else, and choosing among renderers is a cost
+    # every events batch would pay (docs/benchmarks.md).
+    renderer_classes = [JSONRenderer]
 
 
 def valid(serializer_class: type, request: Request, context: dict | None = None) -> dict:
