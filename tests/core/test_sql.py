@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
-from django.db import connection
+from django.db import ProgrammingError, connection
 from django.forms.models import model_to_dict
+from django.utils import timezone
 
-from npulab.core.sql import fetch_instance, update_fields
+from npulab.core.sql import fetch_instance, server_cursor, update_fields
 from npulab.hosts.models import Host
 from npulab.runs.models import Run
 from tests.conftest import register
@@ -59,7 +60,9 @@ def test_the_template_may_lock_the_row(cpu_host: Host) -> None:
 
 def test_update_fields_writes_what_save_would_and_nothing_else() -> None:
     run = RunFactory(name="kept")
-    before = Run.objects.get(pk=run.pk).updated
+    an_hour_ago = timezone.now() - timedelta(hours=1)
+    Run.objects.filter(pk=run.pk).update(updated=an_hour_ago)
+    run.updated = an_hour_ago
     run.result = {"status": "failed", "reason": "x" * 3, "summary": {"nan": None}}
     run.events_offset = 12345
     run.last_heartbeat = datetime(2026, 12, 3, 10, 0, tzinfo=UTC)
@@ -73,4 +76,11 @@ def test_update_fields_writes_what_save_would_and_nothing_else() -> None:
     )
     assert stored.name == "kept"
     # auto_now: stamped on the instance and in the row, as save(update_fields=...) does.
-    assert stored.updated == run.updated >= before
+    assert stored.updated == run.updated > an_hour_ago
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="psycopg's own cursor")
+def test_the_server_cursors_errors_are_djangos_and_mark_the_connection() -> None:
+    with pytest.raises(ProgrammingError), server_cursor() as cursor:
+        cursor.execute("SELECT no_such_column FROM no_such_table")
+    assert connection.errors_occurred

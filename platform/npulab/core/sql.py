@@ -95,8 +95,10 @@ def server_cursor() -> Iterator[psycopg.Cursor]:
     Django's cursor binds parameters on the client, into the SQL text: a bytea goes as
     hex at twice its size, an array as a literal the server parses again. This one sends
     them beside the statement, in binary where psycopg can, and reads results in binary
-    when ``execute`` is given ``binary=True``.
+    when ``execute`` is given ``binary=True``. Its errors are Django's, as its own
+    cursor's are: an outage is logged as one (``npulab.core.logs``) and the connection
+    is dropped at the end of the request.
     """
     connection.ensure_connection()
-    with psycopg.Cursor(connection.connection) as cursor:
+    with connection.wrap_database_errors, psycopg.Cursor(connection.connection) as cursor:
         yield cursor
