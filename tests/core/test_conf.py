@@ -43,6 +43,8 @@ def test_database_urls() -> None:
     )
     lite = Env({}).database("DATABASE_URL", "sqlite:////tmp/x.sqlite3")
     assert lite["OPTIONS"]["transaction_mode"] == "IMMEDIATE"
+    # Kept between requests on both: opening a SQLite connection was most of a small one.
+    assert lite["CONN_MAX_AGE"] == pg["CONN_MAX_AGE"] == 60
     with pytest.raises(ImproperlyConfigured, match="DATABASE_URL is not a database URL"):
         Env({"DATABASE_URL": "nosuchdb://x"}).database("DATABASE_URL", "")
 
