@@ -161,20 +161,21 @@ def store(blocks: Blocks, last_steps: dict[int, int | None]) -> None:
 
     ``last_steps`` is each series' last stored step before this batch: a
     block that starts after it cannot exist yet and is inserted; one that may
-    exist is merged into the stored one. On PostgreSQL all in one statement, the
-    blocks as arrays: a COPY of the new and a merge of the others cost a request
-    more than the batch's thousand points (docs/benchmarks.md).
+    exist is merged into the stored one (SQLite merges every block). On PostgreSQL
+    in one statement, the blocks as arrays, where a COPY of the new ones and a merge
+    of the others had cost three round trips and an object a block
+    (docs/benchmarks.md).
     """
     if not len(blocks):
+        return
+    if connection.vendor != "postgresql":
+        with connection.cursor() as cursor:
+            cursor.executemany(_sql(_UPSERT), blocks.rows())
         return
     stored = np.zeros(len(blocks), bool)
     for series_id, last in last_steps.items():
         if last is not None:
             stored |= (blocks.series_id == series_id) & (blocks.start <= last)
-    if connection.vendor != "postgresql":
-        with connection.cursor() as cursor:
-            cursor.executemany(_sql(_UPSERT), blocks.rows())
-        return
     columns = [
         column.astype(np.int32) if name in _INT4 else column
         for name, column in zip(Blocks._fields, blocks, strict=True)
