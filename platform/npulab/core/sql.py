@@ -5,6 +5,7 @@ run: through querysets and ``Model.save`` those three cost more of the web's CPU
 database spent on them (docs/benchmarks.md, "Ingestion per request"). The helpers here
 build the same instances and write the same column values as the ORM would, from one
 plain statement each. Elsewhere the ORM is the way; these are for hot paths only.
+``table_name`` is how every plain statement names its table.
 """
 
 from __future__ import annotations
@@ -24,8 +25,8 @@ M = TypeVar("M", bound=Model)
 _Reader = tuple[list[str], str, list[tuple[Any, list[Callable[..., Any]]]]]
 
 
-def table(model: type[Model]) -> str:
-    """The model's table name, quoted for the database in use."""
+def table_name(model: type[Model]) -> str:
+    """The model's table, quoted for the database in use."""
     return connection.ops.quote_name(model._meta.db_table)
 
 
@@ -40,7 +41,7 @@ def fetch_instance(model: type[M], template: str, params: Sequence[Any]) -> M | 
     """
     names, columns, converters = _reader(model, connection.vendor)
     with connection.cursor() as cursor:
-        cursor.execute(template.format(columns=columns, table=table(model)), params)
+        cursor.execute(template.format(columns=columns, table=table_name(model)), params)
         row = cursor.fetchone()
     if row is None:
         return None
@@ -83,7 +84,7 @@ def update_fields(instance: Model, names: Sequence[str]) -> None:
     ]
     assignments = ", ".join(f"{connection.ops.quote_name(field.column)} = %s" for field in fields)
     where = connection.ops.quote_name(meta.pk.column)
-    sql = f"UPDATE {table(type(instance))} SET {assignments} WHERE {where} = %s"  # noqa: S608
+    sql = f"UPDATE {table_name(type(instance))} SET {assignments} WHERE {where} = %s"  # noqa: S608
     with connection.cursor() as cursor:
         cursor.execute(sql, [*values, instance.pk])
 

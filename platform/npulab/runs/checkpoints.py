@@ -30,7 +30,7 @@ from npulab.artifacts.services import (
     open_artifact,
 )
 from npulab.core.errors import CHECKPOINT_DAMAGED, Conflict
-from npulab.core.sql import table
+from npulab.core.sql import table_name
 from npulab.runs.events import MalformedEvent
 from npulab.runs.models import Checkpoint, Run
 
@@ -230,7 +230,7 @@ def pinned_steps(run: Run) -> list[int]:
     times the database's (docs/benchmarks.md).
     """
     with connection.cursor() as cursor:
-        cursor.execute(_PINNED.format(table=table(Checkpoint)), [run.pk])
+        cursor.execute(_PINNED.format(table=table_name(Checkpoint)), [run.pk])
         return [step for (step,) in cursor.fetchall()]
 
 

@@ -11,6 +11,7 @@ from django.core.paginator import Page, Paginator
 from django.db import connection
 from django.utils import timezone
 
+from npulab.core.sql import table_name
 from npulab.hosts.models import Host
 from npulab.projects.models import Project
 from npulab.runs.access import visible_runs
@@ -205,7 +206,7 @@ def log_page(run: Run, attempt: int, query: str, page: Any) -> Page:
 
 def _line_numbers(run: Run, attempt: int, ids: list[int]) -> dict[int, int]:
     sql = _LINE_NUMBERS.format(
-        table=connection.ops.quote_name(RunEvent._meta.db_table),
+        table=table_name(RunEvent),
         ids=", ".join(["%s"] * len(ids)),
     )
     with connection.cursor() as cursor:

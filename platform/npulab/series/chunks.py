@@ -20,7 +20,7 @@ from typing import Any, NamedTuple
 import numpy as np
 from django.db import connection
 
-from npulab.core.sql import server_cursor
+from npulab.core.sql import server_cursor, table_name
 from npulab.series.models import MetricChunk
 
 # 240 kB a chunk: a batch larger than this is stored as several.
@@ -190,4 +190,4 @@ def between(series_id: int, low: int, high: int) -> Points:
 
 
 def _sql(template: str) -> str:
-    return template.format(chunk=connection.ops.quote_name(MetricChunk._meta.db_table))
+    return template.format(chunk=table_name(MetricChunk))

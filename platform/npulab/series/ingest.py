@@ -21,6 +21,7 @@ from django.db import connection
 from django.db.models import Max, OuterRef, Q, Subquery, Sum
 from django.db.models.functions import Coalesce
 
+from npulab.core.sql import table_name
 from npulab.series import chunks, rollups
 from npulab.series.models import Metric, MetricChunk, MetricRollup, MetricSeries
 from npulab.series.owners import Owner
@@ -97,9 +98,9 @@ def _counted_series(owner: Owner, added: dict[str, tuple[int, int]]) -> dict[str
     rows = ", ".join(["(%s, %s::bigint, %s::bigint)"] * len(added))
     params = [value for key, (n, high) in added.items() for value in (key, n, high)]
     params += [value for value in fields.values() if value is not None]
-    table = connection.ops.quote_name(MetricSeries._meta.db_table)
     with connection.cursor() as cursor:
-        cursor.execute(_COUNTED.format(table=table, rows=rows, owner=where), params)
+        sql = _COUNTED.format(table=table_name(MetricSeries), rows=rows, owner=where)
+        cursor.execute(sql, params)
         stored = cursor.fetchall()
     named = (fields.get("run_id"), fields.get("host_id"), fields.get("device_index"))
     found = {key: _SeriesRow(pk, *named, key, last) for pk, key, last in stored}
@@ -153,7 +154,7 @@ def _add_counts(counts: list[_Count]) -> None:
     """
     # In id order, whoever else updates several series at once does too: no deadlock.
     counts = sorted(counts)
-    table = connection.ops.quote_name(MetricSeries._meta.db_table)
+    table = table_name(MetricSeries)
     with connection.cursor() as cursor:
         if connection.vendor != "postgresql" or len(counts) == 1:
             cursor.executemany(
@@ -256,7 +257,7 @@ def _binary_rows(rows: list[tuple[int, list[Point]]]) -> Iterator[bytes]:
 
 
 def _sql(template: str) -> str:
-    return template.format(table=connection.ops.quote_name(Metric._meta.db_table))
+    return template.format(table=table_name(Metric))
 
 
 def drop_points_after(owner: Owner, step: int | None) -> None:

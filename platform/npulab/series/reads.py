@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from django.db import connection
 from django.db.models import OuterRef, QuerySet, Subquery
 
+from npulab.core.sql import table_name
 from npulab.series import chunks, rollups
 from npulab.series.columns import FLOAT8, INT4, INT8, as_python, read
 from npulab.series.models import MetricChunk, MetricRollup, MetricSeries
@@ -197,7 +197,7 @@ def buckets(found: Found, points: int) -> Page:
         counted, total = finite.astype(np.int64), np.where(finite, value, 0.0)
         low = high = value
     else:
-        rollup = connection.ops.quote_name(MetricRollup._meta.db_table)
+        rollup = table_name(MetricRollup)
         types = [INT8, INT4, FLOAT8, FLOAT8, FLOAT8]
         params = [found.pk, size]
         first, counted, total, low, high = read(

@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 import numpy as np
 from django.db import connection
 
-from npulab.core.sql import server_cursor
+from npulab.core.sql import server_cursor, table_name
 from npulab.series import arrays, chunks
 from npulab.series.chunks import Points
 from npulab.series.models import MetricRollup
@@ -117,10 +117,9 @@ _DELETE_FROM = """
 
 
 def _sql(template: str, ids: int = 0) -> str:
-    quote = connection.ops.quote_name
     postgres = connection.vendor == "postgresql"
     return template.replace("{merge}", _MERGE).format(
-        rollup=quote(MetricRollup._meta.db_table),
+        rollup=table_name(MetricRollup),
         columns=_COLUMNS,
         values=_VALUES,
         least="LEAST" if postgres else "MIN",

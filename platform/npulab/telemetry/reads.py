@@ -17,6 +17,7 @@ from typing import Any
 from django.conf import settings
 from django.db import connection
 
+from npulab.core.sql import table_name
 from npulab.series.models import Metric, MetricSeries
 from npulab.telemetry.models import HOST_ITSELF, ROLLUP_SIZES, DeviceTelemetry, Rollup
 
@@ -95,11 +96,10 @@ def window(
     }
     if not device_list or not readings:
         return result
-    quote = connection.ops.quote_name
     sql = (_RAW if size is None else _ROLLUPS).format(
-        metric=quote(Metric._meta.db_table),
-        series=quote(MetricSeries._meta.db_table),
-        rollup=quote(Rollup._meta.db_table),
+        metric=table_name(Metric),
+        series=table_name(MetricSeries),
+        rollup=table_name(Rollup),
         keys=", ".join(["%s"] * len(readings)),
         devices=", ".join(["%s"] * len(device_list)),
         host_itself=HOST_ITSELF,

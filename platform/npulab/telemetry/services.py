@@ -19,6 +19,7 @@ from django.db import connection, transaction
 from django.db.models import Count, F
 from django.utils import timezone
 
+from npulab.core.sql import table_name
 from npulab.hosts.models import Host
 from npulab.series.ingest import Point, insert_samples
 from npulab.series.models import Metric, MetricSeries
@@ -160,7 +161,7 @@ def _update_latest(rows: list[DeviceTelemetry]) -> None:
     fields = [DeviceTelemetry._meta.get_field(name) for name in _LATEST_FIELDS]
     quote = connection.ops.quote_name
     sql = "UPDATE {} SET {} WHERE id = %s".format(  # noqa: S608 - names from the model
-        quote(DeviceTelemetry._meta.db_table),
+        table_name(DeviceTelemetry),
         ", ".join(f"{quote(field.column)} = %s" for field in fields),
     )
     params = [
@@ -210,12 +211,11 @@ _ROLL_UP_BLOCKS = """
 
 
 def _sql(template: str) -> str:
-    quote = connection.ops.quote_name
     return template.format(
-        rollup=quote(Rollup._meta.db_table),
-        metric=quote(Metric._meta.db_table),
-        series=quote(MetricSeries._meta.db_table),
-        latest=quote(DeviceTelemetry._meta.db_table),
+        rollup=table_name(Rollup),
+        metric=table_name(Metric),
+        series=table_name(MetricSeries),
+        latest=table_name(DeviceTelemetry),
         host_itself=HOST_ITSELF,
     )
 
