@@ -13,6 +13,10 @@ SERVICES = detect()
 if SERVICES.database_url:
     os.environ["DATABASE_URL"] = SERVICES.database_url
 os.environ.setdefault("NPULAB_SECRET_KEY", "tests-only-not-a-secret")
+# Every run, runner and worker the tests start inherits this. Without it each torch process
+# starts one BLAS/OpenMP thread per core: with pytest-xdist on a 2-core machine that is
+# several processes spinning on the same cores, and a training test took ten times longer.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 # The pytest process itself publishes to kombu's in-memory transport, so a
 # test can read exactly the messages it caused; the end-to-end stack gets a
 # real Redis.
