@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
 
 from django.conf import settings
@@ -67,8 +66,6 @@ class Run(models.Model):
         Status.LOST: {Status.QUEUED},
         Status.EXPIRED: {Status.QUEUED},
     }
-    # A run is never placed again on a host where it failed this often.
-    FAILURES_BEFORE_AVOIDING = 2
     kind = models.CharField(max_length=32)
     name = models.CharField(max_length=200, blank=True)
     tags = models.JSONField(default=list, blank=True)
@@ -192,92 +189,6 @@ class Run(models.Model):
         # .all(): a placement pass prefetches the pools of every queued run's project.
         return frozenset(pool.pk for pool in self.project.pools.all())
 
-    def outside_pools(self, host: Host) -> str:
-        """Why ``host`` is not one the run's project may use, or ""."""
-        if host.pool_id in self.pool_ids:
-            return ""
-        return f"is not in a pool of project '{self.project.slug}'"
-
-    def unsuited_host(self, host: Host) -> str:
-        """Why ``host`` can never take this run, whatever its state and load; "" if it can."""
-        outside = self.outside_pools(host)
-        if outside:
-            return outside
-        if host.device_type != self.device_type:
-            return f"has {host.device_type} devices, the run needs {self.device_type}"
-        missing = self._missing_labels(host)
-        if missing:
-            return "lacks label(s) " + ", ".join(missing)
-        if self.host_faults.get(host.name, 0) >= self.FAILURES_BEFORE_AVOIDING:
-            return f"failed this run {self.host_faults[host.name]} times"
-        return ""
-
-    def unplaceable(self, hosts: Iterable[Host]) -> tuple[str, str]:
-        """(field, why) when none of ``hosts`` could ever take this run; ("", "") if one could.
-
-        "Ever": a host's state and load do not matter (a disabled or offline
-        host comes back), only what it is: its device type and count and its
-        labels. A host whose worker never registered is known by name only,
-        so it cannot be held against a run that names it.
-        """
-        hosts = list(hosts)
-        if self.requested_host:
-            return self._unplaceable_on_named(hosts)
-        usable = [host for host in hosts if not self.outside_pools(host)]
-        if hosts and not usable:
-            return "project", f"no host is in a pool of project '{self.project.slug}'"
-        registered = [host for host in usable if host.registered is not None]
-        typed = [host for host in registered if host.device_type == self.device_type]
-        if not typed:
-            if not registered:
-                return (
-                    "device_type",
-                    f"no host is registered yet (the run needs a {self.device_type} host)",
-                )
-            found = _listing(registered, lambda host: f"{host.name} has {_devices(host)}")
-            return "device_type", f"no {self.device_type} host is registered: {found}"
-        labelled = [host for host in typed if not self._missing_labels(host)]
-        if not labelled:
-            found = _listing(
-                typed, lambda host: f"{host.name} has {', '.join(host.labels) or 'none'}"
-            )
-            return (
-                "labels",
-                f"no {self.device_type} host carries label(s) {', '.join(self.labels)}: {found}",
-            )
-        if not any(host.device_count >= self.devices for host in labelled):
-            wanted = f"{self.device_type} host" + (
-                f" with label(s) {', '.join(self.labels)}" if self.labels else ""
-            )
-            found = _listing(labelled, lambda host: f"{host.name} has {host.device_count}")
-            return "devices", f"no {wanted} has {self.devices} devices: {found}"
-        return "", ""
-
-    def _unplaceable_on_named(self, hosts: list[Host]) -> tuple[str, str]:
-        name = self.requested_host
-        host = next((host for host in hosts if host.name == name), None)
-        if host is None:
-            return "host", no_such_host(name, hosts)
-        outside = self.outside_pools(host)
-        if outside:
-            return "host", f"host '{name}' {outside}"
-        if host.registered is None:
-            return "", ""
-        if host.device_type != self.device_type:
-            return (
-                "device_type",
-                f"host '{name}' has {_devices(host)}, the run needs {self.device_type}",
-            )
-        missing = self._missing_labels(host)
-        if missing:
-            return "labels", f"host '{name}' lacks label(s) {', '.join(missing)}"
-        if host.device_count < self.devices:
-            return "devices", f"host '{name}' has {_devices(host)}, the run needs {self.devices}"
-        return "", ""
-
-    def _missing_labels(self, host: Host) -> list[str]:
-        return [label for label in self.labels if label not in host.labels]
-
     @property
     def is_active(self) -> bool:
         return self.status in self.ACTIVE
@@ -336,28 +247,6 @@ class Run(models.Model):
             self.finished_at = None
         elif status not in self.ACTIVE:
             self.finished_at = now
-
-
-# Hosts a placement refusal names, at most: enough to see what exists.
-HOSTS_LISTED = 4
-
-
-def no_such_host(name: str, hosts: list[Host]) -> str:
-    """Why a run cannot name ``name`` as its host, and which hosts there are."""
-    if not hosts:
-        return f"no host named '{name}'; there are no hosts yet"
-    return f"no host named '{name}'; the hosts are {_listing(hosts, lambda host: host.name)}"
-
-
-def _devices(host: Host) -> str:
-    plural = "s" if host.device_count != 1 else ""
-    return f"{host.device_count} {host.device_type} device{plural}"
-
-
-def _listing(hosts: list[Host], describe: Callable[[Host], str]) -> str:
-    """ "a, b, c, …": what exists, for a placement refusal."""
-    more = ", …" if len(hosts) > HOSTS_LISTED else ""
-    return ", ".join(describe(host) for host in hosts[:HOSTS_LISTED]) + more
 
 
 class RunAttempt(models.Model):

@@ -32,7 +32,14 @@ from npulab.runs.checkpoints import pinned_steps
 from npulab.runs.dispatch import place_submitted, request_placement, send_execute
 from npulab.runs.events import store_events
 from npulab.runs.kinds import get as get_kind
-from npulab.runs.models import Checkpoint, DeviceLease, Run, RunAttempt, no_such_host
+from npulab.runs.models import Checkpoint, DeviceLease, Run, RunAttempt
+from npulab.runs.placement import (
+    FAILURES_BEFORE_AVOIDING,
+    hosts_left,
+    no_such_host,
+    unplaceable,
+    waiting_for_host,
+)
 from npulab.snapshots.models import Snapshot
 from workers.contract import exits, kinds
 from workers.contract.spec import SpecError, split_submission, text_problem
@@ -97,7 +104,7 @@ def do_submit_run(user: AbstractBaseUser | None, document: Any, idempotency_key:
         idempotency_digest=digest,
         **queueing,
     )
-    field, why = run.unplaceable(Host.objects.all())
+    field, why = unplaceable(run, Host.objects.all())
     if why and not run.wait_for_host:
         raise SubmissionInvalid({field: why + NO_HOST_HINT})
     if why:
@@ -148,14 +155,6 @@ def _wait_for_host(run: Run, why: str, now: datetime) -> None:
     """Queue ``run``, which no registered host could take, until one could, or it expires."""
     run.queue_expires_at = now + timedelta(seconds=settings.NPULAB["QUEUE_EXPIRY_S"])
     run.queue_reason = waiting_for_host(why, run.queue_expires_at)
-
-
-def waiting_for_host(why: str, until: datetime) -> str:
-    """The queue reason of a run waiting for a host that could take it."""
-    return (
-        f"no registered host could take it ({why}); "
-        f"waiting for one until {until.astimezone(UTC):%Y-%m-%d %H:%M} UTC"
-    )
 
 
 def _submission_project(
@@ -462,7 +461,7 @@ def do_expire_run(run_id: int, now: datetime) -> int:
         return 0
     if run.queue_expires_at > now:
         return 0
-    _, why = run.unplaceable(Host.objects.all())
+    _, why = unplaceable(run, Host.objects.all())
     if not why:
         run.queue_expires_at = None
         run.save(update_fields=["queue_expires_at", "updated"])
@@ -566,7 +565,7 @@ def _end_attempt(run: Run, status: str, cause: str, reason: str, now: datetime) 
         run.failed_hosts = dict(run.failed_hosts, **{host: run.failed_hosts.get(host, 0) + 1})
         if declared.blames_host:
             run.host_faults = dict(run.host_faults, **{host: run.host_faults.get(host, 0) + 1})
-        if run.restarts < max_restarts and _hosts_left(run):
+        if run.restarts < max_restarts and hosts_left(run):
             run.restarts += 1
             ended = run.attempt
             _requeue_as_new_attempt(run, now)
@@ -578,7 +577,7 @@ def _end_attempt(run: Run, status: str, cause: str, reason: str, now: datetime) 
         elif run.restarts < max_restarts:
             reason += (
                 "; not restarted: every host that fits failed this run"
-                f" {Run.FAILURES_BEFORE_AVOIDING} times"
+                f" {FAILURES_BEFORE_AVOIDING} times"
             )
     if not restarted:
         run.exit_cause = cause
@@ -588,18 +587,6 @@ def _end_attempt(run: Run, status: str, cause: str, reason: str, now: datetime) 
     _release(run)
     if not restarted:
         _finished(run)
-
-
-def _hosts_left(run: Run) -> bool:
-    """Whether any host, online or not, could still take the run after its failures.
-
-    Without one, a restart would wait in the queue for ever: a script that
-    crashes every time on the only host must end as failed instead.
-    """
-    candidates = Host.objects.filter(enabled=True, device_type=run.device_type)
-    if run.requested_host:
-        candidates = candidates.filter(name=run.requested_host)
-    return any(not run.unsuited_host(host) for host in candidates)
 
 
 def _requeue_as_new_attempt(run: Run, now: datetime) -> None:
@@ -629,7 +616,7 @@ def do_restart_run(run_id: int, user: AbstractBaseUser) -> Run:
     run.queue_reason = f"restarted by {user.get_username()} as attempt {run.attempt}"
     _audit(actions.RUN_RESTART, run, user, {"attempt": run.attempt})
     if run.wait_for_host:
-        _, why = run.unplaceable(Host.objects.all())
+        _, why = unplaceable(run, Host.objects.all())
         if why:
             _wait_for_host(run, why, now)
     run.save()
