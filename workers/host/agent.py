@@ -20,6 +20,13 @@ from workers.contract import script_env
 from workers.contract.devices import VISIBLE_DEVICES_ENV
 from workers.contract.events import EVENTS_FILE, RUNNER
 from workers.contract.exits import EXIT_INVALID_SPEC, EXIT_RUN_DIR_BUSY
+from workers.contract.gang import (
+    GANG,
+    RANK_TABLE_FILE,
+    RANK_TABLE_NAME,
+    dumps_rank_table,
+    launch_env,
+)
 from workers.events import EventWriter
 from workers.host.artifacts import ArtifactUploader
 from workers.host.checkpoints import CheckpointUploader, apply_pins, fetch_for_resume
@@ -72,6 +79,7 @@ class HostAgent:
             "python": platform.python_version(),
             "run_python": self.config.python,
             "platform": platform.platform(),
+            "network": self.config.network,
         }
 
     def register(self, retry_s: float = 5.0) -> dict[str, Any]:
@@ -191,6 +199,9 @@ class RunExecution:
         self.attempt = attempt
         self.spec: dict[str, Any] = claim["spec"]
         self.devices: list[int] = claim.get("devices", [])
+        # The rendezvous and this host's ranks; set for a run across hosts only.
+        gang = claim.get(GANG) or {}
+        self.gang: dict[str, Any] | None = gang if gang.get("hosts", 1) > 1 else None
         self.resume: dict[str, Any] | None = claim.get("resume")
         self.max_events = max_batch_events(claim)
         self.run_dir = os.path.join(
@@ -379,6 +390,13 @@ class RunExecution:
         variable = VISIBLE_DEVICES_ENV[self.spec["device_type"]]
         if variable:
             env[variable] = ",".join(str(index) for index in self.devices)
+        if self.gang is not None:
+            env.update(launch_env(self.gang))
+            if self.gang.get("rank_table"):
+                path = os.path.join(self.run_dir, RANK_TABLE_NAME)
+                with open(path, "w", encoding="utf-8") as handle:
+                    handle.write(dumps_rank_table(self.gang["rank_table"]))
+                env[RANK_TABLE_FILE] = path
         return env
 
     def _supervisor_output(self) -> str:

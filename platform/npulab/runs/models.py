@@ -72,7 +72,11 @@ class Run(models.Model):
     spec = models.JSONField()
     priority = models.IntegerField(default=0)
     device_type = models.CharField(max_length=8, choices=DeviceType.choices)
-    devices = models.PositiveSmallIntegerField(default=1)
+    devices = models.PositiveSmallIntegerField(default=1, help_text="Devices on each host.")
+    # A gang: the run's attempts hold this many placements, one per host, leased together.
+    hosts = models.PositiveSmallIntegerField(
+        default=1, db_default=1, help_text="Hosts the run spans, each with `devices` devices."
+    )
     # A name, not a key: a run that asked for a host that is later deleted
     # must say so, not drift to another host.
     requested_host = models.CharField(max_length=63, blank=True)
@@ -182,6 +186,16 @@ class Run(models.Model):
 
     def get_absolute_url(self) -> str:
         return reverse("runs:run_detail", args=[self.pk])
+
+    @property
+    def shape(self) -> str:
+        """What the run holds, as the run list shows it: "2 × 8 npu", "1 cpu"."""
+        each = f"{self.devices} {self.device_type}"
+        return f"{self.hosts} × {each}" if self.hosts > 1 else each
+
+    @property
+    def world_size(self) -> int:
+        return self.hosts * self.devices
 
     @cached_property
     def pool_ids(self) -> frozenset[int]:
@@ -371,3 +385,72 @@ class DeviceLease(models.Model):
 
     def __str__(self) -> str:
         return f"{self.host}:{self.device_index} -> run {self.run_id}"
+
+
+class Placement(models.Model):
+    """One host's share of a run attempt: its devices, its ranks, and how it went there.
+
+    An attempt holds ``run.hosts`` placements, leased together (a gang) and ended
+    together. Node rank 0 gives the rendezvous (its host's advertised address and
+    ``master_port``); a single-host run is the case of one placement.
+    """
+
+    class State(models.TextChoices):
+        LEASED = "leased", "Leased"
+        RUNNING = "running", "Running"
+        SUCCEEDED = "succeeded", "Succeeded"
+        FAILED = "failed", "Failed"
+        STOPPED = "stopped", "Stopped"
+        LOST = "lost", "Lost"
+
+    ACTIVE = (State.LEASED, State.RUNNING)
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="placements")
+    attempt = models.PositiveIntegerField()
+    node_rank = models.PositiveSmallIntegerField(default=0)
+    host = models.ForeignKey(
+        Host, null=True, blank=True, on_delete=models.SET_NULL, related_name="placements"
+    )
+    # Kept if the host is deleted: the run's history still names it.
+    host_name = models.CharField(max_length=63, blank=True)
+    device_indices = models.JSONField(default=list, blank=True)
+    first_rank = models.PositiveIntegerField(default=0)
+    ranks = models.PositiveIntegerField(default=1, help_text="Processes (ranks) on this host.")
+    master_port = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Node rank 0: the rendezvous port on its host."
+    )
+    state = models.CharField(max_length=10, choices=State.choices, default=State.LEASED)
+    pid = models.IntegerField(null=True, blank=True)
+    exit_code = models.IntegerField(null=True, blank=True)
+    exit_cause = models.CharField(max_length=32, blank=True, default="")
+    exit_reason = models.TextField(blank=True, default="")
+    result = models.JSONField(default=dict, blank=True)
+    events_offset = models.BigIntegerField(
+        default=0, help_text="Bytes of this placement's events.jsonl stored so far."
+    )
+    leased_at = models.DateTimeField(default=timezone.now)
+    started_at = models.DateTimeField(null=True, blank=True)
+    exited_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    last_heartbeat = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["attempt", "node_rank"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["run", "attempt", "node_rank"], name="one_placement_per_node_rank"
+            )
+        ]
+        indexes = [models.Index(fields=["host", "state"], name="placement_host_state")]
+
+    def __str__(self) -> str:
+        return f"run {self.run_id} attempt {self.attempt} node {self.node_rank} on {self.host_name}"
+
+    @property
+    def is_active(self) -> bool:
+        return self.state in self.ACTIVE
+
+    @property
+    def rank_range(self) -> list[int]:
+        """[first, last] rank of this host's processes."""
+        return [self.first_rank, self.first_rank + self.ranks - 1]

@@ -28,6 +28,7 @@ from npulab.health.models import DEVICE_STATES_CLOSED, DeviceHealth, HostState
 from npulab.health.selectors import health_of, reasons_text
 from npulab.hosts.models import Host
 from npulab.runs.models import DeviceLease, Run
+from workers.contract.gang import ADVERTISE_ADDRESS
 
 # A run is never placed again on a host where it failed this often for a cause that
 # blames the host.
@@ -66,6 +67,9 @@ def unsuited(run: Run, host: Host) -> str:
     missing = missing_labels(run, host)
     if missing:
         return "lacks label(s) " + ", ".join(missing)
+    if run.hosts > 1 and not host.network.get(ADVERTISE_ADDRESS):
+        # MASTER_ADDR and a rank table's server_id come from it, never from a guess.
+        return "has no advertise_address in its config (needed by a run across hosts)"
     return avoided(run, host)
 
 
@@ -78,6 +82,8 @@ def unplaceable(run: Run, hosts: Iterable[Host]) -> tuple[str, str]:
     held against a run that names it.
     """
     hosts = list(hosts)
+    if run.requested_host and run.hosts > 1:
+        return "host", f"a run on {run.hosts} hosts cannot name one host; use labels or a pool"
     if run.requested_host:
         return _unplaceable_on_named(run, hosts)
     usable = [host for host in hosts if not outside_pools(run, host)]
@@ -103,6 +109,18 @@ def unplaceable(run: Run, hosts: Iterable[Host]) -> tuple[str, str]:
     if not any(host.device_count >= run.devices for host in labelled):
         found = _listing(labelled, lambda host: f"{host.name} has {host.device_count}")
         return "devices", f"no {_wanted(run)} has {run.devices} devices: {found}"
+    big = [
+        host
+        for host in labelled
+        if host.device_count >= run.devices
+        and (run.hosts == 1 or host.network.get(ADVERTISE_ADDRESS))
+    ]
+    if len(big) < run.hosts:
+        found = _listing(big, lambda host: host.name)
+        return "hosts", (
+            f"the run needs {run.hosts} hosts × {run.devices} {run.device_type}; "
+            f"{len(big)} such host{'s' if len(big) != 1 else ''} could ever take it: {found}"
+        )
     return "", ""
 
 
@@ -135,7 +153,7 @@ def hosts_left(run: Run) -> bool:
     candidates = Host.objects.filter(enabled=True, device_type=run.device_type)
     if run.requested_host:
         candidates = candidates.filter(name=run.requested_host)
-    return any(not unsuited(run, host) for host in candidates)
+    return sum(1 for host in candidates if not unsuited(run, host)) >= run.hosts
 
 
 def no_such_host(name: str, hosts: list[Host]) -> str:
@@ -244,6 +262,44 @@ def plan(run: Run, caps: list[Capacity]) -> tuple[Capacity | None, str]:
             key=lambda cap: (run.failed_hosts.get(cap.host.name, 0), len(cap.free), cap.host.name),
         ), ""
     return None, pending_reason(run, caps)
+
+
+def plan_gang(run: Run, caps: list[Capacity]) -> tuple[list[Capacity], str]:
+    """The hosts to place ``run`` on, node rank 0 first, or [] and why it stays queued.
+
+    All or nothing: a gang takes ``run.hosts`` hosts that each fit now, or none,
+    so two gangs never each hold half of what they need. Rank 0 goes to the
+    host that best fits, as a single-host run would.
+    """
+    if run.hosts == 1:
+        chosen, reason = plan(run, caps)
+        return ([chosen] if chosen else []), reason
+    fits = [cap for cap in caps if not cap.unfit(run)]
+    if len(fits) >= run.hosts:
+        fits.sort(
+            key=lambda cap: (run.failed_hosts.get(cap.host.name, 0), len(cap.free), cap.host.name)
+        )
+        return fits[: run.hosts], ""
+    return [], gang_pending_reason(run, caps, len(fits))
+
+
+def gang_pending_reason(run: Run, caps: list[Capacity], fitting: int) -> str:
+    """ "needs 4 hosts × 8 npu; 2 free, 1 busy, 1 is drained": what a waiting gang lacks."""
+    counts: dict[str, int] = defaultdict(int)
+    for cap in caps:
+        if unsuited(run, cap.host) or cap.host.device_count < run.devices:
+            continue
+        if not cap.host.enabled:
+            counts["disabled"] += 1
+        elif not cap.alive:
+            counts["offline"] += 1
+        elif health_block(cap.host):
+            state = cap.host.health.state
+            counts["drained" if state == HostState.DRAINED else state] += 1
+        elif len(cap.free) < run.devices:
+            counts["busy"] += 1
+    parts = [f"{fitting} free"] + [f"{count} {what}" for what, count in counts.items()]
+    return f"needs {run.hosts} hosts × {run.devices} {run.device_type}; " + ", ".join(parts)
 
 
 def pending_reason(run: Run, caps: list[Capacity]) -> str:

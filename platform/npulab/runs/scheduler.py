@@ -30,7 +30,7 @@ from django.utils import timezone
 from npulab.core.durability import commit_without_flush
 from npulab.hosts.models import Host
 from npulab.runs.models import Run
-from npulab.runs.placement import capacities, plan, unplaceable, waiting_for_host
+from npulab.runs.placement import capacities, plan_gang, unplaceable, waiting_for_host
 from npulab.runs.services import do_dispatch_run
 
 log = logging.getLogger(__name__)
@@ -62,18 +62,22 @@ def place_queued_runs() -> list[int]:
             .prefetch_related("project__pools")
         )
         for run in queued.order_by("-priority", "created", "id")[:MAX_RUNS_PER_PASS]:
-            chosen, reason = plan(run, caps)
-            if chosen is None and run.queue_expires_at is not None:
+            chosen, reason = plan_gang(run, caps)
+            if not chosen and run.queue_expires_at is not None:
                 # Waiting for a host that could take it: say that, not which is busy.
                 _, why = unplaceable(run, hosts)
                 reason = waiting_for_host(why, run.queue_expires_at) if why else reason
-            if chosen is None:
+            if not chosen:
                 if run.queue_reason != reason:
                     run.queue_reason = reason
                     run.save(update_fields=["queue_reason", "updated"])
                 continue
-            indices, chosen.free = chosen.free[: run.devices], chosen.free[run.devices :]
-            do_dispatch_run(run, chosen.host, indices, now)
+            # A gang is leased whole, in this transaction, or not at all.
+            shares = []
+            for cap in chosen:
+                indices, cap.free = cap.free[: run.devices], cap.free[run.devices :]
+                shares.append((cap.host, indices))
+            do_dispatch_run(run, shares, now)
             placed.append(run.id)
     if placed:
         log.info("placed runs %s", placed)

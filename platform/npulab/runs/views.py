@@ -127,6 +127,9 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
             if key not in SUMMARY_SHOWN_ELSEWHERE
         },
         "attempts": list(run.attempts.select_related("host")),
+        "placements": list(run.placements.filter(attempt=run.attempt).select_related("host"))
+        if run.hosts > 1
+        else [],
         "resumable": run.checkpoints.exists(),
         "can_cancel": run.is_active and may,
         "can_restart": run.status in Run.RESTARTABLE and may,

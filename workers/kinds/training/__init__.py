@@ -6,7 +6,13 @@ from workers.contract.entries import check_entry
 from workers.contract.events import EventType
 from workers.contract.exits import Cause
 from workers.contract.kinds import Kind
-from workers.contract.spec import Field, common_fields, host_path_problem, profile_field
+from workers.contract.spec import (
+    Field,
+    common_fields,
+    host_path_problem,
+    hosts_field,
+    profile_field,
+)
 
 PRECISIONS = ("fp32", "fp16", "bf16")
 
@@ -21,6 +27,7 @@ def _check_entry(entry: str) -> str | None:
 
 FIELDS = [
     *common_fields(default_timeout_s=7 * 24 * 3600),
+    hosts_field(),
     Field(
         "entry",
         "string",

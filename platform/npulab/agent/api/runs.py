@@ -28,6 +28,7 @@ from npulab.core import errors
 from npulab.core.api import OCTET_STREAM, ErrorSerializer, FastJSONParser
 from npulab.runs.api.serializers import CheckpointSerializer
 from npulab.runs.checkpoints import open_stored, resume_point, store_upload
+from npulab.runs.gangs import gang_of, placement_on
 from npulab.runs.models import Checkpoint, RunAttempt
 from npulab.runs.services import do_claim_run, do_finish_run, do_ingest_events
 from workers.contract.events import NDJSON
@@ -43,13 +44,15 @@ class ClaimView(AgentAPIView):
         """Take a dispatched run: 409 if it was cancelled, requeued or is another attempt."""
         data = valid(AttemptSerializer, request)
         run = do_claim_run(request.auth, run_id, data["attempt"])
+        placement = run.placement
         resume = resume_point(run)
         return Response(
             {
                 "run": run.pk,
                 "attempt": run.attempt,
                 "spec": run.spec,
-                "devices": run.device_indices,
+                "devices": placement.device_indices if placement else run.device_indices,
+                "gang": gang_of(run, placement) if placement else None,
                 "resume": {"step": resume.step, "bytes": resume.bytes, "sha256": resume.sha256}
                 if resume
                 else None,
@@ -116,7 +119,9 @@ class CheckpointFileView(AgentAPIView):
         checkpoint = get_object_or_404(
             Checkpoint, run_id=run_id, step=step, status=Checkpoint.Status.STORED
         )
-        if checkpoint.run.host_id != request.auth.pk:
+        run = checkpoint.run
+        # Every host of a gang resumes from it.
+        if run.host_id != request.auth.pk and not placement_on(run, request.auth):
             raise PermissionDenied(f"run {run_id} is not placed on host {request.auth.name}")
         return FileResponse(open_stored(checkpoint), content_type=OCTET_STREAM)
 
