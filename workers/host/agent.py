@@ -34,6 +34,7 @@ from workers.host.client import PlatformClient, PlatformRejected, PlatformUnavai
 from workers.host.config import HostConfig
 from workers.host.devices import detect
 from workers.host.forwarder import Forwarder, RunGone, max_batch_events
+from workers.host.preflight import preflight
 from workers.host.runenv import clean_env
 from workers.host.runuser import RunUser
 from workers.host.snapshots import SnapshotFailed, collect_and_send
@@ -221,6 +222,12 @@ class RunExecution:
         with open(spec_path, "w", encoding="utf-8") as handle:
             json.dump(self.spec, handle, indent=2)
         python = self.spec.get("python") or self.agent.config.python
+        if self.gang is not None:
+            problems = preflight(self.gang, self.devices, self.spec["device_type"])
+            if problems:
+                # Refused before it started: the platform ends the gang on every host.
+                self._finish({"exit_code": None, "error": "pre-flight: " + "; ".join(problems)})
+                return
         self._prepare(python)
         env = self._env()
         become = None
