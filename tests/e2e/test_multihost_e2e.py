@@ -50,7 +50,7 @@ def test_a_run_on_three_hosts_is_refused_at_submit_on_a_two_host_stack(
         json={"kind": "training", "device_type": "cpu", "entry": "builtin:cnn", "hosts": 3},
     )
     assert response.status_code == 400, response.text
-    assert "needs 3 hosts × 1 cpu; 2 such hosts could ever take it" in response.json()["hosts"]
+    assert "needs 3 hosts × 1 cpu; 2 such hosts could ever take it" in response.json()["hosts"][0]
 
 
 def test_two_hosts_by_two_processes_train_with_ddp_and_resume_after_a_killed_worker(
