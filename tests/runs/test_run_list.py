@@ -6,6 +6,7 @@ import pytest
 from django.test import Client
 
 from npulab.runs.listing import MAX_QUERY
+from npulab.runs.metric_stats import lower_is_better, metric_stats
 from npulab.runs.models import Run
 from npulab.runs.rows import row_result
 from npulab.runs.services import do_ingest_events, do_submit_run
@@ -90,3 +91,37 @@ def test_a_search_too_long_is_cut_not_an_error(browser, owner) -> None:
     response = browser.get("/runs/", {"q": "x" * (MAX_QUERY * 10)})
     assert response.status_code == 200
     assert f'value="{"x" * MAX_QUERY}"' in response.content.decode()
+
+
+def test_a_training_run_page_leads_with_its_curves_and_their_last_and_best(
+    browser, owner, cpu_host
+) -> None:
+    run = started(owner, cpu_host, max_steps=500)
+    _losses(cpu_host, run, [2.3, 0.4, 0.9])
+
+    page = browser.get(f"/runs/{run.pk}/").content.decode()
+    stats = {stat.key: stat for stat in metric_stats(Run.objects.get(pk=run.pk))}
+
+    assert (stats["loss"].last, stats["loss"].best, stats["loss"].step) == (0.9, 0.4, 2)
+    assert page.index('id="run-headline"') < page.index('<div class="card-header">Run</div>')
+    assert page.count('id="metric-charts"') == 1  # the page adds no second card below
+    row = page.split('data-metric="loss"', 1)[1].split("</tr>", 1)[0]
+    assert ">0.9<" in row
+    assert ">0.4<" in row
+
+
+def test_best_is_the_highest_for_a_metric_where_more_is_better() -> None:
+    assert lower_is_better("train/loss")
+    assert lower_is_better("val_ppl")
+    assert not lower_is_better("eval/accuracy")
+    assert not lower_is_better("samples_per_s")
+    assert lower_is_better("step_time_s")
+
+
+def test_a_run_without_a_headline_keeps_its_metrics_card_under_the_facts(
+    browser, owner, cpu_host
+) -> None:
+    run = do_submit_run(owner, {"kind": "smoke", "device_type": "cpu"})
+    page = browser.get(f"/runs/{run.pk}/").content.decode()
+    assert 'id="run-headline"' not in page
+    assert page.index('<div class="card-header">Run</div>') < page.index('id="metrics-card"')

@@ -107,10 +107,16 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
     may = may_change(request.user, run)
     kind = get_kind(run.kind)
     panels = run_panels(kind.panels)
+    shows_attempts = len(run.attempts.all()) > 1 or kind.shows_attempts
     context = {
         "run": run,
         "kind": kind,
+        "headline": kind.headline,
         "panels": [panel.template for panel in panels],
+        # The cards under the facts go two a row; an odd last one takes the whole row.
+        "cards": len(panels) + shows_attempts,
+        "cards_odd": (len(panels) + shows_attempts) % 2 == 1,
+        "shows_attempts": shows_attempts,
         "steps": steps(run),
         "log": log_tail(run),
         "metric_summary": metric_keys(run),
@@ -131,7 +137,7 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
     }
     if context["can_cancel"] and not run.cancel_requested:
         context["cancel_warning"] = cancel_warning(run)
-    for panel in panels:
+    for panel in [*panels, *([kind.headline] if kind.headline else [])]:
         context.update(panel.render_context(run))
     if request.htmx:
         return render(request, "runs/partials/run_live.html", context)
