@@ -116,6 +116,7 @@ def test_best_is_the_highest_for_a_metric_where_more_is_better() -> None:
     assert not lower_is_better("eval/accuracy")
     assert not lower_is_better("samples_per_s")
     assert lower_is_better("step_time_s")
+    assert lower_is_better("val_wer")
 
 
 def test_a_run_without_a_headline_keeps_its_metrics_card_under_the_facts(

@@ -20,7 +20,7 @@ from npulab.series.owners import Owner
 # A run page is not a metrics browser: past this many, the curves below have the rest.
 MAX_STATS = 12
 # Names whose smaller values are better; anything else (accuracy, throughput) is better big.
-_LOWER_IS_BETTER = re.compile(r"loss|err|ppl|perplexity|latency|time|\bwer\b|\bcer\b", re.I)
+_LOWER_IS_BETTER = re.compile(r"loss|err|ppl|perplexity|latency|time|(^|_)[wc]er$", re.I)
 
 
 @dataclass(frozen=True)
