@@ -10,7 +10,8 @@ import numpy as np
 
 from npulab.runs.checkpoints import mark_damaged
 from npulab.runs.events import Batch
-from npulab.runs.kinds import Headline, Panel, RunKind
+from npulab.runs.kinds import Headline, HeadlinePanel, Panel, RunKind
+from npulab.runs.metric_stats import metric_stats
 from npulab.runs.models import Run, RunAttempt
 from npulab.series import reads
 from npulab.series.ingest import drop_points_after
@@ -77,6 +78,10 @@ def seconds_to_loss(run_id: int, threshold: float) -> float | None:
     return max(0.0, (points["time"][reached[0]] - points["time"][0]).item())
 
 
+def headline_panel(run: Run) -> dict[str, Any]:
+    return {"metric_stats": metric_stats(run)}
+
+
 def checkpoints_panel(run: Run) -> dict[str, Any]:
     return {"checkpoints": list(run.checkpoints.all())}
 
@@ -105,6 +110,7 @@ TRAINING = TrainingKind(
     "training",
     shows_attempts=True,
     total_steps_field="max_steps",
+    headline=HeadlinePanel("training/partials/headline.html", headline_panel, draws_metrics=True),
     panels=(Panel("training/partials/checkpoints.html", checkpoints_panel),),
     headline_keys=frozenset({"loss_first", "loss_last"}),
     lower_is_better=frozenset({"loss_first", "loss_last"}),
