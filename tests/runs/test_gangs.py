@@ -244,3 +244,13 @@ def test_the_run_api_lists_placements_and_the_shape(owner) -> None:
             "exit_code": None,
         },
     ]
+
+
+def test_the_run_page_lists_each_host_and_the_list_shows_the_shape(owner, client) -> None:
+    run, _, _ = _started(owner)
+    client.force_login(owner)
+    page = client.get(f"/runs/{run.pk}/").content.decode()
+    assert 'id="placements"' in page
+    assert 'data-node="1"' in page
+    assert "2\u20133" in page  # ranks 2 to 3
+    assert "2 × 2 cpu" in client.get("/runs/").content.decode()
