@@ -64,7 +64,11 @@ def test_two_hosts_by_two_processes_train_with_ddp_and_resume_after_a_killed_wor
         stored = [c["step"] for c in run["checkpoints"] if c["status"] == "stored"]
         if stored and max(stored) >= 99:
             break
-        assert run["status"] in ("queued", "dispatched", "running"), (run, platform.tail())
+        assert run["status"] in ("queued", "dispatched", "running"), (
+            run["attempts"],
+            run["placements"],
+            platform.tail(),
+        )
         assert time.monotonic() < deadline, platform.tail()
         time.sleep(0.2)
     placements = run["placements"]
@@ -82,7 +86,11 @@ def test_two_hosts_by_two_processes_train_with_ddp_and_resume_after_a_killed_wor
         run = platform.run(run_id)
         if run["attempt"] >= 2 and run["status"] == "running":
             break
-        assert run["status"] in ("queued", "dispatched", "running"), (run, platform.tail())
+        assert run["status"] in ("queued", "dispatched", "running"), (
+            run["attempts"],
+            run["placements"],
+            platform.tail(),
+        )
         assert time.monotonic() < deadline, platform.tail()
         time.sleep(0.2)
     first = run["attempts"][0]

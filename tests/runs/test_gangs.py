@@ -19,6 +19,7 @@ from npulab.runs.services import (
     do_ingest_events,
     do_reconcile_host_runs,
     do_submit_run,
+    sweep_runs,
 )
 from tests.conftest import register, token_client
 from tests.factories import HostFactory
@@ -254,3 +255,16 @@ def test_the_run_page_lists_each_host_and_the_list_shows_the_shape(owner, client
     assert 'data-node="1"' in page
     assert "2\u20133" in page  # ranks 2 to 3
     assert "2 × 2 cpu" in client.get("/runs/").content.decode()
+
+
+def test_the_sweeper_loses_only_the_silent_host_of_a_gang(owner, settings) -> None:
+    run, a, _b = _started(owner)
+    later = timezone.now() + timezone.timedelta(
+        seconds=settings.NPULAB["RUN_HEARTBEAT_TIMEOUT_S"] + 1
+    )
+    # Node rank 0 keeps the run alive; node rank 1 said nothing since its claim.
+    Run.objects.filter(pk=run.pk).update(last_heartbeat=later)
+    assert sweep_runs(later)["lost"] == 1
+    states = dict(run.placements.values_list("host_name", "state"))
+    assert states == {"cpu-1": Placement.State.RUNNING, "cpu-2": Placement.State.LOST}
+    assert do_ingest_events(a, run.pk, 1, 0, 0, [])["cancel"] is True

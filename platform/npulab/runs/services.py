@@ -596,7 +596,10 @@ def sweep_runs(now: datetime | None = None, heard_since: datetime | None = None)
     # A gang's host can fall silent, or never claim, while its other hosts keep the run
     # alive: its placement is lost on its own, which stops the others.
     claim_cutoff = now - timedelta(seconds=limits["DISPATCH_TIMEOUT_S"])
-    gone = Placement.objects.filter(run__status=Run.Status.RUNNING, run__hosts__gt=1).filter(
+    # (Node rank 0's silence is the run's own, above: its batches keep Run.last_heartbeat.)
+    gone = Placement.objects.filter(
+        run__status=Run.Status.RUNNING, run__hosts__gt=1, node_rank__gt=0
+    ).filter(
         models.Q(state=Placement.State.RUNNING, last_heartbeat__lt=cutoff)
         | models.Q(state=Placement.State.LEASED, leased_at__lt=claim_cutoff)
     )
