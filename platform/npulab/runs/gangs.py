@@ -16,6 +16,7 @@ from typing import Any
 
 from npulab.hosts.models import Host
 from npulab.runs.models import DeviceLease, Placement, Run
+from npulab.snapshots.models import Snapshot
 from workers.contract import gang as contract
 
 # Rendezvous ports the platform hands out on rank 0's host, one per active gang there.
@@ -104,6 +105,7 @@ def gang_of(run: Run, placement: Placement) -> dict[str, Any]:
                     contract.ADVERTISE_ADDRESS, ""
                 ),
                 "device_ips": _device_ips(other),
+                "versions": _versions(other),
             }
             for other in placements
         ],
@@ -128,6 +130,21 @@ def gang_of(run: Run, placement: Placement) -> dict[str, Any]:
             ]
         )
     return gang
+
+
+# What must match on every host of a gang (the pre-flight compares them).
+MATCHING_VERSIONS = ("driver", "cann", "torch", "torch_npu")
+
+
+def _versions(placement: Placement) -> dict[str, str]:
+    """The host's driver, CANN, torch and torch_npu from its newest snapshot ({} if none)."""
+    snapshot = (
+        Snapshot.objects.filter(host_id=placement.host_id).order_by("-last_seen").first()
+        if placement.host_id
+        else None
+    )
+    summary = snapshot.summary if snapshot is not None else {}
+    return {key: str(summary[key]) for key in MATCHING_VERSIONS if summary.get(key)}
 
 
 def _device_ips(placement: Placement) -> dict[str, str]:
