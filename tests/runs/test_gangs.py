@@ -6,14 +6,17 @@ from typing import Any
 
 import pytest
 from django.utils import timezone
+from rest_framework.test import APIClient
 
 from npulab.core.errors import SubmissionInvalid
 from npulab.health.services import do_drain_host
 from npulab.hosts.models import Host
+from npulab.hosts.services import do_issue_host_token
 from npulab.runs.gangs import gang_of
 from npulab.runs.models import DeviceLease, Placement, Run
 from npulab.runs.scheduler import place_queued_runs
 from npulab.runs.services import (
+    do_cancel_run,
     do_claim_run,
     do_finish_run,
     do_ingest_events,
@@ -268,3 +271,14 @@ def test_the_sweeper_loses_only_the_silent_host_of_a_gang(owner, settings) -> No
     states = dict(run.placements.values_list("host_name", "state"))
     assert states == {"cpu-1": Placement.State.RUNNING, "cpu-2": Placement.State.LOST}
     assert do_ingest_events(a, run.pk, 1, 0, 0, [])["cancel"] is True
+
+
+def test_a_heartbeat_tells_the_other_hosts_of_a_failed_gang_to_stop(owner) -> None:
+    run, _, b = _started(owner)
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {do_issue_host_token(b)}")
+    beat = client.post("/api/v1/agent/heartbeat/", {"running": [run.pk]}, format="json")
+    assert beat.json()["cancel"] == []
+    do_cancel_run(run.pk, owner)
+    beat = client.post("/api/v1/agent/heartbeat/", {"running": [run.pk]}, format="json")
+    assert beat.json()["cancel"] == [run.pk]

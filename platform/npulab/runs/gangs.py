@@ -14,6 +14,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from django.db import models
+
 from npulab.hosts.models import Host
 from npulab.runs.models import DeviceLease, Placement, Run
 from npulab.snapshots.models import Snapshot
@@ -80,6 +82,23 @@ def placement_on(run: Run, host: Host) -> Placement | None:
 def stop_asked(run: Run) -> bool:
     """Whether the attempt's other hosts must stop: one placement already failed."""
     return Placement.objects.filter(run=run, attempt=run.attempt, state__in=ENDED_BADLY).exists()
+
+
+def shares_to_stop(host: Host) -> list[int]:
+    """Runs whose share on ``host`` (not node rank 0's) must stop: cancelled, or a host failed."""
+    shares = Placement.objects.filter(
+        host=host, node_rank__gt=0, state=Placement.State.RUNNING, run__status=Run.Status.RUNNING
+    )
+    failed = Placement.objects.filter(
+        run_id=models.OuterRef("run_id"),
+        attempt=models.OuterRef("attempt"),
+        state__in=ENDED_BADLY,
+    )
+    return list(
+        shares.filter(models.Q(run__cancel_requested=True) | models.Exists(failed)).values_list(
+            "run_id", flat=True
+        )
+    )
 
 
 def gang_of(run: Run, placement: Placement) -> dict[str, Any]:

@@ -597,10 +597,8 @@ def sweep_runs(now: datetime | None = None, heard_since: datetime | None = None)
     # alive: its placement is lost on its own, which stops the others.
     claim_cutoff = now - timedelta(seconds=limits["DISPATCH_TIMEOUT_S"])
     # (Node rank 0's silence is the run's own, above: its batches keep Run.last_heartbeat.)
-    gone = Placement.objects.filter(
-        run__status=Run.Status.RUNNING, run__hosts__gt=1, node_rank__gt=0
-    ).filter(
-        models.Q(state=Placement.State.RUNNING, last_heartbeat__lt=cutoff)
+    gone = Placement.objects.filter(run__status=Run.Status.RUNNING, run__hosts__gt=1).filter(
+        models.Q(state=Placement.State.RUNNING, last_heartbeat__lt=cutoff, node_rank__gt=0)
         | models.Q(state=Placement.State.LEASED, leased_at__lt=claim_cutoff)
     )
     if heard_since is not None and heard_since > cutoff:
