@@ -267,6 +267,7 @@ def test_the_sweeper_loses_only_the_silent_host_of_a_gang(owner, settings) -> No
     )
     # Node rank 0 keeps the run alive; node rank 1 said nothing since its claim.
     Run.objects.filter(pk=run.pk).update(last_heartbeat=later)
+    Placement.objects.filter(run=run, node_rank=0).update(last_heartbeat=later)
     assert sweep_runs(later)["lost"] == 1
     states = dict(run.placements.values_list("host_name", "state"))
     assert states == {"cpu-1": Placement.State.RUNNING, "cpu-2": Placement.State.LOST}

@@ -28,9 +28,14 @@ def _versions(gang: dict[str, Any]) -> list[str]:
     problems = []
     peers = gang.get("peers", [])
     for key in sorted({key for peer in peers for key in peer.get("versions", {})}):
-        seen = {peer["host"]: peer.get("versions", {}).get(key) for peer in peers}
+        # A host with no snapshot yet says nothing either way.
+        seen = {
+            peer["host"]: peer["versions"][key]
+            for peer in peers
+            if peer.get("versions", {}).get(key)
+        }
         if len(set(seen.values())) > 1:
-            found = ", ".join(f"{version or 'none'} on {host}" for host, version in seen.items())
+            found = ", ".join(f"{version} on {host}" for host, version in seen.items())
             problems.append(f"versions differ across hosts: {key} {found}")
     return problems
 

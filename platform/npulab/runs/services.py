@@ -352,6 +352,11 @@ def do_ingest_events(
         raise Conflict(f"run {run_id} is {run.status}; no more events are taken")
     if run.placement is not None:
         return _ingest_other_node(run, run.placement, start, end, events)
+    if run.hosts > 1:
+        # Node rank 0's share is heard from too: the sweeper looks at each host's.
+        Placement.objects.filter(run=run, attempt=attempt, node_rank=0).update(
+            last_heartbeat=timezone.now()
+        )
     if start != run.events_offset:
         if end <= run.events_offset:
             return _ack(run, run.events_offset)
@@ -596,9 +601,8 @@ def sweep_runs(now: datetime | None = None, heard_since: datetime | None = None)
     # A gang's host can fall silent, or never claim, while its other hosts keep the run
     # alive: its placement is lost on its own, which stops the others.
     claim_cutoff = now - timedelta(seconds=limits["DISPATCH_TIMEOUT_S"])
-    # (Node rank 0's silence is the run's own, above: its batches keep Run.last_heartbeat.)
     gone = Placement.objects.filter(run__status=Run.Status.RUNNING, run__hosts__gt=1).filter(
-        models.Q(state=Placement.State.RUNNING, last_heartbeat__lt=cutoff, node_rank__gt=0)
+        models.Q(state=Placement.State.RUNNING, last_heartbeat__lt=cutoff)
         | models.Q(state=Placement.State.LEASED, leased_at__lt=claim_cutoff)
     )
     if heard_since is not None and heard_since > cutoff:
@@ -687,14 +691,15 @@ def do_reconcile_host_runs(host: Host, running: list[int], now: datetime | None 
     )
     cutoff = now - timedelta(seconds=settings.NPULAB["RUN_CLAIM_GRACE_S"])
     forgotten = (
-        Run.objects.filter(host=host, status=Run.Status.RUNNING, started_at__lt=cutoff)
+        Run.objects.filter(host=host, status=Run.Status.RUNNING, started_at__lt=cutoff, hosts=1)
         .exclude(pk__in=running)
         .values_list("pk", flat=True)
     )
     reason = f"the host worker on {host.name} is no longer running it (it restarted)"
     lost = sum(do_mark_run_lost(run_id, now, reason) for run_id in list(forgotten))
-    # A gang's other hosts: by their placements (the run's host is node rank 0's).
-    shares = Placement.objects.filter(host=host, run__hosts__gt=1, node_rank__gt=0)
+    # A gang's hosts, node rank 0's too, by their placements: one whose share ended is
+    # no longer listed while the others run on.
+    shares = Placement.objects.filter(host=host, run__hosts__gt=1)
     shares.filter(state=Placement.State.RUNNING, run_id__in=running).update(last_heartbeat=now)
     forgotten_shares = (
         shares.filter(state=Placement.State.RUNNING, started_at__lt=cutoff)
