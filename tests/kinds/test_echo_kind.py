@@ -112,6 +112,7 @@ def test_a_cause_only_the_test_kind_declares_is_recorded_as_it_is(
 def test_the_kinds_endpoint_lists_the_test_kind_with_its_fields(api: APIClient) -> None:
     listed = api.get("/api/v1/kinds/").json()
     assert [kind["name"] for kind in listed] == [
+        "collectives",
         "coverage",
         "echo",
         "smoke",

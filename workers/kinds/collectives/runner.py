@@ -77,6 +77,8 @@ def run(ctx: RunContext) -> Outcome:
     peaks: dict[str, float] = {}
     for row in found["rows"]:
         ctx.events.emit(BUSBW, **row)
+        # The curve: bus bandwidth by message size, the size as the step.
+        ctx.events.metric(f"busbw_gbps/{row['op']}", row["bytes"], row["busbw_gbps"])
         peaks[row["op"]] = max(peaks.get(row["op"], 0.0), row["busbw_gbps"])
     for line in found["unsupported"]:
         ctx.say(f"not offered by {found['backend']}: {line}")
