@@ -20,6 +20,13 @@ from workers.contract import script_env
 from workers.contract.devices import VISIBLE_DEVICES_ENV
 from workers.contract.events import ARTIFACT, EVENTS_FILE, RUNNER
 from workers.contract.exits import EXIT_INVALID_SPEC, EXIT_RUN_DIR_BUSY
+from workers.contract.gang import (
+    GANG,
+    RANK_TABLE_FILE,
+    RANK_TABLE_NAME,
+    dumps_rank_table,
+    launch_env,
+)
 from workers.events import EventWriter
 from workers.host import capabilities
 from workers.host.artifacts import ArtifactUploader
@@ -27,6 +34,7 @@ from workers.host.client import PlatformClient, PlatformRejected, PlatformUnavai
 from workers.host.config import HostConfig
 from workers.host.devices import detect
 from workers.host.forwarder import Forwarder, RunGone, max_batch_events
+from workers.host.preflight import preflight
 from workers.host.runenv import clean_env
 from workers.host.runuser import RunUser
 from workers.host.snapshots import SnapshotFailed, collect_and_send
@@ -72,6 +80,7 @@ class HostAgent:
             "python": platform.python_version(),
             "run_python": self.config.python,
             "platform": platform.platform(),
+            "network": self.config.network,
         }
 
     def register(self, retry_s: float = 5.0) -> dict[str, Any]:
@@ -192,6 +201,9 @@ class RunExecution:
         self.spec: dict[str, Any] = claim["spec"]
         self.devices: list[int] = claim.get("devices", [])
         self.claim = claim
+        # The rendezvous and this host's ranks; set for a run across hosts only.
+        gang = claim.get(GANG) or {}
+        self.gang: dict[str, Any] | None = gang if gang.get("hosts", 1) > 1 else None
         self.max_events = max_batch_events(claim)
         self.run_dir = os.path.join(
             agent.config.work_dir, "runs", str(run_id), f"attempt-{attempt}"
@@ -219,6 +231,12 @@ class RunExecution:
         with open(spec_path, "w", encoding="utf-8") as handle:
             json.dump(self.spec, handle, indent=2)
         python = self.spec.get("python") or self.agent.config.python
+        if self.gang is not None:
+            problems = preflight(self.gang, self.devices, self.spec["device_type"])
+            if problems:
+                # Refused before it started: the platform ends the gang on every host.
+                self._finish({"exit_code": None, "error": "pre-flight: " + "; ".join(problems)})
+                return
         self._prepare(python)
         env = self._env()
         become = None
@@ -391,6 +409,13 @@ class RunExecution:
         variable = VISIBLE_DEVICES_ENV[self.spec["device_type"]]
         if variable:
             env[variable] = ",".join(str(index) for index in self.devices)
+        if self.gang is not None:
+            env.update(launch_env(self.gang))
+            if self.gang.get("rank_table"):
+                path = os.path.join(self.run_dir, RANK_TABLE_NAME)
+                with open(path, "w", encoding="utf-8") as handle:
+                    handle.write(dumps_rank_table(self.gang["rank_table"]))
+                env[RANK_TABLE_FILE] = path
         return env
 
     def _supervisor_output(self) -> str:

@@ -126,6 +126,9 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
             if key not in SUMMARY_SHOWN_ELSEWHERE
         },
         "attempts": list(run.attempts.select_related("host")),
+        "placements": list(run.placements.filter(attempt=run.attempt).select_related("host"))
+        if run.hosts > 1
+        else [],
         "resumable": any(c.resumable(run) for c in capabilities.of(run)),
         "can_cancel": run.is_active and may,
         "can_restart": run.status in Run.RESTARTABLE and may,

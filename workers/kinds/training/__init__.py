@@ -6,7 +6,7 @@ from workers.contract.capabilities import CHECKPOINTS, PROFILING
 from workers.contract.entries import check_entry
 from workers.contract.exits import Cause
 from workers.contract.kinds import Kind
-from workers.contract.spec import Field, common_fields, host_path_problem
+from workers.contract.spec import Field, common_fields, host_path_problem, hosts_field
 
 PRECISIONS = ("fp32", "fp16", "bf16")
 
@@ -21,6 +21,7 @@ def _check_entry(entry: str) -> str | None:
 
 FIELDS = [
     *common_fields(default_timeout_s=7 * 24 * 3600),
+    hosts_field(),
     Field(
         "entry",
         "string",
