@@ -47,7 +47,10 @@ var/secret_key:
 	mkdir -p var
 	umask 077 && $(PY) -c "import secrets; print(secrets.token_urlsafe(50))" > $@
 
+# As root, runs execute as npulab-run (made here), never as root (docs/security.md).
 run: $(VENV)/.run-deps var/secret_key
+	@if [ "$$(id -u)" = 0 ]; then mkdir -p -m 700 var/worker/runs \
+		&& $(PY) -m workers.host.runuser npulab-run $(PY) var/worker/runs; fi
 	$(PY) manage.py standalone --port $(PORT)
 
 test: $(VENV)/.test-deps
