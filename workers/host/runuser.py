@@ -185,7 +185,7 @@ def main(argv: list[str] | None = None) -> int:
     """``python -m workers.host.runuser NAME PATH...``: make the run user (``make run`` as
     root, the worker's systemd unit) and let it through the folders above each PATH (the
     run interpreter, the work directory), for a host without the sandbox."""
-    import argparse  # noqa: PLC0415 - only the command needs it
+    import argparse
 
     parser = argparse.ArgumentParser(prog="python -m workers.host.runuser")
     parser.add_argument("name")

@@ -48,6 +48,7 @@ DEVICE_NODES = (
 )
 
 PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PACKAGE_ROOT = os.path.dirname(PACKAGE_DIR)
 
 
 class SandboxError(Exception):
@@ -141,7 +142,7 @@ class Sandbox:
         for pattern in DEVICE_NODES:
             for node in sorted(glob.glob(pattern)):
                 args += ["--dev-bind", node, node]
-        args += ["--tmpfs", "/tmp"]
+        args += ["--tmpfs", "/tmp"]  # noqa: S108 - a fresh one, the run's alone
         binds: list[tuple[str, str, str]] = []
         reads = [PACKAGE_DIR, *interpreter_dirs(python), *self.extra_reads, *readable]
         for path in dict.fromkeys(reads):
@@ -195,15 +196,12 @@ class Sandbox:
     def check(self, python: str, work_dir: str, run_user: RunUser | None, timeout: float = 60.0):
         """SandboxError unless a run can start ``python`` in the sandbox and import the
         runner there, and cannot see ``work_dir``."""
-        probe = (
-            "import os, sys, workers.run\n"
-            f"sys.exit(3 if os.path.exists({work_dir!r}) else 0)\n"
-        )
+        probe = f"import os, sys, workers.run\nsys.exit(3 if os.path.exists({work_dir!r}) else 0)\n"
         argv = self.argv([python, "-c", probe], python, writable=(), run_user=run_user, cwd="/")
         try:
             result = subprocess.run(
                 argv,
-                env={"PATH": os.environ.get("PATH", ""), "PYTHONPATH": os.path.dirname(PACKAGE_DIR)},
+                env={"PATH": os.environ.get("PATH", ""), "PYTHONPATH": PACKAGE_ROOT},
                 stdin=subprocess.DEVNULL,
                 capture_output=True,
                 timeout=timeout,
