@@ -168,10 +168,6 @@ class Sandbox:
         # A folder before what is mounted inside it.
         for option, source, destination in sorted(binds, key=lambda bind: bind[2].count("/")):
             args += [option, source, destination]
-        for hidden in self.hidden:
-            if os.path.isfile(hidden):
-                # A token file inside something mounted (a site's read path) reads empty.
-                args += ["--ro-bind-try", "/dev/null", hidden]
         if cwd:
             args += ["--chdir", cwd]
         args.append("--")
