@@ -5,9 +5,9 @@ it does not keep one run from another (they share the user) nor from files every
 may read. The sandbox does: a run starts in a mount namespace of its own where the
 host's system folders are read-only, and of the worker's world only its own run
 directory, checkpoint directory and home, the interpreter it runs in, the ``workers``
-package and the host paths its spec names (and the site's ``NPULAB_SANDBOX_READ``) are
-mounted. The worker's work directory with the other runs, its token file, the
-platform's ``var/`` (database, secret key) and ``/etc/npulab`` are not there at all.
+package, the site's own kinds and the host paths its spec names (and the site's
+``NPULAB_SANDBOX_READ``) are mounted. The worker's work directory with the other runs,
+its token file, the platform's ``var/`` (database, secret key) and ``/etc/npulab`` are not there at all.
 
 As root, bubblewrap mounts as root and ``setpriv`` then drops to the run user inside
 the sandbox, so the mounted interpreter need not be reachable on the host's own paths
@@ -18,12 +18,14 @@ namespace; the run stays that user.
 from __future__ import annotations
 
 import glob
+import importlib.util
 import logging
 import os
 import shutil
 import subprocess
 from typing import Iterable, Sequence
 
+from workers.contract.kinds import EXTRA_KINDS_ENV
 from workers.host.runuser import RunUser
 
 log = logging.getLogger(__name__)
@@ -81,6 +83,24 @@ def interpreter_dirs(python: str) -> list[str]:
             if home:
                 candidates.append(os.path.join(home, "python3"))
     return list(dict.fromkeys(found))
+
+
+def site_kind_dirs() -> list[str]:
+    """The folders of the site's own kinds (``NPULAB_KINDS``): the runner imports them."""
+    found = []
+    for name in os.environ.get(EXTRA_KINDS_ENV, "").split(","):
+        top = name.strip().split(".")[0]
+        if not top:
+            continue
+        try:
+            spec = importlib.util.find_spec(top)
+        except (ImportError, ValueError):
+            continue
+        if spec is not None and spec.submodule_search_locations:
+            found += list(spec.submodule_search_locations)
+        elif spec is not None and spec.origin:
+            found.append(os.path.dirname(spec.origin))
+    return found
 
 
 def _venv_home(config: str) -> str:
@@ -144,7 +164,8 @@ class Sandbox:
                 args += ["--dev-bind", node, node]
         args += ["--tmpfs", "/tmp"]  # noqa: S108 - a fresh one, the run's alone
         binds: list[tuple[str, str, str]] = []
-        reads = [PACKAGE_DIR, *interpreter_dirs(python), *self.extra_reads, *readable]
+        reads = [PACKAGE_DIR, *interpreter_dirs(python), *site_kind_dirs(), *self.extra_reads]
+        reads += readable
         for path in dict.fromkeys(reads):
             if not os.path.exists(path):
                 continue

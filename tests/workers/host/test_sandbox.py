@@ -63,7 +63,8 @@ own = os.path.dirname(os.environ["NPULAB_RUN_DIR"]) + "/"
 found = []
 for top in ("/", os.environ.get("HOME", "/")):
     for root, dirs, files in os.walk(top):
-        dirs[:] = [d for d in dirs if os.path.join(root, d) not in ("/proc", "/sys", "/dev", "/usr")]
+        skip = ("/proc", "/sys", "/dev", "/usr")
+        dirs[:] = [d for d in dirs if os.path.join(root, d) not in skip]
         for name in files:
             wanted = ("local-host.token", "secret_key", "npulab.sqlite3", "events.jsonl")
             if name in wanted and not os.path.join(root, name).startswith(own):
@@ -77,7 +78,8 @@ for path in found:
 
 # Through other processes: their working directories and open files.
 for link in glob.glob("/proc/[0-9]*/cwd") + glob.glob("/proc/[0-9]*/root"):
-    for name in ("local-host.token", "secret_key", "npulab.sqlite3", "runs/7/attempt-1/events.jsonl"):
+    names = ("local-host.token", "secret_key", "npulab.sqlite3", "runs/7/attempt-1/events.jsonl")
+    for name in names:
         try:
             with open(os.path.join(link, name), errors="replace") as handle:
                 show("proc:" + link + "/" + name, handle.read())
@@ -134,8 +136,6 @@ def drive(layout: dict[str, Any]) -> list[dict[str, Any]]:
     config: HostConfig = host_config(var / "worker", token_file=layout["targets"]["host_token"])
     config.sandbox = sandbox.ON
     config.run_user = runuser.AUTO
-    # The suite's own kinds (NPULAB_KINDS) are a site's: mounted as the site would.
-    config.sandbox_read = [str(PACKAGE_ROOT / "tests")]
 
     run_user, run_sandbox = confine(config)
     assert run_sandbox is not None
