@@ -7,7 +7,8 @@ host's system folders are read-only, and of the worker's world only its own run
 directory, checkpoint directory and home, the interpreter it runs in, the ``workers``
 package, the site's own kinds and the host paths its spec names (and the site's
 ``NPULAB_SANDBOX_READ``) are mounted. The worker's work directory with the other runs,
-its token file, the platform's ``var/`` (database, secret key) and ``/etc/npulab`` are not there at all.
+its token file, the platform's ``var/`` (database, secret key) and ``/etc/npulab`` are
+not there at all.
 
 As root, bubblewrap mounts as root and ``setpriv`` then drops to the run user inside
 the sandbox, so the mounted interpreter need not be reachable on the host's own paths
