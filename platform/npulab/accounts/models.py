@@ -48,6 +48,11 @@ class ApiToken(models.Model):
     last_used = models.DateTimeField(null=True, blank=True)
     expires = models.DateTimeField(null=True, blank=True, help_text="Empty: never.")
     revoked = models.DateTimeField(null=True, blank=True)
+    # The token that made this one through the API: this one never outlives it, never
+    # has a scope it lacks, and is revoked with it.
+    parent = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="children"
+    )
 
     class Meta:
         ordering = ["-created", "-id"]
