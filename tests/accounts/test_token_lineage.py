@@ -25,7 +25,7 @@ def client_with(plain: str) -> APIClient:
 
 @pytest.mark.parametrize("expires_days", [None, 3650], ids=["never", "ten-years"])
 def test_a_token_cannot_make_one_that_outlives_it(owner, token_for, expires_days) -> None:
-    client, parent = token_for(
+    client, _ = token_for(
         owner, scopes=["read", "admin"], expires=timezone.now() + timedelta(days=1)
     )
     response = client.post(
