@@ -78,3 +78,23 @@ class ApiToken(models.Model):
     def ordered_scopes(self) -> list[str]:
         """The scopes in the order of ``Scope``, for lists and messages."""
         return [scope for scope in Scope.values if scope in self.scopes]
+
+
+class SignInFailure(models.Model):
+    """Failed sign-ins from one client address in one window of NPULAB_AUTH_FAILURE_RATE.
+
+    In the database, so every web process and server counts the same failures: a
+    per-process count let a flood through once per process (npulab.accounts.lockout).
+    """
+
+    address = models.CharField(max_length=64)
+    window = models.BigIntegerField()
+    count = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["address", "window"], name="sign_in_failure_once")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.address}: {self.count} in window {self.window}"
