@@ -53,6 +53,8 @@ class Capacity:
         host = self.host
         if not host.enabled:
             return "is disabled"
+        if host.devices_unverified:
+            return host.devices_unverified
         if not self.alive:
             return "is offline"
         # Drained, unhealthy, offline by its health rules (npulab.health): not now.

@@ -293,6 +293,10 @@ def do_claim_run(host: Host, run_id: int, attempt: int) -> Run:
     run = _locked_run_of(host, run_id, attempt)
     if run.status != Run.Status.DISPATCHED:
         raise Conflict(f"run {run_id} is {run.status}, not dispatched")
+    # The claim's answer carries the spec with its secret env values: only to a host of a
+    # pool the run's project may use, whatever placed it here (the host moved meanwhile).
+    if not run.project.pools.filter(pk=host.pool_id).exists():
+        raise Conflict(f"host {host.name} is in no pool of run {run_id}'s project")
     now = timezone.now()
     run.transition_to(Run.Status.RUNNING, now)
     run.events_offset = 0

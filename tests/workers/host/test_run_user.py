@@ -37,6 +37,7 @@ def checkout_reachable() -> Iterator[None]:
     for folder in changed:
         subprocess.run(["setfacl", "-x", "u:nobody", folder], check=False)
 
+
 PROBE = """
 import os
 print(f"uid {os.getuid()} home {os.environ['HOME']}", flush=True)
