@@ -49,7 +49,14 @@ var/secret_key:
 	mkdir -p var
 	umask 077 && $(PY) -c "import secrets; print(secrets.token_urlsafe(50))" > $@
 
+# As root, runs execute as npulab-run (made here, for each local host's runs), never as
+# root (docs/security.md).
 run: $(VENV)/.run-deps var/secret_key
+	@if [ "$$(id -u)" = 0 ]; then \
+		for dir in var/worker $(foreach n,$(shell seq 2 $(HOSTS)),var/worker-$(n)); do \
+			mkdir -p -m 700 $$dir/runs \
+			&& $(PY) -m workers.host.runuser npulab-run $(PY) $$dir/runs || exit 1; \
+		done; fi
 	$(PY) manage.py standalone --port $(PORT) --hosts $(HOSTS)
 
 test: $(VENV)/.test-deps

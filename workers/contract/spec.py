@@ -60,6 +60,16 @@ def host_path_problem(value: str) -> str | None:
     return None
 
 
+def host_inputs(fields: list[Field], spec: dict[str, Any]) -> list[str]:
+    """The host folders a spec names in its ``host_input`` fields (a file: its folder)."""
+    found = []
+    for field in fields:
+        value = spec.get(field.name)
+        if field.host_input and isinstance(value, str) and value.startswith("/"):
+            found.append(value if not value.endswith(".py") else value.rsplit("/", 1)[0] or "/")
+    return found
+
+
 def _interpreter_problem(value: str) -> str | None:
     if value and not value.startswith("/"):
         return "must be an absolute path to a Python interpreter, or empty"
@@ -95,6 +105,7 @@ class Field:
         choices: tuple[str, ...] | None = None,
         check: Callable[[Any], str | None] | None = None,
         help: str = "",
+        host_input: bool = False,
     ) -> None:
         self.name = name
         self.type = type
@@ -105,6 +116,9 @@ class Field:
         # Says what is wrong with a well-typed value, or None when it is fine.
         self.check = check
         self.help = help
+        # An absolute path here names a host folder (or a file's folder) the run reads:
+        # mounted read-only in its sandbox, which mounts nothing else of the host's.
+        self.host_input = host_input
 
     @property
     def required(self) -> bool:

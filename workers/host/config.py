@@ -35,6 +35,9 @@ class HostConfig:
         run_env_allow: Sequence[str] = DEFAULT_ALLOW,
         run_user: str | None = None,
         network: dict | None = None,
+        sandbox: str = "auto",
+        sandbox_read: Sequence[str] = (),
+        token_file: str = "",
     ):
         self.url = url
         self.token = token
@@ -56,6 +59,12 @@ class HostConfig:
         self.run_user = run_user
         # How other hosts reach this one, for runs across hosts (docs/multihost.md).
         self.network = dict(network or {})
+        # Whether runs execute in a filesystem sandbox (workers.host.sandbox), and the
+        # host's folders every run may read there besides its own (datasets, a site's code).
+        self.sandbox = sandbox
+        self.sandbox_read = list(sandbox_read)
+        # Never mounted in a run's sandbox.
+        self.token_file = token_file
 
     @classmethod
     def from_args(cls, argv: list[str] | None = None) -> HostConfig:
@@ -117,10 +126,22 @@ class HostConfig:
         )
         parser.add_argument(
             "--run-user",
-            default=env.get("NPULAB_RUN_USER", ""),
+            default=env.get("NPULAB_RUN_USER", "auto"),
             help="the unprivileged user runs execute as (with its groups, e.g. HwHiAiUser); "
-            "'auto': nobody when the worker is root and nobody can run the interpreter; "
-            "default: the worker's own user",
+            "'auto' (the default): npulab-run, else nobody, when the worker is root; the "
+            "worker's own user otherwise. A root worker never starts runs as root",
+        )
+        parser.add_argument(
+            "--sandbox",
+            choices=("auto", "on", "off"),
+            default=env.get("NPULAB_SANDBOX", "auto"),
+            help="run each run in a bubblewrap filesystem sandbox: 'auto' (the default) where "
+            "bwrap works, 'on' refuses to start without one",
+        )
+        parser.add_argument(
+            "--sandbox-read",
+            default=env.get("NPULAB_SANDBOX_READ", ""),
+            help="comma-separated host folders every run may read in its sandbox (datasets)",
         )
         parser.add_argument(
             "--advertise-address",
@@ -192,6 +213,9 @@ class HostConfig:
                 )
                 if value
             },
+            sandbox=args.sandbox,
+            sandbox_read=parse_allow(args.sandbox_read),
+            token_file=os.path.abspath(args.token_file) if args.token_file else "",
         )
 
 

@@ -304,6 +304,10 @@ def do_claim_run(host: Host, run_id: int, attempt: int) -> Run:
     """The host worker takes a dispatched run: it is running from now."""
     run = _locked_run_of(host, run_id, attempt)
     placement = _placement(run, host)
+    # The claim's answer carries the spec with its secret env values: only to a host of a
+    # pool the run's project may use, whatever placed it here (the host moved meanwhile).
+    if not run.project.pools.filter(pk=host.pool_id).exists():
+        raise Conflict(f"host {host.name} is in no pool of run {run_id}'s project")
     now = timezone.now()
     # A gang's first claim starts the run; each of its other hosts claims its own share once.
     later_share = (

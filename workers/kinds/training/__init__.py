@@ -26,6 +26,7 @@ FIELDS = [
         "entry",
         "string",
         check=_check_entry,
+        host_input=True,
         help="path/to/script.py, package.module:function, or builtin:cnn / builtin:lm.",
     ),
     Field("args", "strings", default=[], help="Arguments for the entry point."),
@@ -34,6 +35,7 @@ FIELDS = [
         "string",
         default="",
         check=host_path_problem,
+        host_input=True,
         help="Where it runs: an absolute directory on the host, or one inside the run "
         "directory; empty: the run directory.",
     ),
