@@ -26,7 +26,7 @@ MAX_CODES = 10
 
 
 def _key(hit: Hit) -> Tuple[int, int, int, int]:
-    hardware = 0 if hit.rule.blame == HOST_HARDWARE and hit.rule.role != WRAPPER else 1
+    hardware = 0 if hit.rule.blame == HOST_HARDWARE and hit.rule.role == ROOT else 1
     specificity = 0 if hit.rule.regex is not None else 1
     return (hardware, _ROLE_ORDER[hit.rule.role], hit.seq, specificity)
 
@@ -55,18 +55,20 @@ def _ranks(hits: Sequence[Hit]) -> Tuple[Sequence[Hit], Optional[dict]]:
 
 
 def _root_code(root: Hit, hits: Sequence[Hit]) -> Optional[str]:
+    """The root line's code, else the nearest code after it, else before it (same block)."""
     if root.code:
         return root.code
-    for hit in sorted(hits, key=lambda h: h.seq):
-        if (
-            hit.file == root.file
-            and root.line_no < hit.line_no <= root.line_no + _BORROW_LINES
-            and hit.rank == root.rank
-            and hit.code
-            and hit.rule.role != WRAPPER
-        ):
-            return hit.code
-    return None
+    near = [
+        hit
+        for hit in hits
+        if hit.file == root.file
+        and hit.rank == root.rank
+        and hit.code
+        and hit.rule.role != WRAPPER
+        and 0 < abs(hit.line_no - root.line_no) <= _BORROW_LINES
+    ]
+    near.sort(key=lambda hit: (hit.line_no < root.line_no, abs(hit.line_no - root.line_no)))
+    return near[0].code if near else None
 
 
 def diagnose(hits: Sequence[Hit], findings: Sequence[dict] = ()) -> Optional[dict]:
@@ -95,6 +97,8 @@ def diagnose(hits: Sequence[Hit], findings: Sequence[dict] = ()) -> Optional[dic
     return {
         "category": rule.category,
         "codes": codes,
+        # The root cause's own code (codes[0] then), or None when its line has none.
+        "root_code": code,
         "line": root.text,
         "fix": rule.fix,
         "blame": rule.blame,

@@ -149,6 +149,14 @@ class Scanner:
             self._line(text, file, line_no)
 
     def _line(self, raw: str, file: str, line_no: int) -> None:
+        if "\\n" in raw:
+            # A log pasted as a JSON string (a server's error body): its lines are one.
+            for piece in raw.split("\\n"):
+                self._one_line(piece, file, line_no)
+        else:
+            self._one_line(raw, file, line_no)
+
+    def _one_line(self, raw: str, file: str, line_no: int) -> None:
         text = clean_line(raw)
         if len(text) > MAX_LINE_BYTES:
             text = text[:MAX_LINE_BYTES]
