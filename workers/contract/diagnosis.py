@@ -8,10 +8,6 @@ Standard library only, Python 3.8.
 
 from __future__ import annotations
 
-# The event the supervisor writes just before ``result``: ``diagnosis`` (the root cause
-# or null) and ``findings`` (training-health findings, possibly empty).
-DIAGNOSIS_EVENT = "diagnosis"
-
 # Category -> what it means (shown on pages and in docs/diagnosis.md).
 CATEGORIES = {
     "oom": "device (NPU) memory ran out",
