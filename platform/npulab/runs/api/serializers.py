@@ -71,6 +71,14 @@ class RunSerializer(serializers.ModelSerializer):
         help_text="The runner's result event: status, reason, cause and its summary object.",
     )
     progress = serializers.SerializerMethodField()
+    diagnosis = serializers.SerializerMethodField(
+        help_text="Why the run failed, in Ascend's codes (docs/diagnosis.md): category, codes, "
+        "line, fix, blame, rule, evidence [{file, line_no, text}], findings; null for a run "
+        "that succeeded or that nothing explains."
+    )
+    findings = serializers.JSONField(
+        read_only=True, help_text="Training-health findings (NaN loss, loss spike ...)."
+    )
 
     class Meta:
         model = Run
@@ -108,6 +116,8 @@ class RunSerializer(serializers.ModelSerializer):
             "exit_reason",
             "exit_code",
             "infrastructure_failure",
+            "diagnosis",
+            "findings",
             "result",
             "progress",
             "spec",
@@ -115,6 +125,10 @@ class RunSerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
     @extend_schema_field(ProgressSerializer(allow_null=True))
+    @extend_schema_field({"type": "object", "nullable": True})
+    def get_diagnosis(self, run: Run) -> dict[str, Any] | None:
+        return _diagnosis(run)
+
     def get_progress(self, run: Run) -> dict[str, Any] | None:
         """In a list, only an active run's: it costs queries per run (the detail has it always)."""
         return _progress(run) if run.is_active else None
@@ -181,6 +195,10 @@ class RunAttemptSerializer(serializers.ModelSerializer):
 
     def get_infrastructure_failure(self, attempt: RunAttempt) -> bool:
         return attempt.infrastructure_failure
+
+
+def _diagnosis(run: Run) -> dict[str, Any] | None:
+    return run.diagnosis if run.status != Run.Status.SUCCEEDED else None
 
 
 class RunDetailSerializer(RunSerializer):

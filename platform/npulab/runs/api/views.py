@@ -24,6 +24,7 @@ from npulab.runs.api.serializers import (
 )
 from npulab.runs.checkpoints import do_pin_checkpoint, open_stored
 from npulab.runs.models import Checkpoint, Run, RunEvent
+from workers.contract.diagnosis import CATEGORIES
 from npulab.runs.services import do_cancel_run, do_restart_run, do_submit_run
 from npulab.series import api as metrics_api
 from npulab.series.owners import Owner
@@ -37,10 +38,15 @@ class RunFilterSet(filters.FilterSet):
     host = filters.CharFilter(field_name="host__name")
     submitted_by = filters.CharFilter(field_name="submitted_by__username")
     project = filters.CharFilter(field_name="project__slug", help_text="A project's slug.")
+    category = filters.ChoiceFilter(
+        field_name="diagnosis_category",
+        choices=[(name, name) for name in CATEGORIES],
+        help_text="The diagnosis category of a failed run (docs/diagnosis.md).",
+    )
 
     class Meta:
         model = Run
-        fields = ["status", "kind", "device_type", "host", "submitted_by", "project"]
+        fields = ["status", "kind", "device_type", "host", "submitted_by", "project", "category"]
 
 
 class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
