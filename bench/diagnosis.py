@@ -67,7 +67,9 @@ def main() -> None:
             [sys.executable, "-c", code, directory], capture_output=True, text=True, check=True
         ).stdout
         result = json.loads(out)
-        result.update(mb=args.mb, mb_per_s=args.mb / result["seconds"], wall_s=time.perf_counter() - started)
+        result.update(
+            mb=args.mb, mb_per_s=args.mb / result["seconds"], wall_s=time.perf_counter() - started
+        )
         print(json.dumps(result))
 
 

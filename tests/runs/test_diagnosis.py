@@ -1,4 +1,4 @@
-"""A failed run's diagnosis: stored from its event, in the run API and page, filtered by category."""
+"""A failed run's diagnosis: from its event into the run API and page, filtered by category."""
 
 from __future__ import annotations
 
@@ -37,7 +37,8 @@ def test_the_diagnosis_event_is_the_runs_diagnosis_in_the_api(client, django_use
     client.force_login(run.submitted_by)
     body = client.get(f"/api/v1/runs/{run.pk}/").json()
     diagnosis = body["diagnosis"]
-    assert diagnosis["category"] == "hardware-fault" and diagnosis["blame"] == "host-hardware"
+    assert diagnosis["category"] == "hardware-fault"
+    assert diagnosis["blame"] == "host-hardware"
     assert diagnosis["codes"][0] == "507010"
     assert set(diagnosis["evidence"][0]) == {"file", "line_no", "text"}
     listed = client.get("/api/v1/runs/", {"category": "hardware-fault"}).json()["results"]
@@ -69,6 +70,10 @@ def test_a_secret_in_the_evidence_is_redacted():
         "rule": "npu-oom",
         "evidence": [{"file": "stderr", "line_no": 1, "text": "k3y-and-more"}],
     }
-    store_events(run, [{"type": "diagnosis", "time": 1.0, "diagnosis": diagnosis, "findings": []}], timezone.now())
+    store_events(
+        run,
+        [{"type": "diagnosis", "time": 1.0, "diagnosis": diagnosis, "findings": []}],
+        timezone.now(),
+    )
     run.refresh_from_db()
     assert "k3y-and-more" not in str(run.diagnosis)

@@ -9,8 +9,8 @@ import click
 
 from workers.cli import junit, output, runs
 from workers.cli.base import complete_host, complete_kind, handled, json_option, state_of
-from workers.cli.follow import follow_run, log_tail_events, steps_table, wait_options
 from workers.cli.diagnose import diagnosis_lines
+from workers.cli.follow import follow_run, log_tail_events, steps_table, wait_options
 from workers.contract.devices import DEVICE_TYPES
 
 # -- runs -----------------------------------------------------------------------

@@ -82,5 +82,8 @@ def diagnosis_lines(diagnosis: dict[str, Any] | None) -> list[tuple[str, Any]]:
         ),
         ("blame", diagnosis.get("blame")),
         ("fix", diagnosis.get("fix")),
-        ("evidence", f"{first.get('file', '')}:{first.get('line_no', '')}: {first.get('text', '')}"),
+        (
+            "evidence",
+            f"{first.get('file', '')}:{first.get('line_no', '')}: {first.get('text', '')}",
+        ),
     ]

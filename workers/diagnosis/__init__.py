@@ -9,14 +9,14 @@ on failure (``collect``). ``npulab diagnose`` is the same code, offline.
 
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Sequence
+from typing import Sequence
 
 from workers.diagnosis.ranking import diagnose, root_cause
 from workers.diagnosis.scanner import Scanner
 
 
 def diagnose_paths(
-    paths: Sequence[str], tables: Optional[Dict[str, dict]] = None, findings: Sequence[dict] = ()
+    paths: Sequence[str], tables: dict[str, dict] | None = None, findings: Sequence[dict] = ()
 ) -> dict:
     """``npulab diagnose --json``'s document for log files, plog directories or bundles."""
     if tables is None:
@@ -36,4 +36,4 @@ def diagnose_paths(
     }
 
 
-__all__: List[str] = ["Scanner", "diagnose", "diagnose_paths", "root_cause"]
+__all__: list[str] = ["Scanner", "diagnose", "diagnose_paths", "root_cause"]

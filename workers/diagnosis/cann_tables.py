@@ -12,21 +12,27 @@ from __future__ import annotations
 import glob
 import json
 import os
-from typing import Dict, Iterable, List, Optional
+from typing import Iterable
 
 # Where toolkits live: set_env.sh's variables first, then the default install roots.
 ROOT_VARIABLES = ("ASCEND_TOOLKIT_HOME", "ASCEND_HOME_PATH", "ASCEND_OPP_PATH")
 DEFAULT_ROOTS = ("/usr/local/Ascend/ascend-toolkit/latest", "/usr/local/Ascend/cann")
-_PATTERNS = ("conf/error_manager/*.json", "*/conf/error_manager/*.json", "../conf/error_manager/*.json")
+_PATTERNS = (
+    "conf/error_manager/*.json",
+    "*/conf/error_manager/*.json",
+    "../conf/error_manager/*.json",
+)
 MAX_TABLE_BYTES = 16 * 1024 * 1024
 
 
-def find_tables(roots: Optional[Iterable[str]] = None, environ: Optional[dict] = None) -> List[str]:
+def find_tables(roots: Iterable[str] | None = None, environ: dict | None = None) -> list[str]:
     """Paths of the error-code JSON files under the toolkit roots (environment, defaults)."""
     environ = os.environ if environ is None else environ
     if roots is None:
-        roots = [environ[name] for name in ROOT_VARIABLES if environ.get(name)] + list(DEFAULT_ROOTS)
-    found: List[str] = []
+        roots = [environ[name] for name in ROOT_VARIABLES if environ.get(name)] + list(
+            DEFAULT_ROOTS
+        )
+    found: list[str] = []
     for root in roots:
         for pattern in _PATTERNS:
             for path in sorted(glob.glob(os.path.join(root, pattern))):
@@ -36,9 +42,9 @@ def find_tables(roots: Optional[Iterable[str]] = None, environ: Optional[dict] =
     return found
 
 
-def load_tables(paths: Iterable[str]) -> Dict[str, dict]:
+def load_tables(paths: Iterable[str]) -> dict[str, dict]:
     """code -> {title, message, cause, solution, file}; unreadable files are skipped."""
-    tables: Dict[str, dict] = {}
+    tables: dict[str, dict] = {}
     for path in paths:
         try:
             if os.path.getsize(path) > MAX_TABLE_BYTES:
@@ -51,7 +57,9 @@ def load_tables(paths: Iterable[str]) -> Dict[str, dict]:
         for entry in entries:
             if not isinstance(entry, dict) or not entry.get("ErrCode"):
                 continue
-            suggestion = entry.get("suggestion") if isinstance(entry.get("suggestion"), dict) else {}
+            suggestion = (
+                entry.get("suggestion") if isinstance(entry.get("suggestion"), dict) else {}
+            )
             tables.setdefault(
                 str(entry["ErrCode"]),
                 {
@@ -65,6 +73,6 @@ def load_tables(paths: Iterable[str]) -> Dict[str, dict]:
     return tables
 
 
-def installed_tables(environ: Optional[dict] = None) -> Dict[str, dict]:
+def installed_tables(environ: dict | None = None) -> dict[str, dict]:
     """The tables of the installation this process can see (empty without CANN)."""
     return load_tables(find_tables(environ=environ))

@@ -14,7 +14,7 @@ import re
 import shutil
 import subprocess
 import time
-from typing import Iterable, List, Sequence
+from typing import Iterable, Sequence
 
 from workers.contract.diagnosis import COLLECT_LIMIT_BYTES, COLLECTED_DIR
 
@@ -30,7 +30,7 @@ def collected_dir(run_dir: str) -> str:
     return path
 
 
-def bound_directory(directory: str, limit: int = COLLECT_LIMIT_BYTES) -> List[str]:
+def bound_directory(directory: str, limit: int = COLLECT_LIMIT_BYTES) -> list[str]:
     """Delete the oldest files under ``directory`` until it holds at most ``limit`` bytes;
     returns what was removed."""
     files = []
@@ -74,7 +74,15 @@ def _run_tool(argv: Sequence[str]) -> str:
 
 def kernel_messages(since: float) -> str:
     """NPU-related kernel lines since ``since`` (Unix time); "" where dmesg is not readable."""
-    text = _run_tool(["dmesg", "--time-format", "iso", "--since", time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(since))])
+    text = _run_tool(
+        [
+            "dmesg",
+            "--time-format",
+            "iso",
+            "--since",
+            time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(since)),
+        ]
+    )
     if not text or "Operation not permitted" in text:
         return ""
     return "".join(line + "\n" for line in text.splitlines() if _NPU_KERNEL.search(line))
@@ -96,11 +104,13 @@ def python_stacks(pids: Iterable[int]) -> str:
         return ""
     parts = []
     for pid in pids:
-        parts.append(f"== py-spy dump --pid {pid}\n" + _run_tool(["py-spy", "dump", "--pid", str(pid)]))
+        parts.append(
+            f"== py-spy dump --pid {pid}\n" + _run_tool(["py-spy", "dump", "--pid", str(pid)])
+        )
     return "".join(parts)
 
 
-def processes_in_groups(groups: Iterable[int]) -> List[int]:
+def processes_in_groups(groups: Iterable[int]) -> list[int]:
     """Live pids whose process group is one of ``groups`` (Linux /proc)."""
     wanted = set(groups)
     found = []
@@ -133,7 +143,9 @@ def write(run_dir: str, name: str, text: str) -> str:
     return path
 
 
-def collect_on_failure(run_dir: str, plog_dir: str, since: float, devices: Iterable[int]) -> List[str]:
+def collect_on_failure(
+    run_dir: str, plog_dir: str, since: float, devices: Iterable[int]
+) -> list[str]:
     """Bound the plogs, add kernel messages and device health; the files written."""
     if os.path.isdir(plog_dir) and os.path.realpath(plog_dir).startswith(os.path.realpath(run_dir)):
         bound_directory(plog_dir)

@@ -11,7 +11,6 @@ from __future__ import annotations
 import collections
 import math
 import statistics
-from typing import Deque, Dict, List, Optional
 
 from workers.contract.diagnosis import GRAD_NORM_ZERO, LOSS_SCALE_FLOOR, LOSS_SPIKE, NAN_LOSS
 
@@ -44,14 +43,14 @@ class HealthWatch:
     """Feed it metric points; ``findings`` lists what it saw; ``first_nan`` for stop_on_nan."""
 
     def __init__(self) -> None:
-        self.findings: List[dict] = []
+        self.findings: list[dict] = []
         self._named: set = set()
-        self._recent: Dict[str, Deque[float]] = {}
-        self._floor_hits: Dict[str, int] = {}
-        self._zero_hits: Dict[str, int] = {}
-        self.first_nan: Optional[dict] = None
+        self._recent: dict[str, collections.deque[float]] = {}
+        self._floor_hits: dict[str, int] = {}
+        self._zero_hits: dict[str, int] = {}
+        self.first_nan: dict | None = None
 
-    def _find(self, name: str, key: str, step: int, message: str) -> Optional[dict]:
+    def _find(self, name: str, key: str, step: int, message: str) -> dict | None:
         if (name, key) in self._named:
             return None
         self._named.add((name, key))
@@ -59,7 +58,7 @@ class HealthWatch:
         self.findings.append(finding)
         return finding
 
-    def metric(self, key: str, step: int, value: Optional[float], nonfinite: str = "") -> Optional[dict]:
+    def metric(self, key: str, step: int, value: float | None, nonfinite: str = "") -> dict | None:
         """One point; returns the finding it caused, if it is a new one."""
         if _is_loss(key):
             if value is None or not math.isfinite(value):
@@ -106,7 +105,7 @@ class HealthWatch:
                 )
         return None
 
-    def event(self, event: dict) -> Optional[dict]:
+    def event(self, event: dict) -> dict | None:
         """A metric event of events.jsonl."""
         if event.get("type") != "metric":
             return None

@@ -9,7 +9,7 @@ as EZ9999 and EE9999, which only say that something below them failed.
 
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Sequence
 
 from workers.contract.diagnosis import HOST_HARDWARE
 from workers.diagnosis.rules import GENERIC, ROOT, USER, WRAPPER
@@ -25,19 +25,19 @@ MAX_EVIDENCE = 8
 MAX_CODES = 10
 
 
-def _key(hit: Hit) -> Tuple[int, int, int, int]:
+def _key(hit: Hit) -> tuple[int, int, int, int]:
     hardware = 0 if hit.rule.blame == HOST_HARDWARE and hit.rule.role == ROOT else 1
     specificity = 0 if hit.rule.regex is not None else 1
     return (hardware, _ROLE_ORDER[hit.rule.role], hit.seq, specificity)
 
 
-def best(hits: Sequence[Hit]) -> Optional[Hit]:
+def best(hits: Sequence[Hit]) -> Hit | None:
     return min(hits, key=_key) if hits else None
 
 
-def _ranks(hits: Sequence[Hit]) -> Tuple[Sequence[Hit], Optional[dict]]:
+def _ranks(hits: Sequence[Hit]) -> tuple[Sequence[Hit], dict | None]:
     """The hits of the first failing rank, and who failed and who waited (None: one rank)."""
-    by_rank: Dict[int, List[Hit]] = {}
+    by_rank: dict[int, list[Hit]] = {}
     for hit in hits:
         if hit.rank is not None:
             by_rank.setdefault(hit.rank, []).append(hit)
@@ -54,7 +54,7 @@ def _ranks(hits: Sequence[Hit]) -> Tuple[Sequence[Hit], Optional[dict]]:
     return pool, {"first_failed": first, "failed": failed, "timed_out": waited}
 
 
-def _root_code(root: Hit, hits: Sequence[Hit]) -> Optional[str]:
+def _root_code(root: Hit, hits: Sequence[Hit]) -> str | None:
     """The root line's code, else the nearest code after it, else before it (same block)."""
     if root.code:
         return root.code
@@ -71,7 +71,7 @@ def _root_code(root: Hit, hits: Sequence[Hit]) -> Optional[str]:
     return near[0].code if near else None
 
 
-def diagnose(hits: Sequence[Hit], findings: Sequence[dict] = ()) -> Optional[dict]:
+def diagnose(hits: Sequence[Hit], findings: Sequence[dict] = ()) -> dict | None:
     """The diagnosis of a scan, in the shape of the run API's ``diagnosis``; None if no hit."""
     if not hits:
         return None
@@ -81,7 +81,7 @@ def diagnose(hits: Sequence[Hit], findings: Sequence[dict] = ()) -> Optional[dic
         return None
     code = _root_code(root, hits)
     ordered = sorted(pool, key=_key)
-    codes: List[str] = [code] if code else []
+    codes: list[str] = [code] if code else []
     for hit in ordered:
         for found in [hit.code, *hit.codes]:
             if found and found not in codes and len(codes) < MAX_CODES:
@@ -111,7 +111,7 @@ def diagnose(hits: Sequence[Hit], findings: Sequence[dict] = ()) -> Optional[dic
     }
 
 
-def root_cause(diagnosis: Optional[dict]) -> Optional[dict]:
+def root_cause(diagnosis: dict | None) -> dict | None:
     """The offline CLI's ``root_cause``: codes, category, line, fix, blame."""
     if diagnosis is None:
         return None

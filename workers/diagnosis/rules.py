@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from typing import Dict, Iterator, List, Optional, Tuple
+from typing import Iterator
 
 from workers.contract.diagnosis import BLAMES, CATEGORIES
 
@@ -44,17 +44,17 @@ class Rule:
     """One entry of the knowledge base."""
 
     __slots__ = (
-        "id",
-        "code",
-        "codes",
-        "regex",
-        "code_group",
-        "python_exception",
-        "role",
-        "category",
         "blame",
-        "meaning",
+        "category",
+        "code",
+        "code_group",
+        "codes",
         "fix",
+        "id",
+        "meaning",
+        "python_exception",
+        "regex",
+        "role",
         "source",
     )
 
@@ -76,7 +76,7 @@ class Rule:
             raise RuleError(f"{where}: rule {self.id}: unknown category {self.category!r}")
         if self.blame not in BLAMES:
             raise RuleError(f"{where}: rule {self.id}: unknown blame {self.blame!r}")
-        self.code: Optional[str] = data.get("code")
+        self.code: str | None = data.get("code")
         exact = match.get("code")
         pattern = match.get("codes")
         self.codes = re.compile(pattern) if pattern else None
@@ -86,7 +86,9 @@ class Rule:
         self.code_group = int(match.get("code_group", 0))
         self.python_exception = match.get("python_exception")
         if self.codes is None and self.regex is None and self.python_exception is None:
-            raise RuleError(f"{where}: rule {self.id}: match needs code, codes, regex or python_exception")
+            raise RuleError(
+                f"{where}: rule {self.id}: match needs code, codes, regex or python_exception"
+            )
 
     def describe(self) -> dict:
         return {
@@ -103,7 +105,7 @@ class Rule:
 class RuleBook:
     """Every rule, indexed for the scanner."""
 
-    def __init__(self, rules: List[Rule]) -> None:
+    def __init__(self, rules: list[Rule]) -> None:
         self.rules = rules
         self.by_id = {rule.id: rule for rule in rules}
         if len(self.by_id) != len(rules):
@@ -113,9 +115,9 @@ class RuleBook:
         self.user_exception = next(
             (rule for rule in rules if rule.python_exception == "user"), None
         )
-        self._code_cache: Dict[str, Optional[Rule]] = {}
+        self._code_cache: dict[str, Rule | None] = {}
 
-    def for_code(self, code: str) -> Optional[Rule]:
+    def for_code(self, code: str) -> Rule | None:
         """The first rule whose code pattern fits ``code`` whole."""
         if code not in self._code_cache:
             found = next((rule for rule in self.code_rules if rule.codes.fullmatch(code)), None)
@@ -124,7 +126,7 @@ class RuleBook:
             return found
         return self._code_cache[code]
 
-    def text_matches(self, line: str) -> Iterator[Tuple[Rule, Optional[str]]]:
+    def text_matches(self, line: str) -> Iterator[tuple[Rule, str | None]]:
         """Each regex rule that matches ``line``, with the code its match names (or None)."""
         for rule in self.regex_rules:
             match = rule.regex.search(line)
@@ -135,9 +137,9 @@ class RuleBook:
                 yield rule, code
 
 
-def codes_in(line: str) -> List[str]:
+def codes_in(line: str) -> list[str]:
     """The Ascend codes printed in ``line``, each once, in the order they appear."""
-    found: List[Tuple[int, str]] = []
+    found: list[tuple[int, str]] = []
     for extractor in EXTRACTORS:
         for match in extractor.finditer(line):
             found.append((match.start(1), match.group(1)))
@@ -152,7 +154,7 @@ def codes_in(line: str) -> List[str]:
 
 def load_rules(directory: str = RULES_DIR) -> RuleBook:
     """Read every rule file; a bad file raises ``RuleError`` naming it."""
-    rules: List[Rule] = []
+    rules: list[Rule] = []
     for name in RULE_FILES:
         path = os.path.join(directory, name + ".json")
         try:
@@ -168,7 +170,7 @@ def load_rules(directory: str = RULES_DIR) -> RuleBook:
     return RuleBook(rules)
 
 
-_default: Optional[RuleBook] = None
+_default: RuleBook | None = None
 
 
 def default_rules() -> RuleBook:

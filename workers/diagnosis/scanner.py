@@ -19,7 +19,7 @@ import os
 import re
 import tarfile
 import zipfile
-from typing import IO, Dict, Iterable, List, Optional, Tuple
+from typing import IO, Iterable
 
 from workers.diagnosis.rules import USER, Rule, RuleBook, codes_in, default_rules
 
@@ -75,18 +75,18 @@ _LIBRARY = re.compile(r"site-packages|dist-packages|/lib/python\d|^<frozen|/lib6
 class Hit:
     """One line a rule matched, with where it was."""
 
-    __slots__ = ("rule", "code", "file", "line_no", "text", "rank", "seq", "codes")
+    __slots__ = ("code", "codes", "file", "line_no", "rank", "rule", "seq", "text")
 
     def __init__(
         self,
         rule: Rule,
-        code: Optional[str],
+        code: str | None,
         file: str,
         line_no: int,
         text: str,
-        rank: Optional[int],
+        rank: int | None,
         seq: int,
-        codes: List[str],
+        codes: list[str],
     ) -> None:
         self.rule = rule
         self.code = code
@@ -124,19 +124,19 @@ class Scanner:
 
     def __init__(
         self,
-        book: Optional[RuleBook] = None,
-        tables: Optional[Dict[str, dict]] = None,
+        book: RuleBook | None = None,
+        tables: dict[str, dict] | None = None,
         library_roots: Iterable[str] = (),
     ) -> None:
         self.book = book or default_rules()
         self.tables = tables or {}
         self.library_roots = tuple(root for root in library_roots if root)
-        self.hits: List[Hit] = []
-        self._per_rule: Dict[Tuple[str, Optional[int]], int] = {}
+        self.hits: list[Hit] = []
+        self._per_rule: dict[tuple[str, int | None], int] = {}
         self._seq = 0
         # (file, rank) -> the innermost frame of the traceback being read, or None.
-        self._tracebacks: Dict[Tuple[str, Optional[int]], Optional[Tuple[str, int]]] = {}
-        self.files: List[str] = []
+        self._tracebacks: dict[tuple[str, int | None], tuple[str, int] | None] = {}
+        self.files: list[str] = []
         self.lines_read = 0
         self.bytes_read = 0
 
@@ -160,7 +160,7 @@ class Scanner:
         text = clean_line(raw)
         if len(text) > MAX_LINE_BYTES:
             text = text[:MAX_LINE_BYTES]
-        rank: Optional[int] = None
+        rank: int | None = None
         body = text
         prefix = _RANK_PREFIX.match(text)
         if prefix:
@@ -182,7 +182,15 @@ class Scanner:
             self._keep(rule, code, file, line_no, shown, rank, codes)
             matched = True
         for rule, code in self.book.text_matches(body):
-            self._keep(rule, code or rule.code or (codes[0] if codes else None), file, line_no, shown, rank, codes)
+            self._keep(
+                rule,
+                code or rule.code or (codes[0] if codes else None),
+                file,
+                line_no,
+                shown,
+                rank,
+                codes,
+            )
             matched = True
         del matched
 
@@ -191,9 +199,9 @@ class Scanner:
         body: str,
         file: str,
         line_no: int,
-        rank: Optional[int],
+        rank: int | None,
         shown: str,
-        codes: List[str],
+        codes: list[str],
     ) -> bool:
         """Follow tracebacks; an exception raised in the user's own file is a hit."""
         key = (file, rank)
@@ -253,13 +261,13 @@ class Scanner:
     def _keep(
         self,
         rule: Rule,
-        code: Optional[str],
+        code: str | None,
         file: str,
         line_no: int,
         text: str,
-        rank: Optional[int],
-        codes: List[str],
-        frame: Optional[Tuple[str, int]] = None,
+        rank: int | None,
+        codes: list[str],
+        frame: tuple[str, int] | None = None,
     ) -> None:
         self._seq += 1
         key = (rule.id, rank)
@@ -286,17 +294,14 @@ class Scanner:
         else:
             self.scan_file(path)
 
-    def scan_file(self, path: str, name: Optional[str] = None) -> None:
+    def scan_file(self, path: str, name: str | None = None) -> None:
         try:
-            handle = open(path, "rb")
-        except OSError:
-            return
-        with handle:
-            try:
+            with open(path, "rb") as handle:
                 size = os.fstat(handle.fileno()).st_size
-            except OSError:
-                size = 0
-            self.scan_stream(handle, name or path, size)
+                self.scan_stream(handle, name or path, size)
+        except OSError:
+            # Unreadable (gone, a socket, no permission): nothing to say about it.
+            return
 
     def scan_archive(self, path: str) -> None:
         """Each member of a bundle, streamed out of the archive."""
@@ -334,8 +339,8 @@ class Scanner:
         self,
         chunk: bytes,
         lines_before: int,
-        anchors: List["re.Pattern[bytes]"],
-        cann: Optional["re.Pattern[bytes]"],
+        anchors: list[re.Pattern[bytes]],
+        cann: re.Pattern[bytes] | None,
         name: str,
     ) -> None:
         starts = set()
@@ -402,7 +407,7 @@ def _is_archive(path: str) -> bool:
     return lowered.endswith((".tar.gz", ".tgz", ".tar", ".zip"))
 
 
-def scan_text(text: str, name: str = "<text>", scanner: Optional[Scanner] = None) -> Scanner:
+def scan_text(text: str, name: str = "<text>", scanner: Scanner | None = None) -> Scanner:
     """Scan a string as if it were a file (tests, small inputs)."""
     scanner = scanner or Scanner()
     data = text.encode("utf-8")

@@ -15,7 +15,7 @@ import json
 import os
 import threading
 import time
-from typing import Dict, Iterable, List, Optional
+from typing import Iterable
 
 from workers.contract import exits
 from workers.contract.diagnosis import (
@@ -38,7 +38,7 @@ _NOT_EXPLAINED = (exits.CANCELLED, exits.TERMINATED, exits.SPEC_INVALID, exits.C
 _READ_LIMIT = 4 * 1024 * 1024
 
 
-def process_log_path(spec_env: Dict[str, str], run_dir: str) -> str:
+def process_log_path(spec_env: dict[str, str], run_dir: str) -> str:
     """Where the run's plogs go: the spec's own setting wins, else the run directory."""
     return spec_env.get(PROCESS_LOG_ENV) or os.path.join(run_dir, PROCESS_LOG_DIR)
 
@@ -65,10 +65,10 @@ class RunWatch:
         self.on_hang = spec.get(ON_HANG_FIELD, "fail")
         self.stop_on_nan = bool(spec.get(STOP_ON_NAN_FIELD))
         self.last_progress = clock()
-        self.hung_after: Optional[float] = None
+        self.hung_after: float | None = None
         self._offset = 0
         self._partial = b""
-        self._lines: Dict[str, int] = {}
+        self._lines: dict[str, int] = {}
         self._lock = threading.Lock()
 
     def line(self, stream: str, text: str) -> None:
@@ -79,7 +79,7 @@ class RunWatch:
             self.scanner.feed(text, stream, number)
             self.last_progress = self.clock()
 
-    def poll(self) -> Optional[str]:
+    def poll(self) -> str | None:
         """Read the new events; HANG or NAN when the run should be stopped or recorded."""
         self._read_events()
         if self.stop_on_nan and self.health.first_nan is not None:
@@ -125,7 +125,7 @@ class RunWatch:
             )
         return collect.write(self.run_dir, STACKS_FILE, text)
 
-    def finish(self, status: str, cause: str, devices: Iterable[int]) -> Optional[dict]:
+    def finish(self, status: str, cause: str, devices: Iterable[int]) -> dict | None:
         """The diagnosis event's fields, or None when there is nothing to say."""
         findings = list(self.health.findings)
         if status == exits.SUCCEEDED or cause in _NOT_EXPLAINED:
@@ -145,7 +145,7 @@ class RunWatch:
             return {"diagnosis": None, "findings": findings} if findings else None
         return {"diagnosis": found, "findings": findings}
 
-    def _hang(self, findings: List[dict]) -> dict:
+    def _hang(self, findings: list[dict]) -> dict:
         stacks = os.path.join(collect.COLLECTED_DIR, STACKS_FILE)
         line = f"no metric, log or checkpoint event for {self.hang_timeout_s} s"
         return {
@@ -165,7 +165,7 @@ class RunWatch:
             "findings": findings,
         }
 
-    def _nan(self, findings: List[dict]) -> dict:
+    def _nan(self, findings: list[dict]) -> dict:
         first = self.health.first_nan or {}
         line = first.get("message", "a tracked loss went NaN/Inf")
         return {

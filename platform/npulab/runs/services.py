@@ -34,8 +34,8 @@ from npulab.runs.events import store_events
 from npulab.runs.kinds import get as get_kind
 from npulab.runs.models import Checkpoint, DeviceLease, Run, RunAttempt, no_such_host
 from npulab.snapshots.models import Snapshot
-from workers.contract.diagnosis import HOST_BLAMES, USER_CODE
 from workers.contract import exits, kinds
+from workers.contract.diagnosis import HOST_BLAMES, USER_CODE
 from workers.contract.spec import SpecError, split_submission, text_problem
 
 log = logging.getLogger(__name__)

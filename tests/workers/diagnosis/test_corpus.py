@@ -72,5 +72,8 @@ def test_every_rule_has_a_source_a_fix_and_a_category_of_the_vocabulary():
     from workers.contract.diagnosis import BLAMES, CATEGORIES
 
     for rule in load_rules().rules:
-        assert rule.source and rule.fix and rule.meaning, rule.id
-        assert rule.category in CATEGORIES and rule.blame in BLAMES
+        assert rule.source, rule.id
+        assert rule.fix, rule.id
+        assert rule.meaning, rule.id
+        assert rule.category in CATEGORIES
+        assert rule.blame in BLAMES

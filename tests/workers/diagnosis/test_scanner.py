@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 
 from workers.diagnosis import diagnose_paths
 from workers.diagnosis.cann_tables import find_tables, load_tables
@@ -12,22 +13,18 @@ from workers.diagnosis.findings import HealthWatch
 from workers.diagnosis.ranking import diagnose
 from workers.diagnosis.scanner import Scanner, scan_text
 
-# Rank 1's real failure (tests/fixtures/diagnosis/corpus/oom-old-format-vllm-ascend.log),
-# interleaved with ranks 0 and 2 that only waited for it in a collective.
-MULTI_RANK = """\
-[rank0]: step 10 loss 2.31
-[rank1]: RuntimeError: NPU out of memory. Tried to allocate 22.00 MiB (NPU 0; 60.97 GiB total capacity; 10.24 GiB already allocated; 10.24 GiB current active; 19.52 MiB free; 10.65 GiB reserved in total by PyTorch) If reserved memory is >> allocated memory try setting max_split_size_mb to avoid fragmentation.
-[rank2]: RuntimeError: InnerRunOpApi:torch_npu/csrc/framework/OpParamMaker.cpp:281 OPS function error: HcclAllreduce, error code is 6
-[rank2]: EI0006: [PID: 1292363] 2025-04-08-18:07:20.444.436 Getting socket times out. Reason: Remote Rank did not send the data in time.
-[rank0]: EI0006: [PID: 1292362] 2025-04-08-18:07:20.444.436 Getting socket times out. Reason: Remote Rank did not send the data in time.
-"""
+# Rank 1's real failure (vllm-ascend#19) interleaved with ranks 0 and 2 that only waited
+# for it in a collective (vllm-ascend#486).
+MULTI_RANK = (
+    Path(__file__).resolve().parents[2] / "fixtures" / "diagnosis" / "multi-rank.log"
+).read_text(encoding="utf-8")
 
 
 def test_the_first_failing_rank_is_named_and_the_ranks_that_only_waited():
     found = diagnose(scan_text(MULTI_RANK).hits)
     assert found["category"] == "oom"
     assert found["ranks"] == {"first_failed": 1, "failed": [1], "timed_out": [0, 2]}
-    assert found["evidence"][0]["line_no"] == 2
+    assert found["evidence"][0]["line_no"] == 3
 
 
 def test_an_uncaught_exception_in_the_users_file_is_user_code(tmp_path):
@@ -40,7 +37,8 @@ def test_an_uncaught_exception_in_the_users_file_is_user_code(tmp_path):
         "ValueError: bad config\n"
     )
     found = diagnose(scan_text(log).hits)
-    assert found["category"] == "user-code" and found["blame"] == "user-code"
+    assert found["category"] == "user-code"
+    assert found["blame"] == "user-code"
     assert "/home/me/train.py:9" in found["line"]
     assert found["evidence"][0]["line_no"] == 6
 
@@ -57,11 +55,13 @@ def test_an_exception_raised_inside_a_library_is_not_blamed_on_the_user():
 
 def test_a_hardware_fault_outranks_an_earlier_root_code():
     log = (
-        "[PID: 1] 2026-01-01-00:00:00.000.000 Unsupported_Operator(EZ3002): Optype [X] is unsupported.\n"
+        "[PID: 1] 2026-01-01-00:00:00.000.000 Unsupported_Operator(EZ3002): Optype [X] "
+        "is unsupported.\n"
         "        Device[0] lost heartbeat.[FUNC:SyncTask][FILE:direct_hwts_engine.cc][LINE:407]\n"
     )
     found = diagnose(scan_text(log).hits)
-    assert found["category"] == "hardware-fault" and found["blame"] == "host-hardware"
+    assert found["category"] == "hardware-fault"
+    assert found["blame"] == "host-hardware"
     assert found["codes"][0] == "507010"
 
 
@@ -69,10 +69,14 @@ def test_binary_crlf_ansi_and_endless_lines_are_read_without_trouble(tmp_path):
     path = tmp_path / "mixed.log"
     with open(path, "wb") as handle:
         handle.write(os.urandom(200_000))
-        handle.write(b"\n\x1b[31mRuntimeError: NPU out of memory. Tried to allocate 2 MiB\x1b[0m\r\n")
+        handle.write(
+            b"\n\x1b[31mRuntimeError: NPU out of memory. Tried to allocate 2 MiB\x1b[0m\r\n"
+        )
         handle.write("日本語 \xff\xfe latin-1 bytes\n".encode("latin-1", errors="replace"))
         handle.write(b"x" * 3_000_000 + b"\n")  # one line longer than a chunk's line limit
-        handle.write(b"[ERROR] 2025-01-01 (PID:1, Device:0, RankID:-1) ERR01100 OPS call acl api failed\r\n")
+        handle.write(
+            b"[ERROR] 2025-01-01 (PID:1, Device:0, RankID:-1) ERR01100 OPS call acl api failed\r\n"
+        )
     found = diagnose_paths([str(path)], tables={})
     assert found["root_cause"]["category"] == "oom"
     assert found["evidence"][0]["text"].startswith("RuntimeError: NPU out of memory")
@@ -85,7 +89,9 @@ def test_line_numbers_hold_across_chunks(tmp_path, monkeypatch):
     monkeypatch.setattr(scanner, "CHUNK_BYTES", 1000)
     path = tmp_path / "long.log"
     lines = [f"step {i} fine" for i in range(5000)]
-    lines[4321] = "EI0006: Getting socket times out. Reason: Remote Rank did not send the data in time."
+    lines[4321] = (
+        "EI0006: Getting socket times out. Reason: Remote Rank did not send the data in time."
+    )
     path.write_text("\n".join(lines) + "\n")
     found = diagnose_paths([str(path)], tables={})
     assert found["evidence"][0]["line_no"] == 4322
@@ -95,7 +101,8 @@ def test_a_plog_is_read_for_its_error_lines(tmp_path):
     plog = tmp_path / "debug" / "plog" / "plog-1234_2025.log"
     plog.parent.mkdir(parents=True)
     plog.write_text(
-        "[INFO] RUNTIME(1234,python):2025-07-23-03:47:57.070.463 [runtime.cc:1] 1 start\n" * 100
+        "[INFO] RUNTIME(1234,python):2025-07-23-03:47:57.070.463 [runtime.cc:1] 1 start\n"
+        * 100
         + "[ERROR] HCCL(2717288,python3):2025-07-23-03:47:57.070.463 [hccl_socket.cc:100] "
         "[2717288][HcclSocket][Listen] socket type[1], listen on ip[192.168.20.160] and specific "
         "port[16666] fail. Please check the port status.\n"
@@ -178,4 +185,8 @@ def test_collected_logs_are_bounded_newest_kept(tmp_path):
         path.write_bytes(b"x" * 1000)
         os.utime(path, (1000 + index, 1000 + index))
     removed = bound_directory(str(tmp_path), limit=2500)
-    assert sorted(os.path.basename(p) for p in removed) == ["plog-0.log", "plog-1.log", "plog-2.log"]
+    assert sorted(os.path.basename(p) for p in removed) == [
+        "plog-0.log",
+        "plog-1.log",
+        "plog-2.log",
+    ]

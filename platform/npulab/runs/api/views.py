@@ -24,10 +24,10 @@ from npulab.runs.api.serializers import (
 )
 from npulab.runs.checkpoints import do_pin_checkpoint, open_stored
 from npulab.runs.models import Checkpoint, Run, RunEvent
-from workers.contract.diagnosis import CATEGORIES
 from npulab.runs.services import do_cancel_run, do_restart_run, do_submit_run
 from npulab.series import api as metrics_api
 from npulab.series.owners import Owner
+from workers.contract.diagnosis import CATEGORIES
 
 IDEMPOTENCY_HEADER = "Idempotency-Key"
 REPLAYED_HEADER = "Idempotent-Replayed"
