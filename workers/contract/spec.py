@@ -12,6 +12,7 @@ import math
 import re
 from typing import Any, Callable
 
+from workers.contract import diagnosis
 from workers.contract.devices import DEVICE_TYPES, MAX_DEVICES, VISIBLE_DEVICES_ENV
 from workers.contract.gang import HOSTS, MAX_HOSTS
 from workers.contract.gang import RESERVED_ENV as GANG_ENV
@@ -246,7 +247,13 @@ class Field:
         return schema
 
 
-def common_fields(default_timeout_s: int) -> list[Field]:
+# A run that shows no progress this long is hung (docs/diagnosis.md); 0 turns it off.
+DEFAULT_HANG_TIMEOUT_S = 1800
+
+
+def common_fields(
+    default_timeout_s: int, default_hang_timeout_s: int = DEFAULT_HANG_TIMEOUT_S
+) -> list[Field]:
     """Keys every run kind accepts."""
     return [
         Field("device_type", "string", choices=DEVICE_TYPES, help="Accelerator type to run on."),
@@ -275,6 +282,29 @@ def common_fields(default_timeout_s: int) -> list[Field]:
             "empty: the worker's default.",
         ),
         Field("env", "env", default={}, help="Extra environment variables for the run."),
+        Field(
+            diagnosis.HANG_TIMEOUT_FIELD,
+            "integer",
+            default=default_hang_timeout_s,
+            minimum=0,
+            maximum=7 * 24 * 3600,
+            help="Seconds without a metric, log or checkpoint event after which the run is "
+            "diagnosed hung (its stacks captured first); 0: never.",
+        ),
+        Field(
+            diagnosis.ON_HANG_FIELD,
+            "string",
+            default=diagnosis.ON_HANG_FAIL,
+            choices=diagnosis.ON_HANG,
+            help="What a hang does: fail the run, requeue it (a restartable failure), or keep "
+            "it running with the diagnosis recorded.",
+        ),
+        Field(
+            diagnosis.STOP_ON_NAN_FIELD,
+            "boolean",
+            default=False,
+            help="End the run at the first NaN/Inf in a tracked loss.",
+        ),
     ]
 
 

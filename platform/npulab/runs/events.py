@@ -23,6 +23,7 @@ from npulab.series.owners import Owner
 from npulab.series.rollups import LOWEST_STEP
 from workers.contract import events as contract_events
 from workers.contract import kinds as contract_kinds
+from workers.contract.diagnosis import CATEGORIES
 from workers.contract.redact import REDACTED, is_secret_name, redact_text
 
 MAX_TYPE_CHARS = 32
@@ -173,6 +174,8 @@ def store_events(run: Run, events: list[Any], now: datetime) -> dict[str, Any] |
             data["line"] = _scrub(str(data.get("line", "")), secrets)
         elif kind == contract_events.RESULT:
             result = data
+        elif kind == contract_events.DIAGNOSIS:
+            data = _store_diagnosis(run, data, secrets)
         handler = _handlers.get(kind)
         try:
             if handler is not None and handler(batch, data):
@@ -187,6 +190,38 @@ def store_events(run: Run, events: list[Any], now: datetime) -> dict[str, Any] |
     RunEvent.objects.bulk_create(rows, batch_size=1000)
     batch.finish()
     return result
+
+
+def _store_diagnosis(run: Run, data: dict[str, Any], secrets: Any) -> dict[str, Any]:
+    """The run's diagnosis and findings, as the run API shows them; the event keeps a copy."""
+    diagnosis = data.get("diagnosis")
+    findings = [f for f in data.get("findings") or [] if isinstance(f, dict)][:50]
+    if isinstance(diagnosis, dict):
+        # Evidence quotes the run's own output: scrubbed like its log lines.
+        diagnosis = dict(diagnosis)
+        diagnosis["line"] = _scrub(str(diagnosis.get("line", "")), secrets)
+        diagnosis["evidence"] = [
+            dict(item, text=_scrub(str(item.get("text", "")), secrets))
+            for item in diagnosis.get("evidence") or []
+            if isinstance(item, dict)
+        ][:20]
+        diagnosis["findings"] = findings
+        category = str(diagnosis.get("category", ""))
+        if category not in CATEGORIES:
+            category = "unknown"
+        diagnosis["category"] = category
+    else:
+        diagnosis, category = None, ""
+    data = storable_json({"diagnosis": diagnosis, "findings": findings})
+    Run.objects.filter(pk=run.pk).update(
+        diagnosis=data["diagnosis"], diagnosis_category=category, findings=data["findings"]
+    )
+    run.diagnosis, run.diagnosis_category, run.findings = (
+        data["diagnosis"],
+        category,
+        data["findings"],
+    )
+    return data
 
 
 def _metric(raw: dict[str, Any], stamp: float) -> tuple[str, Point | None]:

@@ -42,6 +42,7 @@ from npulab.runs.placement import (
 )
 from npulab.snapshots.models import Snapshot
 from workers.contract import exits, kinds
+from workers.contract.diagnosis import HOST_BLAMES, USER_CODE
 from workers.contract.gang import HOSTS
 from workers.contract.spec import SpecError, split_submission, text_problem
 
@@ -773,12 +774,23 @@ def _end_attempt(
     max_restarts = get_kind(run.kind).max_restarts(run)
     restarted = False
     declared = kinds.cause(cause)
-    if declared and declared.infrastructure and declared.blames_host and blamed is not None:
+    # The diagnosis says whose failure it was (docs/diagnosis.md): the host's hardware or
+    # network counts against the host and is retried elsewhere; the user's code is not retried.
+    blame = (run.diagnosis or {}).get("blame") if status == Run.Status.FAILED else None
+    host_blamed = blame in HOST_BLAMES
+    if blamed is not None and (
+        host_blamed or (declared and declared.infrastructure and declared.blames_host)
+    ):
         # The host's health counts these (K within a window make it unhealthy).
         record_infrastructure_failure(blamed, run.pk, cause, now)
-    if status in (Run.Status.FAILED, Run.Status.LOST) and declared and declared.restartable:
+    if (
+        status in (Run.Status.FAILED, Run.Status.LOST)
+        and declared
+        and (declared.restartable or host_blamed)
+        and blame != USER_CODE
+    ):
         run.failed_hosts = dict(run.failed_hosts, **{host: run.failed_hosts.get(host, 0) + 1})
-        if declared.blames_host:
+        if declared.blames_host or host_blamed:
             run.host_faults = dict(run.host_faults, **{host: run.host_faults.get(host, 0) + 1})
         if run.restarts < max_restarts and hosts_left(run):
             run.restarts += 1

@@ -11,7 +11,7 @@ KIND = Kind(
     "Smoke test: is the device visible, does matmul match the CPU, does a model train?",
     "workers.kinds.smoke.runner",
     [
-        *common_fields(default_timeout_s=900),
+        *common_fields(default_timeout_s=900, default_hang_timeout_s=600),
         Field(
             "matmul_size",
             "integer",

@@ -20,7 +20,7 @@ def _check_entry(entry: str) -> str | None:
 
 
 FIELDS = [
-    *common_fields(default_timeout_s=7 * 24 * 3600),
+    *common_fields(default_timeout_s=7 * 24 * 3600, default_hang_timeout_s=1800),
     hosts_field(),
     Field(
         "entry",

@@ -75,6 +75,14 @@ class RunSerializer(serializers.ModelSerializer):
     shape = serializers.CharField(
         read_only=True, help_text='Hosts × devices each, as the run list shows it: "2 × 8 npu".'
     )
+    diagnosis = serializers.SerializerMethodField(
+        help_text="Why the run failed, in Ascend's codes (docs/diagnosis.md): category, codes, "
+        "line, fix, blame, rule, evidence [{file, line_no, text}], findings; null for a run "
+        "that succeeded or that nothing explains."
+    )
+    findings = serializers.JSONField(
+        read_only=True, help_text="Training-health findings (NaN loss, loss spike ...)."
+    )
 
     class Meta:
         model = Run
@@ -114,11 +122,17 @@ class RunSerializer(serializers.ModelSerializer):
             "exit_reason",
             "exit_code",
             "infrastructure_failure",
+            "diagnosis",
+            "findings",
             "result",
             "progress",
             "spec",
         ]
         read_only_fields = fields
+
+    @extend_schema_field({"type": "object", "nullable": True})
+    def get_diagnosis(self, run: Run) -> dict[str, Any] | None:
+        return _diagnosis(run)
 
     @extend_schema_field(ProgressSerializer(allow_null=True))
     def get_progress(self, run: Run) -> dict[str, Any] | None:
@@ -170,6 +184,10 @@ class RunAttemptSerializer(serializers.ModelSerializer):
 
     def get_infrastructure_failure(self, attempt: RunAttempt) -> bool:
         return attempt.infrastructure_failure
+
+
+def _diagnosis(run: Run) -> dict[str, Any] | None:
+    return run.diagnosis if run.status != Run.Status.SUCCEEDED else None
 
 
 class PlacementSerializer(serializers.ModelSerializer):
