@@ -36,6 +36,7 @@ from typing import IO, Any
 
 from workers import __version__
 from workers.backends import get_backend
+from workers.capture.session import Capture
 from workers.contract import exits, kinds, script_env
 from workers.contract.events import EVENTS_FILE, RUNNER, STDERR, STDOUT
 from workers.contract.exits import (
@@ -134,6 +135,7 @@ class Supervisor:
         self.stderr_tail: collections.deque[str] = collections.deque(maxlen=STDERR_SCAN_LINES)
         self.stop_signal: int | None = None
         self.child: subprocess.Popen | None = None
+        self.capture = Capture(spec, run_dir, events)
 
     def run(self) -> int:
         result_path = os.path.join(self.run_dir, RESULT_FILE)
@@ -147,6 +149,7 @@ class Supervisor:
         for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             signal.signal(signum, self._on_signal)
 
+        self.capture.start()
         self.child = subprocess.Popen(
             [sys.executable, "-m", "workers.run", "--child", self.spec_path, "--run-dir", "."],
             cwd=self.run_dir,
@@ -172,6 +175,7 @@ class Supervisor:
         for pump in pumps:
             # A grandchild that daemonised may hold the pipe open forever.
             pump.join(timeout=5)
+        self.capture.stop()
         outcome = self._outcome(timed_out, result_path)
         self.events.result(outcome.status, outcome.reason, outcome.summary, outcome.cause)
         return EXIT_SUCCEEDED if outcome.status == exits.SUCCEEDED else EXIT_FAILED
@@ -180,6 +184,10 @@ class Supervisor:
         env = dict(os.environ)
         env.update(self.spec["env"])
         env[script_env.RUN_DIR] = self.run_dir
+        for name, value in self.capture.environment().items():
+            # A script the spec sends to an MLflow server of its own keeps it.
+            if name not in self.spec["env"]:
+                env[name] = value
         env[OWNER_LOCK_FD_ENV] = str(self.lock_fd)
         env["PYTHONUNBUFFERED"] = "1"
         # The child runs in the run directory; make this package importable there.
@@ -195,6 +203,7 @@ class Supervisor:
                 if stream == STDERR:
                     self.stderr_tail.append(line)
                 self.events.log(stream, line)
+                self.capture.line(stream, line)
             pipe.close()
 
         thread = threading.Thread(target=relay, daemon=True)
