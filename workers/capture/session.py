@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import queue
 import threading
-from typing import Any, Dict, Optional
+from typing import Any
 
 from workers.capture.mlflow import EventsStore, MlflowServer
 from workers.capture.sink import Sink
@@ -38,7 +38,7 @@ EXPERIMENT = "npulab"
 class Capture:
     """The MLflow API, the TensorBoard reader and the stdout recogniser of one run."""
 
-    def __init__(self, spec: Dict[str, Any], run_dir: str, events: EventWriter) -> None:
+    def __init__(self, spec: dict[str, Any], run_dir: str, events: EventWriter) -> None:
         self.spec = spec
         self.run_dir = run_dir
         self.events = events
@@ -50,7 +50,7 @@ class Capture:
             self._tensorboard_dirs(), Sink(events, TENSORBOARD, MAX_CAPTURED_KEYS)
         )
         self.stdout_sink = Sink(events, STDOUT, MAX_STDOUT_KEYS)
-        self.recogniser: Optional[Recogniser] = None
+        self.recogniser: Recogniser | None = None
         if spec.get(STDOUT_METRICS, True):
             self.recogniser = Recogniser(spec.get(METRIC_PATTERNS) or None)
         self._lines: queue.Queue = queue.Queue(maxsize=QUEUE_LINES)
@@ -70,7 +70,7 @@ class Capture:
         if self.recogniser is not None:
             self._scanner.start()
 
-    def environment(self) -> Dict[str, str]:
+    def environment(self) -> dict[str, str]:
         """What the script's environment gets, for MLflow's client to log here."""
         return {
             MLFLOW_TRACKING_URI: self.mlflow.url,

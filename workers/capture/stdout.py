@@ -22,7 +22,7 @@ import ast
 import json
 import math
 import re
-from typing import Any, Dict, List, Optional, Pattern, Tuple
+from typing import Any, Pattern
 
 from workers.capture.sink import Point
 
@@ -60,14 +60,14 @@ _NOISE = frozenset(("avg", "the", "a", "an"))
 class Recogniser:
     """Finds (key, step, value) points in lines; keeps its state per stream."""
 
-    def __init__(self, patterns: Optional[List[str]] = None) -> None:
-        self.patterns: List[Pattern[str]] = [re.compile(p) for p in patterns or []]
+    def __init__(self, patterns: list[str] | None = None) -> None:
+        self.patterns: list[Pattern[str]] = [re.compile(p) for p in patterns or []]
         self.lines_with_metrics = 0
         self.last_step = -1
         self._offset = 0
-        self._in_traceback: Dict[str, bool] = {}
+        self._in_traceback: dict[str, bool] = {}
 
-    def feed(self, line: str, stream: str = "stdout") -> List[Point]:
+    def feed(self, line: str, stream: str = "stdout") -> list[Point]:
         """The points of one printed line (a line with carriage returns: of each part)."""
         if _TRACEBACK in line:
             self._in_traceback[stream] = True
@@ -80,13 +80,13 @@ class Recogniser:
             return []
         if line.startswith(_OWN):
             return []
-        points: List[Point] = []
+        points: list[Point] = []
         for part in line.split("\r"):
             if part and len(part) <= MAX_LINE_CHARS and _DIGIT.search(part):
                 points += self._part(_ANSI.sub("", part))
         return points
 
-    def _part(self, text: str) -> List[Point]:
+    def _part(self, text: str) -> list[Point]:
         found = self._by_patterns(text) if self.patterns else _default(text)
         if found is None:
             return []
@@ -104,8 +104,8 @@ class Recogniser:
         self.last_step = max(self.last_step, step)
         return [(key, step, value, None) for key, value in values.items()]
 
-    def _by_patterns(self, text: str) -> Optional[Tuple[Dict[str, float], Optional[int]]]:
-        values: Dict[str, float] = {}
+    def _by_patterns(self, text: str) -> tuple[dict[str, float], int | None] | None:
+        values: dict[str, float] = {}
         step = None
         for pattern in self.patterns:
             match = pattern.search(text)
@@ -122,11 +122,11 @@ class Recogniser:
         return values, step
 
 
-def _default(text: str) -> Optional[Tuple[Dict[str, float], Optional[int]]]:
+def _default(text: str) -> tuple[dict[str, float], int | None] | None:
     """The metrics and step of one line by the default shapes; None when it has none."""
     postfix = _TQDM_POSTFIX.search(text)
     if postfix is not None:
-        values: Dict[str, float] = {}
+        values: dict[str, float] = {}
         for key, raw in _PAIR.findall(postfix.group(1)):
             _put(values, key, raw)
         counter = _COUNTER.search(text[: postfix.start()])
@@ -137,7 +137,7 @@ def _default(text: str) -> Optional[Tuple[Dict[str, float], Optional[int]]]:
         if parsed is not None:
             return _with_step(parsed, None)
     values = {}
-    counter: Optional[Tuple[int, int]] = None
+    counter: tuple[int, int] | None = None
     for name, index, total in _BRACKETED.findall(text):
         if name.lower() in STEP_KEYS:
             counter = (int(index), int(total))
@@ -176,7 +176,7 @@ def _default(text: str) -> Optional[Tuple[Dict[str, float], Optional[int]]]:
     return values, step
 
 
-def _with_step(values: Dict[str, float], step: Optional[int]) -> Tuple[Dict[str, float], Any]:
+def _with_step(values: dict[str, float], step: int | None) -> tuple[dict[str, float], Any]:
     for key in STEP_KEYS:
         if key in values:
             number = values.pop(key)
@@ -185,7 +185,7 @@ def _with_step(values: Dict[str, float], step: Optional[int]) -> Tuple[Dict[str,
     return values, step
 
 
-def _dict(text: str) -> Optional[Dict[str, float]]:
+def _dict(text: str) -> dict[str, float] | None:
     """A one-line dict's numeric items (Python's repr or JSON); None when it is not one."""
     try:
         parsed = json.loads(text)
@@ -197,7 +197,7 @@ def _dict(text: str) -> Optional[Dict[str, float]]:
             return None
     if not isinstance(parsed, dict):
         return None
-    values: Dict[str, float] = {}
+    values: dict[str, float] = {}
     for key, value in parsed.items():
         if isinstance(value, str) and value in ("nan", "inf", "-inf"):
             value = float(value)
@@ -206,7 +206,7 @@ def _dict(text: str) -> Optional[Dict[str, float]]:
     return values
 
 
-def _put(values: Dict[str, float], key: str, raw: str) -> None:
+def _put(values: dict[str, float], key: str, raw: str) -> None:
     number = _number(raw)
     name = _name(key)
     if number is not None and name and name not in _NOISE:
@@ -218,7 +218,7 @@ def _name(key: str) -> str:
     return "_".join(words)
 
 
-def _number(raw: str) -> Optional[float]:
+def _number(raw: str) -> float | None:
     try:
         return float(raw)
     except (TypeError, ValueError):

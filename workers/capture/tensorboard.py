@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import threading
-from typing import Any, Dict, List, Optional
+from typing import Any
 
 from workers.capture.sink import Point, Sink
 
@@ -26,15 +26,15 @@ _SCALAR_PLUGIN = "scalars"
 class TensorBoardReader:
     """Reads the event files under ``directories`` into ``sink`` until ``stop``."""
 
-    def __init__(self, directories: List[str], sink: Sink, scan_s: float = SCAN_S) -> None:
+    def __init__(self, directories: list[str], sink: Sink, scan_s: float = SCAN_S) -> None:
         self.directories = directories
         self.sink = sink
         self.scan_s = scan_s
-        self.loaders: Dict[str, Any] = {}
-        self.others: Dict[str, int] = {}
+        self.loaders: dict[str, Any] = {}
+        self.others: dict[str, int] = {}
         self.scalars = 0
         self._stop = threading.Event()
-        self._thread: Optional[threading.Thread] = None
+        self._thread: threading.Thread | None = None
         self._loader_class: Any = None
 
     def start(self) -> None:
@@ -67,7 +67,7 @@ class TensorBoardReader:
                 self.loaders[path] = loader
             self._read(path, loader)
 
-    def _files(self) -> List[str]:
+    def _files(self) -> list[str]:
         found = []
         seen = 0
         for top in self.directories:
@@ -99,7 +99,7 @@ class TensorBoardReader:
         return self._loader_class(path)
 
     def _read(self, path: str, loader: Any) -> None:
-        points: List[Point] = []
+        points: list[Point] = []
         try:
             for event in loader.Load():
                 points += self._points(event)
@@ -112,10 +112,10 @@ class TensorBoardReader:
             )
         self.scalars += self.sink.write(points)
 
-    def _points(self, event: Any) -> List[Point]:
+    def _points(self, event: Any) -> list[Point]:
         if not event.HasField("summary"):
             return []
-        points: List[Point] = []
+        points: list[Point] = []
         for value in event.summary.value:
             kind = value.WhichOneof("value")
             if kind == "simple_value":
@@ -136,7 +136,7 @@ def _is_scalar(value: Any) -> bool:
     return plugin == _SCALAR_PLUGIN or (not plugin and not value.tensor.tensor_shape.dim)
 
 
-def _tensor_number(tensor: Any) -> Optional[float]:
+def _tensor_number(tensor: Any) -> float | None:
     try:
         from tensorboard.util import tensor_util
 

@@ -26,7 +26,7 @@ MLFLOW_TRACKING_URI = "MLFLOW_TRACKING_URI"
 MLFLOW_EXPERIMENT_NAME = "MLFLOW_EXPERIMENT_NAME"
 MLFLOW_RUN_ID = "MLFLOW_RUN_ID"
 # An outside client's npulab API token, sent by MLflow's client as a bearer token.
-MLFLOW_TRACKING_TOKEN = "MLFLOW_TRACKING_TOKEN"
+MLFLOW_TRACKING_TOKEN = "MLFLOW_TRACKING_TOKEN"  # noqa: S105 (a variable name)
 # Where the platform serves the same API, under its root.
 MLFLOW_PATH = "/mlflow/"
 

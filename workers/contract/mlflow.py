@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import math
 import time
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, Tuple
 
 PREFIX = "/api/2.0/mlflow/"
 ARTIFACTS_PREFIX = "/api/2.0/mlflow-artifacts/artifacts/"
@@ -63,39 +63,39 @@ class MlflowError(Exception):
     def status(self) -> int:
         return STATUS_CODES.get(self.code, 400)
 
-    def body(self) -> Dict[str, Any]:
+    def body(self) -> dict[str, Any]:
         return {"error_code": self.code, "message": self.message}
 
 
 class Store:
     """Where the calls land; each server has its own. Runs are MLflow's JSON objects."""
 
-    def experiment_by_name(self, name: str) -> Optional[Dict[str, Any]]:
+    def experiment_by_name(self, name: str) -> dict[str, Any] | None:
         raise NotImplementedError
 
-    def experiment(self, experiment_id: str) -> Optional[Dict[str, Any]]:
+    def experiment(self, experiment_id: str) -> dict[str, Any] | None:
         raise NotImplementedError
 
-    def create_experiment(self, name: str, tags: List[Dict[str, str]]) -> str:
+    def create_experiment(self, name: str, tags: list[dict[str, str]]) -> str:
         raise NotImplementedError
 
     def create_run(
-        self, experiment_id: str, name: str, start_time: int, tags: List[Dict[str, str]]
-    ) -> Dict[str, Any]:
+        self, experiment_id: str, name: str, start_time: int, tags: list[dict[str, str]]
+    ) -> dict[str, Any]:
         raise NotImplementedError
 
-    def run(self, run_id: str) -> Optional[Dict[str, Any]]:
+    def run(self, run_id: str) -> dict[str, Any] | None:
         raise NotImplementedError
 
-    def update_run(self, run_id: str, status: str, end_time: Optional[int], name: str) -> None:
+    def update_run(self, run_id: str, status: str, end_time: int | None, name: str) -> None:
         raise NotImplementedError
 
     def log(
         self,
         run_id: str,
-        metrics: List[Metric],
-        params: List[Tuple[str, str]],
-        tags: List[Tuple[str, str]],
+        metrics: list[Metric],
+        params: list[tuple[str, str]],
+        tags: list[tuple[str, str]],
     ) -> None:
         """Store a batch; a param already logged with another value is an error."""
         raise NotImplementedError
@@ -103,10 +103,10 @@ class Store:
     def delete_tag(self, run_id: str, key: str) -> None:
         raise NotImplementedError
 
-    def search_runs(self, experiment_ids: List[str], max_results: int) -> List[Dict[str, Any]]:
+    def search_runs(self, experiment_ids: list[str], max_results: int) -> list[dict[str, Any]]:
         raise NotImplementedError
 
-    def metric_history(self, run_id: str, key: str) -> List[Dict[str, Any]]:
+    def metric_history(self, run_id: str, key: str) -> list[dict[str, Any]]:
         raise NotImplementedError
 
     def put_artifact(self, path: str, data: bytes) -> None:
@@ -114,7 +114,7 @@ class Store:
         raise MlflowError(ENDPOINT_NOT_FOUND, "artifact upload is not served here")
 
 
-def handle(store: Store, method: str, path: str, query: Dict[str, str], body: bytes) -> Reply:
+def handle(store: Store, method: str, path: str, query: dict[str, str], body: bytes) -> Reply:
     """Answer one request of the tracking API; never raises for a client's mistake."""
     try:
         if path.startswith(ARTIFACTS_PREFIX) and method == "PUT":
@@ -142,7 +142,7 @@ def handle(store: Store, method: str, path: str, query: Dict[str, str], body: by
         return exc.status, exc.body()
 
 
-def _text(request: Dict[str, Any], name: str, required: bool = True) -> str:
+def _text(request: dict[str, Any], name: str, required: bool = True) -> str:
     value = request.get(name)
     if value is None or value == "":
         if required:
@@ -155,13 +155,15 @@ def _text(request: Dict[str, Any], name: str, required: bool = True) -> str:
     return value
 
 
-def _run_id(request: Dict[str, Any]) -> str:
+def _run_id(request: dict[str, Any]) -> str:
     return _text(request, "run_id", required=False) or _text(request, "run_uuid")
 
 
 def _key(key: Any, what: str) -> str:
     if not isinstance(key, str) or not key:
-        raise MlflowError(INVALID_PARAMETER_VALUE, f"Missing value for required parameter 'key' ({what}).")
+        raise MlflowError(
+            INVALID_PARAMETER_VALUE, f"Missing value for required parameter 'key' ({what})."
+        )
     if len(key) > MAX_KEY_CHARS:
         raise MlflowError(
             INVALID_PARAMETER_VALUE,
@@ -187,13 +189,14 @@ def _metric(item: Any) -> Metric:
         raise MlflowError(INVALID_PARAMETER_VALUE, "A metric must be an object.")
     key = _key(item.get("key"), "Metric name")
     raw = item.get("value")
-    if isinstance(raw, str) and raw.lower() in ("nan", "inf", "-inf", "infinity", "-infinity"):
-        value = float(raw)
-    elif isinstance(raw, (int, float)) and not isinstance(raw, bool):
+    if (
+        isinstance(raw, str) and raw.lower() in ("nan", "inf", "-inf", "infinity", "-infinity")
+    ) or (isinstance(raw, (int, float)) and not isinstance(raw, bool)):
         value = float(raw)
     else:
         raise MlflowError(
-            INVALID_PARAMETER_VALUE, f"Got invalid value {raw!r} for metric '{key}' (must be a number)"
+            INVALID_PARAMETER_VALUE,
+            f"Got invalid value {raw!r} for metric '{key}' (must be a number)",
         )
     timestamp = _integer(item.get("timestamp", int(time.time() * 1000)), "timestamp")
     step = _integer(item.get("step", 0) or 0, "step")
@@ -204,13 +207,15 @@ def _integer(raw: Any, name: str) -> int:
     try:
         value = int(raw)
     except (TypeError, ValueError):
-        raise MlflowError(INVALID_PARAMETER_VALUE, f"Invalid value for parameter '{name}'.") from None
-    if isinstance(raw, float) and not math.isfinite(raw) or not -(2**63) <= value < 2**63:
+        raise MlflowError(
+            INVALID_PARAMETER_VALUE, f"Invalid value for parameter '{name}'."
+        ) from None
+    if (isinstance(raw, float) and not math.isfinite(raw)) or not -(2**63) <= value < 2**63:
         raise MlflowError(INVALID_PARAMETER_VALUE, f"Invalid value for parameter '{name}'.")
     return value
 
 
-def _pairs(items: Any, what: str, limit: int) -> List[Tuple[str, str]]:
+def _pairs(items: Any, what: str, limit: int) -> list[tuple[str, str]]:
     if items is None:
         return []
     if not isinstance(items, list):
@@ -224,14 +229,14 @@ def _pairs(items: Any, what: str, limit: int) -> List[Tuple[str, str]]:
     return pairs
 
 
-def _known_run(store: Store, run_id: str) -> Dict[str, Any]:
+def _known_run(store: Store, run_id: str) -> dict[str, Any]:
     run = store.run(run_id)
     if run is None:
         raise MlflowError(RESOURCE_DOES_NOT_EXIST, f"Run with id={run_id} not found")
     return run
 
 
-def _get_experiment_by_name(store: Store, request: Dict[str, Any]) -> Dict[str, Any]:
+def _get_experiment_by_name(store: Store, request: dict[str, Any]) -> dict[str, Any]:
     name = _text(request, "experiment_name")
     found = store.experiment_by_name(name)
     if found is None:
@@ -239,63 +244,59 @@ def _get_experiment_by_name(store: Store, request: Dict[str, Any]) -> Dict[str, 
     return {"experiment": found}
 
 
-def _get_experiment(store: Store, request: Dict[str, Any]) -> Dict[str, Any]:
+def _get_experiment(store: Store, request: dict[str, Any]) -> dict[str, Any]:
     experiment_id = _text(request, "experiment_id")
     found = store.experiment(experiment_id)
     if found is None:
-        raise MlflowError(
-            RESOURCE_DOES_NOT_EXIST, f"No Experiment with id={experiment_id} exists"
-        )
+        raise MlflowError(RESOURCE_DOES_NOT_EXIST, f"No Experiment with id={experiment_id} exists")
     return {"experiment": found}
 
 
-def _create_experiment(store: Store, request: Dict[str, Any]) -> Dict[str, Any]:
+def _create_experiment(store: Store, request: dict[str, Any]) -> dict[str, Any]:
     name = _text(request, "name")
     if store.experiment_by_name(name) is not None:
-        raise MlflowError(
-            RESOURCE_ALREADY_EXISTS, f"Experiment '{name}' already exists."
-        )
-    tags = [{"key": k, "value": v} for k, v in _pairs(request.get("tags"), "tag", MAX_TAG_VALUE_CHARS)]
+        raise MlflowError(RESOURCE_ALREADY_EXISTS, f"Experiment '{name}' already exists.")
+    tags = [
+        {"key": k, "value": v} for k, v in _pairs(request.get("tags"), "tag", MAX_TAG_VALUE_CHARS)
+    ]
     return {"experiment_id": store.create_experiment(name, tags)}
 
 
-def _search_experiments(store: Store, request: Dict[str, Any]) -> Dict[str, Any]:
+def _search_experiments(store: Store, request: dict[str, Any]) -> dict[str, Any]:
     found = store.experiment(DEFAULT_EXPERIMENT_ID)
     return {"experiments": [found] if found else []}
 
 
-def _create_run(store: Store, request: Dict[str, Any]) -> Dict[str, Any]:
+def _create_run(store: Store, request: dict[str, Any]) -> dict[str, Any]:
     experiment_id = str(request.get("experiment_id") or DEFAULT_EXPERIMENT_ID)
     if store.experiment(experiment_id) is None:
-        raise MlflowError(
-            RESOURCE_DOES_NOT_EXIST, f"No Experiment with id={experiment_id} exists"
-        )
+        raise MlflowError(RESOURCE_DOES_NOT_EXIST, f"No Experiment with id={experiment_id} exists")
     tags = _pairs(request.get("tags"), "tag", MAX_TAG_VALUE_CHARS)
     name = _text(request, "run_name", required=False) or dict(tags).get(RUN_NAME_TAG, "")
     start = _integer(request.get("start_time", int(time.time() * 1000)), "start_time")
-    run = store.create_run(
-        experiment_id, name, start, [{"key": k, "value": v} for k, v in tags]
-    )
+    run = store.create_run(experiment_id, name, start, [{"key": k, "value": v} for k, v in tags])
     return {"run": run}
 
 
-def _get_run(store: Store, request: Dict[str, Any]) -> Dict[str, Any]:
+def _get_run(store: Store, request: dict[str, Any]) -> dict[str, Any]:
     return {"run": _known_run(store, _run_id(request))}
 
 
-def _update_run(store: Store, request: Dict[str, Any]) -> Dict[str, Any]:
+def _update_run(store: Store, request: dict[str, Any]) -> dict[str, Any]:
     run_id = _run_id(request)
     _known_run(store, run_id)
     status = _text(request, "status", required=False)
     if status and status not in RUN_STATUSES:
-        raise MlflowError(INVALID_PARAMETER_VALUE, f"Invalid value {status!r} for parameter 'status'.")
+        raise MlflowError(
+            INVALID_PARAMETER_VALUE, f"Invalid value {status!r} for parameter 'status'."
+        )
     end = request.get("end_time")
     name = _text(request, "run_name", required=False)
     store.update_run(run_id, status, None if end is None else _integer(end, "end_time"), name)
     return {"run_info": _known_run(store, run_id)["info"]}
 
 
-def _log_metric(store: Store, request: Dict[str, Any]) -> Dict[str, Any]:
+def _log_metric(store: Store, request: dict[str, Any]) -> dict[str, Any]:
     run_id = _run_id(request)
     metric = _metric(request)
     _known_run(store, run_id)
@@ -303,7 +304,7 @@ def _log_metric(store: Store, request: Dict[str, Any]) -> Dict[str, Any]:
     return {}
 
 
-def _log_param(store: Store, request: Dict[str, Any]) -> Dict[str, Any]:
+def _log_param(store: Store, request: dict[str, Any]) -> dict[str, Any]:
     run_id = _run_id(request)
     params = _pairs([request], "param", MAX_PARAM_VALUE_CHARS)
     _known_run(store, run_id)
@@ -311,7 +312,7 @@ def _log_param(store: Store, request: Dict[str, Any]) -> Dict[str, Any]:
     return {}
 
 
-def _set_tag(store: Store, request: Dict[str, Any]) -> Dict[str, Any]:
+def _set_tag(store: Store, request: dict[str, Any]) -> dict[str, Any]:
     run_id = _run_id(request)
     tags = _pairs([request], "tag", MAX_TAG_VALUE_CHARS)
     _known_run(store, run_id)
@@ -319,7 +320,7 @@ def _set_tag(store: Store, request: Dict[str, Any]) -> Dict[str, Any]:
     return {}
 
 
-def _delete_tag(store: Store, request: Dict[str, Any]) -> Dict[str, Any]:
+def _delete_tag(store: Store, request: dict[str, Any]) -> dict[str, Any]:
     run_id = _run_id(request)
     key = _key(request.get("key"), "Tag name")
     _known_run(store, run_id)
@@ -327,7 +328,7 @@ def _delete_tag(store: Store, request: Dict[str, Any]) -> Dict[str, Any]:
     return {}
 
 
-def _log_batch(store: Store, request: Dict[str, Any]) -> Dict[str, Any]:
+def _log_batch(store: Store, request: dict[str, Any]) -> dict[str, Any]:
     run_id = _run_id(request)
     metrics, params, tags = (request.get(name) or [] for name in ("metrics", "params", "tags"))
     for items, limit, what in (
@@ -361,7 +362,7 @@ def _log_batch(store: Store, request: Dict[str, Any]) -> Dict[str, Any]:
     return {}
 
 
-def _search_runs(store: Store, request: Dict[str, Any]) -> Dict[str, Any]:
+def _search_runs(store: Store, request: dict[str, Any]) -> dict[str, Any]:
     ids = request.get("experiment_ids") or []
     if not isinstance(ids, list):
         raise MlflowError(INVALID_PARAMETER_VALUE, "'experiment_ids' must be a list.")
@@ -373,14 +374,14 @@ def _search_runs(store: Store, request: Dict[str, Any]) -> Dict[str, Any]:
     return {"runs": store.search_runs([str(i) for i in ids], limit)}
 
 
-def _metric_history(store: Store, request: Dict[str, Any]) -> Dict[str, Any]:
+def _metric_history(store: Store, request: dict[str, Any]) -> dict[str, Any]:
     run_id = _run_id(request)
     key = _text(request, "metric_key")
     _known_run(store, run_id)
     return {"metrics": store.metric_history(run_id, key)}
 
 
-_ROUTES: Dict[Tuple[str, Optional[str]], Callable[[Store, Dict[str, Any]], Dict[str, Any]]] = {
+_ROUTES: dict[tuple[str, str | None], Callable[[Store, dict[str, Any]], dict[str, Any]]] = {
     ("GET", "experiments/get-by-name"): _get_experiment_by_name,
     ("GET", "experiments/get"): _get_experiment,
     ("POST", "experiments/create"): _create_experiment,
@@ -404,12 +405,12 @@ def run_object(
     name: str,
     status: str,
     start_time: int,
-    end_time: Optional[int],
+    end_time: int | None,
     artifact_uri: str,
-    params: Dict[str, str],
-    tags: Dict[str, str],
-    latest: Dict[str, Metric],
-) -> Dict[str, Any]:
+    params: dict[str, str],
+    tags: dict[str, str],
+    latest: dict[str, Metric],
+) -> dict[str, Any]:
     """A run as MLflow's API returns it."""
     info = {
         "run_id": run_id,
@@ -433,13 +434,17 @@ def run_object(
     }
 
 
-def metric_object(metric: Metric) -> Dict[str, Any]:
+def metric_object(metric: Metric) -> dict[str, Any]:
     key, value, timestamp, step = metric
-    shown: Any = value if math.isfinite(value) else repr(value).replace("inf", "Infinity").replace("nan", "NaN")
+    shown: Any = (
+        value
+        if math.isfinite(value)
+        else repr(value).replace("inf", "Infinity").replace("nan", "NaN")
+    )
     return {"key": key, "value": shown, "timestamp": timestamp, "step": step}
 
 
-def experiment_object(experiment_id: str, name: str, artifact_location: str) -> Dict[str, Any]:
+def experiment_object(experiment_id: str, name: str, artifact_location: str) -> dict[str, Any]:
     return {
         "experiment_id": experiment_id,
         "name": name,

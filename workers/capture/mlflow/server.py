@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Dict
+from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 from workers.contract.mlflow import MAX_BODY_BYTES, Store, handle
@@ -21,15 +21,18 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _serve(self) -> None:
         url = urlsplit(self.path)
-        query: Dict[str, str] = dict(parse_qsl(url.query))
+        query: dict[str, str] = dict(parse_qsl(url.query))
         length = int(self.headers.get("Content-Length") or 0)
         if length > MAX_BODY_BYTES:
             body = b""
             self.close_connection = True
-            status, reply = 400, {
-                "error_code": "INVALID_PARAMETER_VALUE",
-                "message": "The request body is too large.",
-            }
+            status, reply = (
+                400,
+                {
+                    "error_code": "INVALID_PARAMETER_VALUE",
+                    "message": "The request body is too large.",
+                },
+            )
         else:
             body = self.rfile.read(length) if length else b""
             status, reply = handle(self.server.store, self.command, url.path, query, body)

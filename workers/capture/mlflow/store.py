@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import threading
 import uuid
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any
 
 from workers.capture.sink import Sink
 from workers.contract.capture import MAX_CAPTURED_KEYS, MLFLOW, PARAM, SOURCE_FIELD, TAG
@@ -44,11 +44,11 @@ class _Run:
         self.prefix = prefix
         self.status = "RUNNING"
         self.start = start
-        self.end: Optional[int] = None
-        self.params: Dict[str, str] = {}
-        self.tags: Dict[str, str] = {RUN_NAME_TAG: name}
-        self.latest: Dict[str, Metric] = {}
-        self.history: Dict[str, List[Metric]] = {}
+        self.end: int | None = None
+        self.params: dict[str, str] = {}
+        self.tags: dict[str, str] = {RUN_NAME_TAG: name}
+        self.latest: dict[str, Metric] = {}
+        self.history: dict[str, list[Metric]] = {}
 
 
 class EventsStore(Store):
@@ -59,13 +59,13 @@ class EventsStore(Store):
         self.run_dir = run_dir
         self.sink = Sink(events, MLFLOW, MAX_CAPTURED_KEYS)
         self._lock = threading.Lock()
-        self._experiments: Dict[str, Tuple[str, str]] = {
+        self._experiments: dict[str, tuple[str, str]] = {
             DEFAULT_EXPERIMENT_ID: (DEFAULT_EXPERIMENT_NAME, self._artifact_root("0"))
         }
-        self._runs: Dict[str, _Run] = {}
+        self._runs: dict[str, _Run] = {}
         self._names: set = set()
         self._kept = 0
-        self._artifacts_sent: Dict[str, Tuple[int, float]] = {}
+        self._artifacts_sent: dict[str, tuple[int, float]] = {}
         self.experiment_id = self.create_experiment(experiment, [])
         self.run_id = uuid.uuid4().hex
         self._runs[self.run_id] = _Run(self.run_id, self.experiment_id, run_name, "", 0)
@@ -76,27 +76,27 @@ class EventsStore(Store):
     def _artifact_uri(self, run: _Run) -> str:
         return self._artifact_root(run.experiment_id) + "/" + run.run_id + "/artifacts"
 
-    def experiment_by_name(self, name: str) -> Optional[Dict[str, Any]]:
+    def experiment_by_name(self, name: str) -> dict[str, Any] | None:
         with self._lock:
             for experiment_id, (known, location) in self._experiments.items():
                 if known == name:
                     return experiment_object(experiment_id, known, location)
         return None
 
-    def experiment(self, experiment_id: str) -> Optional[Dict[str, Any]]:
+    def experiment(self, experiment_id: str) -> dict[str, Any] | None:
         with self._lock:
             found = self._experiments.get(experiment_id)
         return None if found is None else experiment_object(experiment_id, *found)
 
-    def create_experiment(self, name: str, tags: List[Dict[str, str]]) -> str:
+    def create_experiment(self, name: str, tags: list[dict[str, str]]) -> str:
         with self._lock:
             experiment_id = str(len(self._experiments))
             self._experiments[experiment_id] = (name, self._artifact_root(experiment_id))
         return experiment_id
 
     def create_run(
-        self, experiment_id: str, name: str, start_time: int, tags: List[Dict[str, str]]
-    ) -> Dict[str, Any]:
+        self, experiment_id: str, name: str, start_time: int, tags: list[dict[str, str]]
+    ) -> dict[str, Any]:
         run_id = uuid.uuid4().hex
         with self._lock:
             name = name or run_id[:8]
@@ -114,7 +114,7 @@ class EventsStore(Store):
         self.log(run_id, [], [], [(t["key"], t["value"]) for t in tags])
         return self.run(run_id) or {}
 
-    def run(self, run_id: str) -> Optional[Dict[str, Any]]:
+    def run(self, run_id: str) -> dict[str, Any] | None:
         with self._lock:
             run = self._runs.get(run_id)
             if run is None:
@@ -134,7 +134,7 @@ class EventsStore(Store):
                 dict(run.latest),
             )
 
-    def update_run(self, run_id: str, status: str, end_time: Optional[int], name: str) -> None:
+    def update_run(self, run_id: str, status: str, end_time: int | None, name: str) -> None:
         with self._lock:
             run = self._runs[run_id]
             changed = status and status != run.status
@@ -149,9 +149,9 @@ class EventsStore(Store):
     def log(
         self,
         run_id: str,
-        metrics: List[Metric],
-        params: List[Tuple[str, str]],
-        tags: List[Tuple[str, str]],
+        metrics: list[Metric],
+        params: list[tuple[str, str]],
+        tags: list[tuple[str, str]],
     ) -> None:
         with self._lock:
             run = self._runs[run_id]
@@ -185,7 +185,10 @@ class EventsStore(Store):
                 "(every point is stored in the run all the same)",
             )
         self.sink.write(
-            [(prefix + key, step, value, timestamp / 1000.0) for key, value, timestamp, step in metrics]
+            [
+                (prefix + key, step, value, timestamp / 1000.0)
+                for key, value, timestamp, step in metrics
+            ]
         )
         for key, value in params:
             self.events.emit(PARAM, key=prefix + key, value=value, **{SOURCE_FIELD: MLFLOW})
@@ -203,13 +206,13 @@ class EventsStore(Store):
             prefix = run.prefix + "/" if run.prefix else ""
         self.events.emit(TAG, key=prefix + key, value="", deleted=True, **{SOURCE_FIELD: MLFLOW})
 
-    def search_runs(self, experiment_ids: List[str], max_results: int) -> List[Dict[str, Any]]:
+    def search_runs(self, experiment_ids: list[str], max_results: int) -> list[dict[str, Any]]:
         with self._lock:
             ids = [r.run_id for r in self._runs.values() if r.experiment_id in experiment_ids]
         found = [self.run(run_id) for run_id in ids[:max_results]]
         return [run for run in found if run is not None]
 
-    def metric_history(self, run_id: str, key: str) -> List[Dict[str, Any]]:
+    def metric_history(self, run_id: str, key: str) -> list[dict[str, Any]]:
         with self._lock:
             points = list(self._runs[run_id].history.get(key, []))
         return [metric_object(point) for point in points]
