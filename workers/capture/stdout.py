@@ -46,7 +46,7 @@ _SPACED_PAIR = re.compile(
 _BARE_NONFINITE = re.compile(r"(?<![\w'\"])(-?(?:nan|inf))(?![\w'\"])")
 _TQDM_POSTFIX = re.compile(r"\[[^\]]*?(?:it/s|s/it)\s*,\s*([^\]]*)\]")
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
-_DIGIT = re.compile(r"\d")
+_DIGIT = re.compile(r"\d|nan|inf", re.IGNORECASE)
 _TRACEBACK = "Traceback (most recent call last):"
 # npulab's own lines (the launcher's "npulab: rank 0 of 1, ..."): no metrics of the script.
 _OWN = "npulab: "
@@ -65,6 +65,7 @@ class Recogniser:
         self.lines_with_metrics = 0
         self.last_step = -1
         self._offset = 0
+        self._stepped = False
         self._in_traceback: dict[str, bool] = {}
 
     def feed(self, line: str, stream: str = "stdout") -> list[Point]:
@@ -95,8 +96,11 @@ class Recogniser:
             return []
         self.lines_with_metrics += 1
         if step is None:
-            step = self.lines_with_metrics
+            # A line without a step in a log whose lines have them (a validation line at the
+            # end of an epoch) belongs to the last step; in one without, steps are lines.
+            step = self.last_step if self._stepped else self.lines_with_metrics
         else:
+            self._stepped = True
             # A counter that starts again (a new epoch without one on the line): keep going.
             if step + self._offset < self.last_step:
                 self._offset = self.last_step
