@@ -1,6 +1,6 @@
 """Scalars of TensorBoard event files, read while the run runs (``tensorboard_dirs``).
 
-Files are read with TensorBoard's own loader (``EventFileLoader``, the ``tensorboard``
+Files are read with TensorBoard's own loader (``RawEventFileLoader``, the ``tensorboard``
 package: an optional extra of the worker); each file's loader is kept, so a file that
 grows is read on from where it was, and one that appears late or rotates (a new
 ``events.out.tfevents.*`` beside the old) is picked up at the next scan. A truncated or
@@ -31,11 +31,14 @@ class TensorBoardReader:
         self.sink = sink
         self.scan_s = scan_s
         self.loaders: dict[str, Any] = {}
+        # Bytes of each file read as whole records: what is left at the end is damaged.
+        self.consumed: dict[str, int] = {}
         self.others: dict[str, int] = {}
         self.scalars = 0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._loader_class: Any = None
+        self._parse: Any = None
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._loop, name="tensorboard", daemon=True)
@@ -46,6 +49,16 @@ class TensorBoardReader:
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
+        for path, consumed in sorted(self.consumed.items()):
+            try:
+                left = os.path.getsize(path) - consumed
+            except OSError:
+                continue
+            if left > 0:
+                self.sink.notice(
+                    "left:" + path,
+                    f"{path}: the last {left} bytes are a cut or damaged record, not read",
+                )
         if self.others:
             listed = ", ".join(f"{kind} x{count}" for kind, count in sorted(self.others.items()))
             self.sink.notice("others", f"not stored as metrics: {listed}")
@@ -86,8 +99,9 @@ class TensorBoardReader:
         if self._loader_class is None:
             try:
                 from tensorboard.backend.event_processing.event_file_loader import (
-                    EventFileLoader,
+                    RawEventFileLoader,
                 )
+                from tensorboard.compat.proto.event_pb2 import Event
             except ImportError:
                 self.sink.notice(
                     "missing",
@@ -95,14 +109,18 @@ class TensorBoardReader:
                     "(pip install tensorboard) to read it",
                 )
                 return None
-            self._loader_class = EventFileLoader
+            self._loader_class = RawEventFileLoader
+            self._parse = Event.FromString
+        self.consumed[path] = 0
         return self._loader_class(path)
 
     def _read(self, path: str, loader: Any) -> None:
         points: list[Point] = []
         try:
-            for event in loader.Load():
-                points += self._points(event)
+            for record in loader.Load():
+                # A record is its length (8 bytes), two CRCs (4 each) and its data.
+                self.consumed[path] += len(record) + 16
+                points += self._points(self._parse(record))
                 if len(points) >= 10000:
                     self.scalars += self.sink.write(points)
                     points = []

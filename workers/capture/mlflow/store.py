@@ -169,6 +169,9 @@ class EventsStore(Store):
                 run.tags[key] = value
                 if key == RUN_NAME_TAG and value:
                     run.name = value
+            prefix = run.prefix + "/" if run.prefix else ""
+            # Past the bound on keys, a new key's points are neither written nor kept.
+            metrics = [m for m in metrics if self.sink.accept(prefix + m[0])]
             for metric in metrics:
                 key = metric[0]
                 latest = run.latest.get(key)
@@ -177,7 +180,6 @@ class EventsStore(Store):
                 if self._kept < MAX_HISTORY_POINTS:
                     run.history.setdefault(key, []).append(metric)
                     self._kept += 1
-            prefix = run.prefix + "/" if run.prefix else ""
         if self._kept >= MAX_HISTORY_POINTS and metrics:
             self.sink.notice(
                 "history",
