@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import threading
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import requests
 from mlflow import MlflowClient
 from mlflow.entities import Metric, Param, RunTag
 from mlflow.exceptions import MlflowException
@@ -26,19 +24,15 @@ class Served:
         self.server = MlflowServer(self.store)
         self.server.start()
         self.client = MlflowClient(tracking_uri=self.server.url)
+        self.session = requests.Session()
 
     def events(self) -> list[dict]:
         self.writer.flush()
         return list(iter_events(str(self.path)))
 
     def raw(self, method: str, path: str, body: object = None) -> tuple[int, dict]:
-        data = None if body is None else json.dumps(body).encode()
-        request = urllib.request.Request(self.server.url + path, data=data, method=method)
-        try:
-            with urllib.request.urlopen(request, timeout=10) as response:
-                return response.status, json.loads(response.read())
-        except urllib.error.HTTPError as error:
-            return error.code, json.loads(error.read())
+        response = self.session.request(method, self.server.url + path, json=body, timeout=30)
+        return response.status_code, response.json()
 
 
 @pytest.fixture
