@@ -12,6 +12,8 @@ from __future__ import annotations
 import math
 from typing import Any, Callable
 
+from workers.contract.capture import PARAM, SOURCE_FIELD, TAG
+
 EVENTS_FILE = "events.jsonl"
 
 # An events batch as the file's own bytes (docs/events.md#forwarding): the request body is
@@ -127,9 +129,27 @@ CORE_EVENT_TYPES = {
                 "step": ("integer",),
                 "value": ("number", "null"),
                 "nonfinite": ("string",),
+                SOURCE_FIELD: ("string",),
             },
             ("key", "step", "value"),
             "one point of a metric series",
+        ),
+        EventType(
+            PARAM,
+            {"key": ("string",), "value": ("string",), SOURCE_FIELD: ("string",)},
+            ("key", "value"),
+            "a parameter of the run (an MLflow param)",
+        ),
+        EventType(
+            TAG,
+            {
+                "key": ("string",),
+                "value": ("string",),
+                "deleted": ("boolean",),
+                SOURCE_FIELD: ("string",),
+            },
+            ("key", "value"),
+            "a tag of the run (an MLflow tag); deleted: true removes it",
         ),
         EventType(
             STEP,

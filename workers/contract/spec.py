@@ -13,6 +13,7 @@ import re
 from typing import Any, Callable
 
 from workers.contract import diagnosis
+from workers.contract.capture import METRIC_PATTERNS, STDOUT_METRICS, TENSORBOARD_DIRS
 from workers.contract.devices import DEVICE_TYPES, MAX_DEVICES, VISIBLE_DEVICES_ENV
 from workers.contract.gang import HOSTS, MAX_HOSTS
 from workers.contract.gang import RESERVED_ENV as GANG_ENV
@@ -305,7 +306,55 @@ def common_fields(
             default=False,
             help="End the run at the first NaN/Inf in a tracked loss.",
         ),
+        *capture_fields(),
     ]
+
+
+def capture_fields() -> list[Field]:
+    """How metrics are taken from a script that does not use workers.track (docs/metrics.md)."""
+    return [
+        Field(
+            TENSORBOARD_DIRS,
+            "strings",
+            default=[],
+            check=_directories_problem,
+            help="Directories whose TensorBoard event files become metrics; empty: the run's "
+            "working directory.",
+        ),
+        Field(
+            METRIC_PATTERNS,
+            "strings",
+            default=[],
+            check=_patterns_problem,
+            help="Regular expressions with named groups that replace the default recogniser of "
+            "printed metrics; a group named step gives the step.",
+        ),
+        Field(
+            STDOUT_METRICS,
+            "boolean",
+            default=True,
+            help="Take metrics from the lines the script prints.",
+        ),
+    ]
+
+
+def _directories_problem(value: list[str]) -> str | None:
+    for item in value:
+        problem = host_path_problem(item) if item else "must not be empty"
+        if problem:
+            return f"{item!r} {problem}"
+    return None
+
+
+def _patterns_problem(value: list[str]) -> str | None:
+    for item in value:
+        try:
+            compiled = re.compile(item)
+        except re.error as exc:
+            return f"{item[:60]!r} is not a regular expression: {exc}"
+        if not [name for name in compiled.groupindex if name != "step"]:
+            return f"{item[:60]!r} needs a named group, such as (?P<loss>[0-9.]+)"
+    return None
 
 
 # A run's profiling window (docs/profiles.md): torch.profiler's schedule vocabulary, the

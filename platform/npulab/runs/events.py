@@ -23,6 +23,7 @@ from npulab.series.owners import Owner
 from npulab.series.rollups import LOWEST_STEP
 from workers.contract import events as contract_events
 from workers.contract import kinds as contract_kinds
+from workers.contract.capture import SOURCE_FIELD, SOURCES, TRACK
 from workers.contract.diagnosis import CATEGORIES
 from workers.contract.redact import REDACTED, is_secret_name, redact_text
 
@@ -53,14 +54,19 @@ class Batch:
         self.run = run
         self.now = now
         self.points: dict[str, list[Point]] = {}
+        # Points of the other sources (workers.contract.capture), by source and key.
+        self.sourced: dict[str, dict[str, list[Point]]] = {}
         self._pending: dict[str, tuple[list[Any], Callable[[Run, list[Any]], None]]] = {}
         # The step running at the batch's end: (name, began) after a step_started, ("", None)
         # after a step ended; None when the batch says nothing of steps.
         self.current_step: tuple[str, datetime | None] | None = None
 
     def flush_points(self) -> None:
-        insert_points(Owner.of_run(self.run.pk), self.points, attempt=self.run.attempt)
+        insert_points(Owner.of_run(self.run.pk, TRACK), self.points, attempt=self.run.attempt)
+        for source, points in self.sourced.items():
+            insert_points(Owner.of_run(self.run.pk, source), points, attempt=self.run.attempt)
         self.points = {}
+        self.sourced = {}
 
     def pending(self, name: str, flush: Callable[[Run, list[Any]], None]) -> list[Any]:
         """The batch's list ``name``; ``flush(run, items)`` writes it once, after the last event."""
@@ -138,8 +144,15 @@ def store_events(run: Run, events: list[Any], now: datetime) -> dict[str, Any] |
                 key, point = _metric(raw, stamp)
             if point is None:
                 rows.append(_malformed(run, raw, "a metric needs key, integer step and value", now))
-            else:
+                continue
+            source = raw.get(SOURCE_FIELD)
+            if source is None or source == TRACK:
                 batch.points.setdefault(key, []).append(point)
+            elif source in SOURCES:
+                batch.sourced.setdefault(source, {}).setdefault(key, []).append(point)
+            else:
+                problem = f"a metric's source must be one of {', '.join(SOURCES)}"
+                rows.append(_malformed(run, raw, problem, now))
             continue
         if not isinstance(kind, str) or not 0 < len(kind) <= MAX_TYPE_CHARS:
             rows.append(_malformed(run, raw, "no valid type", now))

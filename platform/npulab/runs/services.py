@@ -593,7 +593,10 @@ def sweep_runs(now: datetime | None = None, heard_since: datetime | None = None)
     ).values_list("pk", flat=True)
     silent_s = limits["RUN_HEARTBEAT_TIMEOUT_S"]
     cutoff = now - timedelta(seconds=silent_s)
-    silent = Run.objects.filter(status=Run.Status.RUNNING, last_heartbeat__lt=cutoff)
+    # A run an outside MLflow client logs (npulab.mlflow) has no host to fall silent.
+    silent = Run.objects.filter(
+        status=Run.Status.RUNNING, last_heartbeat__lt=cutoff, host__isnull=False
+    )
     if heard_since is not None and heard_since > cutoff:
         silent = silent.none()
     silent = silent.values_list("pk", "host__name")

@@ -29,6 +29,7 @@ from npulab.runs.selectors import (
     log_page,
     log_tail,
     log_text,
+    logged_parameters,
     metric_keys,
     progress,
     steps,
@@ -119,6 +120,7 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "steps": steps(run),
         "log": log_tail(run),
         "metric_summary": metric_keys(run),
+        "logged": logged_parameters(run),
         "progress": progress(run),
         "summary": {
             key: value

@@ -7,7 +7,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from npulab.runs.models import Placement, Run, RunAttempt, RunEvent
-from npulab.runs.selectors import progress, steps
+from npulab.runs.selectors import logged_parameters, progress, steps
 from workers.contract import kinds
 
 # Every cause the contract and the kinds declare; a kind's new cause adds to the enum.
@@ -238,10 +238,31 @@ class RunDetailSerializer(RunSerializer):
     placements = serializers.SerializerMethodField()
     steps = serializers.SerializerMethodField()
     attempts = serializers.SerializerMethodField()
+    params = serializers.SerializerMethodField(
+        help_text="The parameters the script logged (MLflow's log_param), by name."
+    )
+    logged_tags = serializers.SerializerMethodField(
+        help_text="The tags the script set (MLflow's set_tag), by name."
+    )
 
     class Meta(RunSerializer.Meta):
-        fields = [*RunSerializer.Meta.fields, "steps", "attempts", "placements"]
+        fields = [
+            *RunSerializer.Meta.fields,
+            "steps",
+            "attempts",
+            "placements",
+            "params",
+            "logged_tags",
+        ]
         read_only_fields = fields
+
+    @extend_schema_field({"type": "object", "additionalProperties": {"type": "string"}})
+    def get_params(self, run: Run) -> dict[str, str]:
+        return logged_parameters(run)[0]
+
+    @extend_schema_field({"type": "object", "additionalProperties": {"type": "string"}})
+    def get_logged_tags(self, run: Run) -> dict[str, str]:
+        return logged_parameters(run)[1]
 
     def get_fields(self) -> dict[str, serializers.Field]:
         fields = super().get_fields()
