@@ -18,7 +18,10 @@ from typing import Any
 
 from npulab.core.text import storable, storable_json
 from npulab.runs.models import Run, RunAttempt, RunEvent
-from npulab.series.ingest import Point, insert_points
+from npulab.series import chunks
+from npulab.series.blocks import Block
+from npulab.series.chunks import Points
+from npulab.series.ingest import Point, insert_columns
 from npulab.series.owners import Owner
 from npulab.series.rollups import LOWEST_STEP
 from workers.contract import events as contract_events
@@ -27,6 +30,7 @@ from workers.contract.redact import REDACTED, is_secret_name, redact_text
 
 MAX_TYPE_CHARS = 32
 MAX_KEY_CHARS = 200
+MAX_SOURCE_CHARS = 32
 _STEP_MIN, _STEP_MAX = LOWEST_STEP, 2**63 - 1
 # Tokens of this platform, should a user's program print one.
 _TOKEN = re.compile(r"\bnp[lh]_[A-Za-z0-9_-]{20,}")
@@ -41,9 +45,11 @@ class MalformedEvent(ValueError):
 class Batch:
     """One events batch of a run while it is stored: what handlers may use.
 
-    Metric points are gathered and written together at the end; a handler
-    whose event changes the points already stored (a resume cuts them back)
-    calls ``flush_points`` first, so the points before it in the batch are in.
+    Metric points are gathered and written together at the end (``points``,
+    a list of each key's points as the JSON form gives them, ``add_columns``
+    for a block of them); a handler whose event changes the points already
+    stored (a resume cuts them back) calls ``flush_points`` first, so the
+    points before it in the batch are in.
     A handler that stores many rows gathers them with ``pending`` and writes
     them all at once when the batch ends.
     """
@@ -52,14 +58,29 @@ class Batch:
         self.run = run
         self.now = now
         self.points: dict[str, list[Point]] = {}
+        # Each key's points as columns so far, in the order they came.
+        self._columns: dict[str, list[Points]] = {}
         self._pending: dict[str, tuple[list[Any], Callable[[Run, list[Any]], None]]] = {}
         # The step running at the batch's end: (name, began) after a step_started, ("", None)
         # after a step ended; None when the batch says nothing of steps.
         self.current_step: tuple[str, datetime | None] | None = None
 
+    def add_columns(self, key: str, points: Points) -> None:
+        """Add a block of ``key``'s points, after those of the key that came before it."""
+        parts = self._columns.setdefault(key, [])
+        before = self.points.pop(key, None)
+        if before:
+            parts.append(chunks.columns(before))
+        parts.append(points)
+
     def flush_points(self) -> None:
-        insert_points(Owner.of_run(self.run.pk), self.points, attempt=self.run.attempt)
+        for key, before in self.points.items():
+            if before:
+                self._columns.setdefault(key, []).append(chunks.columns(before))
+        found = {key: chunks.joined(parts) for key, parts in self._columns.items()}
+        insert_columns(Owner.of_run(self.run.pk), found, attempt=self.run.attempt)
         self.points = {}
+        self._columns = {}
 
     def pending(self, name: str, flush: Callable[[Run, list[Any]], None]) -> list[Any]:
         """The batch's list ``name``; ``flush(run, items)`` writes it once, after the last event."""
@@ -113,6 +134,14 @@ def store_events(run: Run, events: list[Any], now: datetime) -> dict[str, Any] |
     result = None
     stamp = now.timestamp()
     for raw in events:
+        if type(raw) is Block:
+            # Only the compact form makes one: its points, checked as a metric event's are.
+            problem = raw.problem or _block_problem(raw)
+            if problem:
+                rows.append(_malformed(run, raw.header, problem, now))
+            else:
+                batch.add_columns(raw.key, raw.points)
+            continue
         kind = raw.get("type") if isinstance(raw, dict) else None
         if kind == contract_events.METRIC:
             # Most of a batch's events, so the common case (a float value and time) is taken
@@ -205,6 +234,16 @@ def _metric(raw: dict[str, Any], stamp: float) -> tuple[str, Point | None]:
     if type(time) is not float or not isfinite(time):
         time = _finite(time)
     return key, (step, value, stamp if time is None else time)
+
+
+def _block_problem(block: Block) -> str | None:
+    """What is wrong with a block's key or source (its points are checked as it is read)."""
+    key, source = block.key, block.source
+    if type(key) is not str or not 0 < len(key) <= MAX_KEY_CHARS or not key.isprintable():
+        return f"a block's key is a printable string of 1 to {MAX_KEY_CHARS} characters"
+    if type(source) is not str or not 0 < len(source) <= MAX_SOURCE_CHARS:
+        return f"a block's source is a string of 1 to {MAX_SOURCE_CHARS} characters"
+    return None
 
 
 def _finite(number: Any) -> float | None:
