@@ -20,6 +20,7 @@ from npulab.runs.models import Run, RunEvent
 from npulab.runs.scheduler import place_queued_runs
 from npulab.runs.services import do_submit_run
 from tests.runs.test_attempts import started
+from tests.workers.host.test_packing import unpacked
 from workers.contract.blocks import BLOCKS
 from workers.contract.events import EVENTS_FILE, RUNNER
 from workers.events import EventWriter
@@ -195,9 +196,16 @@ def test_batches_stay_within_the_size_the_platform_says_it_takes(
 
     assert fw.offset == path.stat().st_size == Run.objects.get(pk=run.pk).events_offset
     assert [step for step, _ in points(api, run, "loss")] == list(range(1000))
-    sent = [body.count(b"\n") for _, body in proxy.bodies]
+    sent = [events_in(body) for _, body in proxy.bodies]
     assert sum(sent) == 1000
     assert max(sent) == 100
+
+
+def events_in(body: bytes) -> int:
+    """The events a compact body stands for: its lines and its blocks' points."""
+    return sum(
+        len(frame[2]) if kind == "block" else frame.count(b"\n") for kind, frame in unpacked(body)
+    )
 
 
 def test_a_platform_that_names_no_batch_size_gets_the_old_one() -> None:
