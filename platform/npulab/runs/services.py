@@ -28,11 +28,11 @@ from npulab.health.services import record_infrastructure_failure
 from npulab.hosts.models import HOST_NAME_PATTERN, Host
 from npulab.projects.models import Membership, Project, default_project, role_at_least
 from npulab.projects.selectors import needs_role, role_in
-from npulab.runs.checkpoints import pinned_steps
+from npulab.runs import capabilities
 from npulab.runs.dispatch import place_submitted, request_placement, send_execute
 from npulab.runs.events import store_events
 from npulab.runs.kinds import get as get_kind
-from npulab.runs.models import Checkpoint, DeviceLease, Run, RunAttempt, no_such_host
+from npulab.runs.models import DeviceLease, Run, RunAttempt, no_such_host
 from npulab.snapshots.models import Snapshot
 from workers.contract import exits, kinds
 from workers.contract.spec import SpecError, split_submission, text_problem
@@ -340,7 +340,10 @@ _BATCH_FIELDS = ("events_offset", "last_heartbeat", "result", "updated")
 
 def _ack(run: Run, offset: int) -> dict[str, Any]:
     """The reply to an events batch: where to go on from, and what the host must know."""
-    return {"ack": offset, "cancel": run.cancel_requested, "pinned": pinned_steps(run)}
+    reply = {"ack": offset, "cancel": run.cancel_requested}
+    for capability in capabilities.of(run):
+        reply.update(capability.acknowledgement(run))
+    return reply
 
 
 @transaction.atomic
@@ -548,14 +551,8 @@ def _end_attempt(run: Run, status: str, cause: str, reason: str, now: datetime) 
         exit_code=run.exit_code,
     )
     host = run.host.name if run.host else "?"
-    # The host uploads an attempt's checkpoints before it reports the end: one still only
-    # on the host will not come (gone from it, or refused); it ends here, with the reason.
-    # A later upload of it (the same host sending what it left) stores it after all.
-    Checkpoint.objects.filter(run=run, status=Checkpoint.Status.ON_HOST).update(
-        status=Checkpoint.Status.DELETED,
-        status_reason=f"not uploaded from {host} before attempt {run.attempt} ended",
-        updated=now,
-    )
+    for capability in capabilities.of(run):
+        capability.on_attempt_end(run, now)
     max_restarts = get_kind(run.kind).max_restarts(run)
     restarted = False
     declared = kinds.cause(cause)
@@ -572,7 +569,7 @@ def _end_attempt(run: Run, status: str, cause: str, reason: str, now: datetime) 
             _requeue_as_new_attempt(run, now)
             run.queue_reason = (
                 f"attempt {ended} ended on {host} ({cause}: {reason}); "
-                f"restart {run.restarts} of {max_restarts} resumes from the last stored checkpoint"
+                f"restart {run.restarts} of {max_restarts}{_resumes(run)}"
             )
             restarted = True
         elif run.restarts < max_restarts:
@@ -588,6 +585,13 @@ def _end_attempt(run: Run, status: str, cause: str, reason: str, now: datetime) 
     _release(run)
     if not restarted:
         _finished(run)
+
+
+def _resumes(run: Run) -> str:
+    """How a restart goes on: from what a capability kept (a stored checkpoint), or anew."""
+    if any(capability.resumable(run) for capability in capabilities.of(run)):
+        return " resumes from what it kept"
+    return ""
 
 
 def _hosts_left(run: Run) -> bool:
@@ -618,7 +622,8 @@ def _requeue_as_new_attempt(run: Run, now: datetime) -> None:
 
 @transaction.atomic
 def do_restart_run(run_id: int, user: AbstractBaseUser) -> Run:
-    """Start an ended run again as a new attempt; a training run resumes from its checkpoint."""
+    """Start an ended run again as a new attempt (which resumes from what its capabilities
+    kept: a training run's checkpoint)."""
     run = Run.objects.select_for_update().get(pk=run_id)
     if run.status not in Run.RESTARTABLE:
         raise Conflict(

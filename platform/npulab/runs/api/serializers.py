@@ -1,11 +1,12 @@
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from npulab.runs.models import Checkpoint, Run, RunAttempt, RunEvent
+from npulab.runs.models import Run, RunAttempt, RunEvent
 from npulab.runs.selectors import progress, steps
 from workers.contract import kinds
 
@@ -139,23 +140,6 @@ class RunEventSerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
 
-class CheckpointSerializer(serializers.ModelSerializer):
-    class Meta:
-        model = Checkpoint
-        fields = [
-            "step",
-            "attempt",
-            "bytes",
-            "sha256",
-            "status",
-            "status_reason",
-            "pinned",
-            "host_path",
-            "created",
-        ]
-        read_only_fields = fields
-
-
 class RunAttemptSerializer(serializers.ModelSerializer):
     host = serializers.SlugRelatedField(slug_field="name", read_only=True, allow_null=True)
     device_indices = serializers.ListField(child=serializers.IntegerField(), read_only=True)
@@ -183,16 +167,31 @@ class RunAttemptSerializer(serializers.ModelSerializer):
         return attempt.infrastructure_failure
 
 
+# Fields a capability's app adds to a run's detail (``checkpoints``), from its ``ready``:
+# name -> a factory of the read-only field, which reads the run.
+_detail_fields: dict[str, Callable[[], serializers.Field]] = {}
+
+
+def add_detail_field(name: str, field: Callable[[], serializers.Field]) -> None:
+    """Show ``field()`` as ``name`` in every run's detail (the schema too)."""
+    _detail_fields[name] = field
+
+
 class RunDetailSerializer(RunSerializer):
-    """A run with its step results, attempts and checkpoints."""
+    """A run with its step results, attempts, and what its capabilities add (checkpoints)."""
 
     steps = serializers.SerializerMethodField()
     attempts = serializers.SerializerMethodField()
-    checkpoints = serializers.SerializerMethodField()
 
     class Meta(RunSerializer.Meta):
-        fields = [*RunSerializer.Meta.fields, "steps", "attempts", "checkpoints"]
+        fields = [*RunSerializer.Meta.fields, "steps", "attempts"]
         read_only_fields = fields
+
+    def get_fields(self) -> dict[str, serializers.Field]:
+        fields = super().get_fields()
+        for name, field in _detail_fields.items():
+            fields[name] = field()
+        return fields
 
     @extend_schema_field(ProgressSerializer(allow_null=True))
     def get_progress(self, run: Run) -> dict[str, Any] | None:
@@ -201,10 +200,6 @@ class RunDetailSerializer(RunSerializer):
     @extend_schema_field(RunAttemptSerializer(many=True))
     def get_attempts(self, run: Run) -> list[dict[str, Any]]:
         return RunAttemptSerializer(run.attempts.select_related("host"), many=True).data
-
-    @extend_schema_field(CheckpointSerializer(many=True))
-    def get_checkpoints(self, run: Run) -> list[dict[str, Any]]:
-        return CheckpointSerializer(run.checkpoints.all(), many=True).data
 
     def get_steps(self, run: Run) -> list[dict[str, Any]]:
         return [dict(event.data, attempt=event.attempt, time=event.time) for event in steps(run)]
