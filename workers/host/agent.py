@@ -209,7 +209,7 @@ class RunExecution:
         spec_path = os.path.join(self.run_dir, "spec.json")
         with open(spec_path, "w", encoding="utf-8") as handle:
             json.dump(self.spec, handle, indent=2)
-        python = self.spec.get("python") or self.agent.config.python
+        python = self.agent.config.python_for(self.spec)
         self._prepare(python)
         env = self._env()
         become = None

@@ -8,6 +8,7 @@ import sys
 from typing import Mapping, Sequence
 
 from workers.contract.devices import DEVICE_TYPES
+from workers.contract.frameworks import MINDSPORE, MINDSPORE_LABEL
 from workers.contract.telemetry import DEFAULT_INTERVAL_S, DEFAULT_SEND_S
 from workers.host.runenv import DEFAULT_ALLOW, parse_allow
 
@@ -33,6 +34,7 @@ class HostConfig:
         telemetry_send_s: float = DEFAULT_SEND_S,
         run_env_allow: Sequence[str] = DEFAULT_ALLOW,
         run_user: str | None = None,
+        mindspore_python: str = "",
     ):
         self.url = url
         self.token = token
@@ -41,7 +43,11 @@ class HostConfig:
         self.python = python
         self.device_type = device_type
         self.devices = devices
-        self.labels = labels
+        # A MindSpore interpreter makes this a host for MindSpore runs, which need its label.
+        self.mindspore_python = mindspore_python
+        self.labels = labels + (
+            [MINDSPORE_LABEL] if mindspore_python and MINDSPORE_LABEL not in labels else []
+        )
         self.heartbeat_s = heartbeat_s
         self.flush_s = flush_s
         self.claim_retry_s = claim_retry_s
@@ -52,6 +58,14 @@ class HostConfig:
         self.run_env_allow = list(run_env_allow)
         # Who runs execute as (workers.host.runuser); None: the worker's own user.
         self.run_user = run_user
+
+    def python_for(self, spec: dict) -> str:
+        """The interpreter a run executes in: its spec's, else the one for its framework."""
+        if spec.get("python"):
+            return spec["python"]
+        if spec.get("framework") == MINDSPORE and self.mindspore_python:
+            return self.mindspore_python
+        return self.python
 
     @classmethod
     def from_args(cls, argv: list[str] | None = None) -> HostConfig:
@@ -75,6 +89,12 @@ class HostConfig:
             "--python",
             default=env.get("NPULAB_RUN_PYTHON", sys.executable),
             help="interpreter that executes runs whose spec names none",
+        )
+        parser.add_argument(
+            "--mindspore-python",
+            default=env.get("NPULAB_MINDSPORE_PYTHON", ""),
+            help="interpreter with MindSpore for framework: mindspore runs whose spec names "
+            f"none; gives the host the label '{MINDSPORE_LABEL}' (default: none)",
         )
         parser.add_argument(
             "--device-type", choices=DEVICE_TYPES, default=env.get("NPULAB_DEVICE_TYPE")
@@ -153,6 +173,7 @@ class HostConfig:
             telemetry_send_s=args.telemetry_send_s,
             run_env_allow=parse_allow(args.run_env_allow),
             run_user=args.run_user or None,
+            mindspore_python=args.mindspore_python,
         )
 
 
