@@ -37,3 +37,19 @@ def test_a_release_not_in_the_table_is_unknown() -> None:
     verdict = check_mindspore_stack("1.0.0", "8.0.0", "3.9")
     assert verdict["reasons"] == ["MindSpore 1.0.0 is not in the table"]
     assert verdict["verdict"] == "unknown"
+
+
+def test_a_snapshot_with_mindspore_shows_its_verdict_and_evidence(
+    api, client, owner, cpu_host, document
+) -> None:
+    from npulab.snapshots.services import do_record_snapshot
+
+    # The collected snapshot has CANN 8.1.RC1: MindSpore 2.6.0rc1's.
+    snapshot = do_record_snapshot(cpu_host, document(mindspore="2.6.0rc1")).snapshot
+    detail = api.get(f"/api/v1/snapshots/{snapshot.pk}/").json()
+    checks = detail["compatibility"]["mindspore_stack"]["checks"]
+    assert checks[0] == {"verdict": "ok", "reason": "MindSpore 2.6.0rc1 is released for CANN 8.1.RC1"}
+    client.force_login(owner)
+    page = client.get(snapshot.get_absolute_url()).content.decode()
+    assert "MindSpore / CANN / Python" in page
+    assert "MindSpore 2.6.0rc1 is released for CANN 8.1.RC1" in page
