@@ -1,4 +1,4 @@
-"""The MindSpore interpreter the tests run MindSpore in: `make mindspore`'s, or NPULAB_TEST_MINDSPORE_PYTHON.
+"""The MindSpore interpreter of the tests: `make mindspore`'s, or NPULAB_TEST_MINDSPORE_PYTHON.
 
 Without one the tests that need it are skipped, except under CI=true (`make test`
 prepares it first), where that is a failure.

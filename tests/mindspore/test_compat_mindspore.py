@@ -48,7 +48,10 @@ def test_a_snapshot_with_mindspore_shows_its_verdict_and_evidence(
     snapshot = do_record_snapshot(cpu_host, document(mindspore="2.6.0rc1")).snapshot
     detail = api.get(f"/api/v1/snapshots/{snapshot.pk}/").json()
     checks = detail["compatibility"]["mindspore_stack"]["checks"]
-    assert checks[0] == {"verdict": "ok", "reason": "MindSpore 2.6.0rc1 is released for CANN 8.1.RC1"}
+    assert checks[0] == {
+        "verdict": "ok",
+        "reason": "MindSpore 2.6.0rc1 is released for CANN 8.1.RC1",
+    }
     client.force_login(owner)
     page = client.get(snapshot.get_absolute_url()).content.decode()
     assert "MindSpore / CANN / Python" in page

@@ -31,12 +31,11 @@ def test_a_mindspore_run_needs_a_host_with_mindspore() -> None:
 @pytest.mark.parametrize("manager", ["auto", "dynamic"])
 def test_o2_on_a_cpu_with_a_loss_scale_manager_is_refused(manager: str) -> None:
     with pytest.raises(SpecError) as refused:
-        kinds.validate(
-            training(framework="mindspore", amp_level="O2", loss_scale_manager=manager)
-        )
-    assert "MindSpore refuses a loss scale manager on CPU" in refused.value.errors[
-        "loss_scale_manager"
-    ]
+        kinds.validate(training(framework="mindspore", amp_level="O2", loss_scale_manager=manager))
+    assert (
+        "MindSpore refuses a loss scale manager on CPU"
+        in refused.value.errors["loss_scale_manager"]
+    )
 
 
 @pytest.mark.parametrize("manager", ["none", "fixed"])
@@ -54,7 +53,8 @@ def test_o2_on_an_npu_keeps_its_dynamic_default() -> None:
 def test_mindspore_fields_on_a_pytorch_run_are_refused(field: str, value: object) -> None:
     with pytest.raises(SpecError) as refused:
         kinds.validate(training(**{field: value}))
-    assert refused.value.errors[field] == "applies to framework mindspore only (this run is pytorch)"
+    why = "applies to framework mindspore only (this run is pytorch)"
+    assert refused.value.errors[field] == why
 
 
 @pytest.mark.parametrize(
@@ -71,5 +71,5 @@ def test_mindspore_fields_on_a_pytorch_run_are_refused(field: str, value: object
 )
 def test_bad_values_name_their_field(field: str, value: object) -> None:
     with pytest.raises(SpecError) as refused:
-        kinds.validate(training(framework="mindspore", **{field: value}))
+        kinds.validate(training(**{"framework": "mindspore", field: value}))
     assert field in refused.value.errors

@@ -48,5 +48,5 @@ def test_the_second_of_two_hosts_names_rank_zeros_host_and_the_rank_table() -> N
     ("placements", "rank"), [([], 0), ([Placement("a", 1)], 1), ([Placement("a", 0)], 0)]
 )
 def test_impossible_jobs_are_refused(placements: list[Placement], rank: int) -> None:
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"placement|node_rank"):
         msrun_command(placements, rank, ["t.py"], "/r")

@@ -48,8 +48,6 @@ def test_a_pytorch_run_needs_no_label(owner) -> None:
 
 def test_an_invalid_combination_is_a_400_naming_the_field(api) -> None:
     register(HostFactory(name="cpu-ms"), "cpu", 1, labels=["mindspore"])
-    response = api.post(
-        "/api/v1/runs/", mindspore_run(amp_level="O2"), format="json"
-    )
+    response = api.post("/api/v1/runs/", mindspore_run(amp_level="O2"), format="json")
     assert response.status_code == 400
     assert "loss_scale_manager" in response.json()

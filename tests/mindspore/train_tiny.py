@@ -12,12 +12,18 @@ import sys
 import time
 
 import mindspore as ms
+import mindspore.dataset as ds
 import numpy as np
 from mindspore import nn
-from mindspore.train import Callback, CheckpointConfig, LossMonitor, Model, ModelCheckpoint
-from mindspore.train import TimeMonitor
+from mindspore.train import (
+    Callback,
+    CheckpointConfig,
+    LossMonitor,
+    Model,
+    ModelCheckpoint,
+    TimeMonitor,
+)
 
-import mindspore.dataset as ds
 from workers import track
 
 EPOCHS = int(sys.argv[1]) if len(sys.argv) > 1 else 2

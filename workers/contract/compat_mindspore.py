@@ -1,4 +1,4 @@
-"""Is this MindSpore compatible with the installed CANN and Python? From ``data/compat-mindspore.csv``.
+"""MindSpore with the installed CANN and Python: verdicts from ``data/compat-mindspore.csv``.
 
 The table (``data/README.md`` names its sources) pairs each MindSpore release with
 its CANN and, where a source gives one, its Python range. The verdicts read like
@@ -68,8 +68,7 @@ def _check_cann(mindspore: str, cann: str, rows: list[dict[str, str | None]]) ->
     if any(_same(version or "", cann) for version in paired):
         return OK, f"MindSpore {mindspore} is released for CANN {cann}"
     return INCOMPATIBLE, (
-        f"MindSpore {mindspore} is released for CANN {', '.join(map(str, paired))}, "
-        f"not {cann}"
+        f"MindSpore {mindspore} is released for CANN {', '.join(map(str, paired))}, not {cann}"
     )
 
 

@@ -83,7 +83,7 @@ def _fields(data: bytes) -> list[tuple[int, int, bytes]]:
         key, at = _varint(data, at)
         number, wire = key >> 3, key & 7
         if wire == 0:
-            value, at = _varint(data, at)
+            _, at = _varint(data, at)
             payload = b""
         elif wire in (1, 5):
             width = 8 if wire == 1 else 4

@@ -39,6 +39,7 @@ from workers.processes import (
     register_group,
 )
 from workers.tracebacks import exception_line
+from workers.track import HEARTBEAT_PREFIX, SUMMARY_FILE
 from workers.training import msrun
 from workers.training.checkpoint_files import CheckpointFiles, restore
 from workers.training.graph_dumps import ARCHIVE as GRAPHS_ARCHIVE
@@ -46,7 +47,6 @@ from workers.training.graph_dumps import GraphDumps
 from workers.training.mindspore_logs import graph_compile_error
 from workers.training.ms_settings import GRAPHS_DIR
 from workers.training.ms_settings import environment as ms_environment
-from workers.track import HEARTBEAT_PREFIX, SUMMARY_FILE
 
 STOP_GRACE_S = 10.0
 WATCH_EVERY_S = 1.0
@@ -199,9 +199,7 @@ def _environment(ctx: RunContext) -> dict[str, str]:
     return env
 
 
-def _checkpoint_files(
-    ctx: RunContext, workdir: str, env: dict[str, str]
-) -> CheckpointFiles | None:
+def _checkpoint_files(ctx: RunContext, workdir: str, env: dict[str, str]) -> CheckpointFiles | None:
     """Watch the spec's checkpoint_dir; on resume, put the newest verified file back there."""
     spec = ctx.spec
     if not spec["checkpoint_dir"]:
@@ -234,7 +232,7 @@ def _archive_graphs(ctx: RunContext, graphs: GraphDumps) -> dict[str, Any]:
     target = os.path.join(ctx.run_dir, GRAPHS_ARCHIVE)
     summary = graphs.archive(target)
     if summary is None:
-        ctx.say("save_graphs: no IR files were written (PyNative mode writes none; a graph that never compiled neither)")
+        ctx.say("save_graphs: no IR files were written")
         return {"graph_files": 0}
     ctx.say(graphs.notice(summary))
     ctx.events.artifact(GRAPHS_ARCHIVE, target)
