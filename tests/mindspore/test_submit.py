@@ -51,3 +51,15 @@ def test_an_invalid_combination_is_a_400_naming_the_field(api) -> None:
     response = api.post("/api/v1/runs/", mindspore_run(amp_level="O2"), format="json")
     assert response.status_code == 400
     assert "loss_scale_manager" in response.json()
+
+
+def test_the_review_compares_mindspore_runs_only_with_their_own_kind_of_job() -> None:
+    from npulab.runs.models import Run
+    from npulab.training.kind import TRAINING
+
+    spec = {"entry": "train.py", "args": [], "precision": "fp32", "max_steps": 0}
+    pytorch = Run(spec={**spec, "framework": "pytorch"}, devices=1)
+    graph = Run(spec={**spec, "framework": "mindspore", "mode": "graph", "amp_level": "O2"})
+    graph.devices = 1
+    assert TRAINING.review_group(pytorch) == "train.py"
+    assert TRAINING.review_group(graph) == "train.py · mindspore graph O2"
