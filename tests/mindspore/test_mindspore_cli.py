@@ -56,6 +56,9 @@ def test_graph_mode_with_o2_dumps_bounded_graphs_and_keeps_its_ckpt_files(
         names = tar.getnames()
     assert len(names) == summary["graph_files_kept"]
     assert any(name.endswith(".ir") for name in names)
+    # workers.track from the MindSpore script.
+    metrics = {(m["key"], m["step"], m["value"]) for m in by_type(events, "metric")}
+    assert ("epochs_trained", 16, 2.0) in metrics
     # ModelCheckpoint's two files, adopted as the run's checkpoints in the order written.
     checkpoints = by_type(events, "checkpoint")
     assert [c["step"] for c in checkpoints] == [1, 2]
