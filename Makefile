@@ -40,7 +40,7 @@ $(VENV)/.run-deps: pyproject.toml
 	touch $@
 
 $(VENV)/.test-deps: $(VENV)/.run-deps
-	$(PY) -m pip install --quiet -e ".[dev]"
+	$(PY) -m pip install --quiet -e ".[dev,parity]"
 	touch $@
 
 var/secret_key:

@@ -4,6 +4,7 @@ from django.urls import include, path
 
 from npulab.accounts.api.views import ApiTokenViewSet
 from npulab.core.converters import IdRouter
+from npulab.parity.api.views import ParityView
 from npulab.coverage.api.views import CoverageCompareView, CoverageSummaryView, OpResultListView
 from npulab.health.api.views import (
     AuditEntryListView,
@@ -82,6 +83,7 @@ urlpatterns = [
         CoverageCompareView.as_view(),
         name="run-coverage-compare",
     ),
+    path("runs/<id:run_id>/parity/", ParityView.as_view(), name="run-parity"),
     path("hosts/<name:name>/history/", HostHistoryView.as_view(), name="host-history"),
     path("hosts/<name:name>/health/", HostHealthView.as_view(), name="host-health"),
     path("hosts/<name:name>/drain/", HostDrainView.as_view(), name="host-drain"),

@@ -48,6 +48,7 @@ INSTALLED_APPS = [
     "npulab.training",
     "npulab.coverage",
     "npulab.stability",
+    "npulab.parity",
     "npulab.profiles",
     "npulab.telemetry",
     "npulab.health",

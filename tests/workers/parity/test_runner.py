@@ -1,0 +1,124 @@
+"""The parity runner by hand: ``python -m workers.run`` on the CPU, msprobe dumping both sides."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.workers.test_run_cli import by_type, run
+
+pytest.importorskip("msprobe", reason="mindstudio-probe (the parity extra) is not installed")
+
+SCRIPT = str(Path(__file__).with_name("model_script.py"))
+
+
+def spec(mode: str = "ok", **fields: object) -> dict:
+    return {
+        "kind": "parity",
+        "device_type": "cpu",
+        "entry": SCRIPT,
+        "args": [mode],
+        "steps": 3,
+        "timeout_s": 600,
+        **fields,
+    }
+
+
+def result_of(events: list[dict]) -> dict:
+    assert events[-1]["type"] == "result"
+    return events[-1]
+
+
+def test_two_equal_sides_pass_with_every_layer_identical_and_equal_losses(tmp_path: Path) -> None:
+    code, stderr, events = run(spec(), tmp_path / "run")
+    assert code == 0, stderr
+    layers = by_type(events, "parity_layer")
+    assert layers, stderr
+    assert [layer["index"] for layer in layers] == list(range(len(layers)))
+    names = [layer["name"] for layer in layers]
+    # Forward and backward of each module, in execution order.
+    assert any("second" in name and "forward" in name for name in names)
+    assert any("backward" in name for name in names)
+    assert all(layer["broken"] == [] for layer in layers)
+    assert all(layer["cosine"] is None or layer["cosine"] > 0.9999 for layer in layers)
+    result = result_of(events)
+    assert result["status"] == "succeeded"
+    summary = result["summary"]
+    assert summary["broken_layers"] == 0
+    assert summary["first_divergent"] is None
+    assert summary["loss"]["steps"] == 3
+    assert summary["loss"]["max_rel_diff"] == 0
+    assert summary["mode"] == "tensor"
+    losses = {(m["key"], m["step"]) for m in by_type(events, "metric")}
+    assert {("parity_loss/a", 2), ("parity_loss/b", 2)} <= losses
+
+
+def test_noise_in_one_layer_names_it_first_divergent_with_the_scripts_call_site(
+    tmp_path: Path,
+) -> None:
+    code, _, events = run(spec("noise"), tmp_path / "run")
+    assert code == 1
+    result = result_of(events)
+    assert result["cause"] == "parity_diverged"
+    first = result["summary"]["first_divergent"]
+    assert ".second." in first["name"]
+    assert first["cosine"] < 0.99
+    # The stack is the script's own frames: the line that called the layer.
+    assert any("model_script.py" in frame and "self.second(x)" in frame for frame in first["stack"])
+    assert "first divergent layer" in result["reason"]
+    layers = by_type(events, "parity_layer")
+    # Nothing before it broke: it is the first in execution order.
+    position = next(i for i, layer in enumerate(layers) if layer["name"] == first["name"])
+    before = layers[:position]
+    assert all(not layer["broken"] for layer in before)
+    assert result["summary"]["loss"]["first_step_past_tolerance"] == 0
+
+
+def test_a_side_that_fails_gives_its_exception_as_the_reason(tmp_path: Path) -> None:
+    code, _, events = run(spec("fail"), tmp_path / "run")
+    assert code == 1
+    result = result_of(events)
+    assert result["cause"] == "parity_side_failed"
+    assert result["reason"] == "side b failed: RuntimeError: side b refuses on purpose"
+
+
+def test_layers_that_differ_in_shape_give_a_shape_result_not_a_crash(tmp_path: Path) -> None:
+    code, _, events = run(spec("shape"), tmp_path / "run")
+    assert code == 1
+    result = result_of(events)
+    assert result["cause"] == "parity_shape_mismatch", result
+    assert ".second." in result["summary"]["first_divergent"]["name"]
+    assert "shape" in result["reason"]
+
+
+def test_a_nan_in_side_bs_dump_is_reported_as_nan(tmp_path: Path) -> None:
+    code, _, events = run(spec("nan"), tmp_path / "run")
+    assert code == 1
+    result = result_of(events)
+    assert result["cause"] == "parity_diverged"
+    summary = result["summary"]
+    assert summary["nan_layers"] > 0
+    first = next(layer for layer in by_type(events, "parity_layer") if layer["broken"])
+    assert "nan" in first["broken"]
+    # The loss went NaN on side b only: past any tolerance from the first step.
+    assert summary["loss"]["first_step_past_tolerance"] == 0
+
+
+def test_a_dump_over_max_dump_mb_falls_back_to_statistics_only(tmp_path: Path) -> None:
+    code, stderr, events = run(
+        spec(max_dump_mb=1, level="L1"),
+        tmp_path / "run",
+    )
+    # A 1 MB limit is above this small model's dump: the builtin MLP of many layers is not.
+    assert code == 0, stderr
+    code, stderr, events = run(
+        {**spec(), "entry": "builtin:mlp", "args": [], "layers": 200, "max_dump_mb": 1},
+        tmp_path / "big",
+    )
+    assert code == 0, stderr
+    summary = result_of(events)["summary"]
+    assert summary["mode"] == "statistics"
+    assert summary["broken_layers"] == 0
+    logs = [e["line"] for e in by_type(events, "log")]
+    assert any("over max_dump_mb" in line for line in logs)
