@@ -37,6 +37,9 @@ from typing import Any, Iterator
 from workers.contract import script_env
 
 LOSS_FILE = "loss.jsonl"
+INT8_FILE = "int8.json"
+# The pass that runs the INT8 check, after sides a and b.
+INT8_SIDE = "int8"
 DUMP_DIR = "dump"
 DEFAULT_SEED = 0
 
@@ -189,3 +192,25 @@ def log_loss(step: int, loss: Any) -> None:
             )
             + "\n"
         )
+
+
+def int8_check(
+    model: Any,
+    calibration: list[Any],
+    evaluate: Any,
+    tolerance: float = 0.01,
+) -> dict[str, Any] | None:
+    """The INT8 check of a float32 ``model``: runs only in a parity run's ``int8`` pass
+    (``int8: true``), where it writes the report the runner reads; None elsewhere.
+
+    ``calibration``: a few input batches drawn with ``randn``/``randint`` or from the run's
+    data; ``evaluate(model)``: the task metric, higher is better (accuracy, or a negative
+    loss); ``tolerance``: how far below float32 the metric may fall."""
+    if side() != INT8_SIDE:
+        return None
+    from workers.parity.int8 import sensitivity
+
+    report = sensitivity(model, [batch.cpu() for batch in calibration], evaluate, tolerance)
+    with open(os.path.join(side_dir(), INT8_FILE), "w") as handle:
+        json.dump(report, handle)
+    return report

@@ -30,7 +30,7 @@ class ParityLayer(models.Model):
     # The thresholds it breaks (workers.kinds.parity.compare.BROKE_*); empty: none.
     broken = models.JSONField(default=list, blank=True)
     nan = models.BooleanField(default=False)
-    # The script's frames of its call site, innermost last.
+    # The script's frames of its call site, innermost first.
     stack = models.JSONField(default=list, blank=True)
 
     class Meta:

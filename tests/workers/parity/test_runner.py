@@ -38,7 +38,7 @@ def test_two_equal_sides_pass_with_every_layer_identical_and_equal_losses(tmp_pa
     assert [layer["index"] for layer in layers] == list(range(len(layers)))
     names = [layer["name"] for layer in layers]
     # Forward and backward of each module, in execution order.
-    assert any("second" in name and "forward" in name for name in names)
+    assert "Functional.linear.1.forward.input.0" in names
     assert any("backward" in name for name in names)
     assert all(layer["broken"] == [] for layer in layers)
     assert all(layer["cosine"] is None or layer["cosine"] > 0.9999 for layer in layers)
@@ -62,10 +62,12 @@ def test_noise_in_one_layer_names_it_first_divergent_with_the_scripts_call_site(
     result = result_of(events)
     assert result["cause"] == "parity_diverged"
     first = result["summary"]["first_divergent"]
-    assert ".second." in first["name"]
+    # The second linear layer's weight (its input 1) is where side b differs.
+    assert first["name"] == "Functional.linear.1.forward.input.1"
     assert first["cosine"] < 0.99
-    # The stack is the script's own frames: the line that called the layer.
-    assert any("model_script.py" in frame and "self.second(x)" in frame for frame in first["stack"])
+    # The stack is the script's own frames, innermost first: the line that called the layer.
+    assert "model_script.py" in first["stack"][0]
+    assert first["stack"][0].endswith("in forward: x = self.second(x)")
     assert "first divergent layer" in result["reason"]
     layers = by_type(events, "parity_layer")
     # Nothing before it broke: it is the first in execution order.
@@ -88,7 +90,7 @@ def test_layers_that_differ_in_shape_give_a_shape_result_not_a_crash(tmp_path: P
     assert code == 1
     result = result_of(events)
     assert result["cause"] == "parity_shape_mismatch", result
-    assert ".second." in result["summary"]["first_divergent"]["name"]
+    assert result["summary"]["first_divergent"]["name"].startswith("Functional.linear.1.")
     assert "shape" in result["reason"]
 
 

@@ -103,7 +103,8 @@ class SideField(Field):
     """A side of the comparison: an object of the keys of ``SIDE_FIELDS``."""
 
     def __init__(self, name: str, help: str) -> None:
-        super().__init__(name, "object", default={}, help=help)
+        defaults = {field.name: field.default for field in SIDE_FIELDS}
+        super().__init__(name, "object", default=defaults, help=help)
 
     def clean(self, value: Any) -> Any:
         if not isinstance(value, dict):
@@ -120,7 +121,7 @@ class SideField(Field):
             "type": "object",
             "properties": {field.name: field.json_schema() for field in SIDE_FIELDS},
             "additionalProperties": False,
-            "default": {},
+            "default": self.default,
             "description": self.help,
         }
 
@@ -184,6 +185,21 @@ FIELDS = [
         minimum=1,
         maximum=1024 * 1024,
         help="A side's tensor dump beyond this falls back to statistics only (no cosine).",
+    ),
+    Field(
+        "int8",
+        "boolean",
+        default=False,
+        help="Also the INT8 check: post-training INT8 on the CPU (the script calls "
+        "parity.int8_check), per-layer sensitivity, the layers to keep in float32.",
+    ),
+    Field(
+        "int8_tolerance",
+        "number",
+        default=0.01,
+        minimum=0,
+        maximum=1e9,
+        help="How far the task metric may fall below float32's under INT8.",
     ),
     Field("cosine_min", "number", default=0.0, minimum=0, maximum=1, help="0: 0.99."),
     Field(

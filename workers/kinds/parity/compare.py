@@ -21,7 +21,6 @@ MAX_ABS_ERR = "MaxAbsErr"
 MAX_REL_ERR = "MaxRelativeErr"
 ONE_THOUSANDTH = "One Thousandth Err Ratio"
 FIVE_THOUSANDTHS = "Five Thousandths Err Ratio"
-STACK = "NPU_Stack_Info"
 ERROR_MESSAGE = "Err_message"
 # Statistics-only rows (a dump beyond max_dump_mb): the statistics' differences.
 MAX_DIFF = "Max diff"
@@ -108,7 +107,7 @@ def judge(
 
 
 def script_frames(stack: Any, script: str = "") -> list[str]:
-    """The frames of a layer's stack that are the user's code, innermost last: those in
+    """The frames of a layer's stack that are the user's code, innermost first: those in
     ``script`` when it is named, else every frame outside the libraries."""
     if isinstance(stack, str):
         frames = [line.strip() for line in stack.splitlines() if line.strip()]
@@ -121,6 +120,16 @@ def script_frames(stack: Any, script: str = "") -> list[str]:
         if mine:
             return mine
     return [frame for frame in frames if not any(part in frame for part in _LIBRARY_PARTS)]
+
+
+def stack_of(stacks: dict[str, list[str]], name: str) -> list[str]:
+    """The call stack of a row (``Functional.linear.1.forward.input.1``): its call's
+    (``Functional.linear.1.forward``); a backward row has its forward call's."""
+    for marker in (".forward", ".backward"):
+        head, found, _ = name.partition(marker)
+        if found:
+            return stacks.get(head + found) or stacks.get(head + ".forward") or []
+    return stacks.get(name, [])
 
 
 def first_divergent(rows: Iterable[dict[str, Any]]) -> dict[str, Any] | None:

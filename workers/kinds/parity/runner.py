@@ -34,16 +34,17 @@ from workers.kinds.parity import (
 )
 from workers.kinds.parity.compare import (
     BROKE_SHAPE,
-    STACK,
+    stack_of,
     first_divergent,
     judge,
     loss_parity,
     script_frames,
 )
-from workers.parity import DUMP_DIR, LOSS_FILE
+from workers.parity import DUMP_DIR, INT8_FILE, INT8_SIDE, LOSS_FILE
 from workers.tracebacks import exception_line
 
 TENSOR, STATISTICS = "tensor", "statistics"
+INT8_PASS = {"device_type": "cpu", "dtype": "float32", "amp_level": "O0", "env": {}}
 STDERR_TAIL_CHARS = 64 * 1024
 # The loss series of each side, overlaid on the run page.
 LOSS_KEY = "parity_loss/{side}"
@@ -106,7 +107,25 @@ def run(ctx: RunContext) -> Outcome:
         rows = _compare(ctx, root, steps[0], steps[1], thresholds, task == STATISTICS)
     except CompareFailed as exc:
         return Outcome(exits.FAILED, str(exc), summary, NOT_COMPARABLE)
+    if spec["int8"]:
+        failed = _int8(ctx, root, summary)
+        if failed:
+            return Outcome(exits.FAILED, failed, summary, SIDE_FAILED)
     return _verdict(summary, first_divergent(rows), rows)
+
+
+def _int8(ctx: RunContext, root: str, summary: dict[str, Any]) -> str:
+    """The INT8 pass: the script once more, float32 on the CPU, where its
+    ``parity.int8_check`` writes the report; '' when it ran, else why not."""
+    failed = _run_side(ctx, root, INT8_SIDE, "")
+    if failed:
+        return f"the INT8 pass failed: {failed}"
+    path = os.path.join(root, INT8_SIDE, INT8_FILE)
+    if not os.path.exists(path):
+        return "the INT8 pass wrote no report: the script does not call parity.int8_check()"
+    with open(path) as handle:
+        summary["int8"] = json.load(handle)
+    return ""
 
 
 class CompareFailed(Exception):
@@ -116,7 +135,8 @@ class CompareFailed(Exception):
 def _run_side(ctx: RunContext, root: str, side: str, task: str) -> str:
     """Run the script as ``side``; '' when it exited 0, else why it failed."""
     spec = ctx.spec
-    values = spec[side]
+    # The INT8 pass is float32 on the CPU, whatever the sides are.
+    values = spec[side] if side in SIDES else INT8_PASS
     directory = os.path.join(root, side)
     shutil.rmtree(directory, ignore_errors=True)
     os.makedirs(directory)
@@ -215,16 +235,47 @@ def _compare(
             last = "msprobe (mindstudio-probe) is not installed in the run's interpreter"
         raise CompareFailed(f"msprobe compare failed: {last}")
     script = ctx.spec["entry"] if ctx.spec["entry"].endswith(".py") else ""
+    stacks = _stacks(step_b)
     rows = []
     for index, cells in enumerate(_csv_rows(found[0])):
         if index >= MAX_LAYERS:
             break
         row = judge(cells, thresholds, statistics)
         row["index"] = index
-        row["stack"] = script_frames(cells.get(STACK), os.path.basename(script))[-5:]
+        row["stack"] = script_frames(stack_of(stacks, row["name"]), os.path.basename(script))[:5]
         ctx.events.emit(LAYER, **{key: row[key] for key in ("index", *LAYER_FIELDS)})
         rows.append(row)
     return rows
+
+
+def _stacks(step: str) -> dict[str, list[str]]:
+    """Side b's call stacks by API or module call (msprobe's stack.json: id -> [[names],
+    [frames]]), each frame as ``path:line in function: code``."""
+    stacks: dict[str, list[str]] = {}
+    for path in glob.glob(os.path.join(step, "*", "stack.json")):
+        try:
+            with open(path) as handle:
+                found = json.load(handle)
+        except (OSError, ValueError):
+            continue
+        for entry in found.values() if isinstance(found, dict) else ():
+            if not (isinstance(entry, list) and len(entry) == 2):
+                continue
+            frames = [_frame(str(frame)) for frame in entry[1]]
+            for name in entry[0]:
+                stacks[str(name)] = frames
+    return stacks
+
+
+def _frame(text: str) -> str:
+    # "File PATH, line N, in FUNC, \n CODE"
+    head, _, code = text.partition("\n")
+    parts = [part.strip() for part in head.split(",")]
+    if len(parts) >= 3 and parts[0].startswith("File "):
+        line = parts[1].replace("line ", "")
+        function = parts[2].replace("in ", "")
+        return f"{parts[0][5:]}:{line} in {function}: {code.strip()}"
+    return text.strip()
 
 
 def _csv_rows(path: str) -> list[dict[str, Any]]:
@@ -258,6 +309,15 @@ def _verdict(
         return Outcome(
             exits.FAILED,
             f"first divergent layer: {first['name']} (breaks {', '.join(first['broken'])})",
+            summary,
+            DIVERGED,
+        )
+    int8 = summary.get("int8")
+    if int8 and int8.get("delta_kept") is not None and int8["delta_kept"] < -int8["tolerance"]:
+        return Outcome(
+            exits.FAILED,
+            f"INT8: the metric falls {-int8['delta_kept']:g} below float32's even with "
+            f"{len(int8['keep'])} layer(s) kept in float32",
             summary,
             DIVERGED,
         )
