@@ -37,6 +37,15 @@ def main() -> None:
         optimizer.step()
         optimizer.zero_grad()
         parity.log_loss(step, loss)
+    # The INT8 pass's task metric: the negative loss on held-out inputs.
+    held_in, held_out = parity.randn(4 * BATCH, WIDTH), parity.randn(4 * BATCH, 1)
+
+    def metric(candidate: object) -> float:
+        with torch.no_grad():
+            return -float(torch.nn.functional.mse_loss(candidate(held_in), held_out))
+
+    calibration = [parity.randn(BATCH, WIDTH) for _ in range(4)]
+    parity.int8_check(model, calibration, metric)
 
 
 if __name__ == "__main__":

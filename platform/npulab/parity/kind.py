@@ -5,11 +5,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from npulab.parity.reports import loss_chart, table
+from npulab.parity.reports import int8_bars, loss_chart, table
 from npulab.runs.kinds import Headline, Panel, RunKind
 from npulab.runs.models import Run
 
-HEADLINES = frozenset({"min_cosine", "broken_layers", "nan_layers", "loss_max_rel_diff"})
+HEADLINES = frozenset(
+    {
+        "min_cosine",
+        "broken_layers",
+        "nan_layers",
+        "loss_max_rel_diff",
+        "int8_delta",
+        "int8_delta_kept",
+    }
+)
 LOWER_IS_BETTER = frozenset({"broken_layers", "nan_layers", "loss_max_rel_diff"})
 
 
@@ -34,6 +43,10 @@ class ParityKind(RunKind):
             "broken_layers": summary.get("broken_layers"),
             "nan_layers": summary.get("nan_layers"),
             "loss_max_rel_diff": (summary.get("loss") or {}).get("max_rel_diff"),
+            # The task metric's change under INT8 (negative: worse), and with the layers
+            # the run names kept in float32.
+            "int8_delta": (summary.get("int8") or {}).get("delta"),
+            "int8_delta_kept": (summary.get("int8") or {}).get("delta_kept"),
         }
         return {
             key: Headline(float(value), lower_is_better=key in LOWER_IS_BETTER)
@@ -43,7 +56,7 @@ class ParityKind(RunKind):
 
 
 def parity_panel(run: Run) -> dict[str, Any]:
-    return {"parity": table(run), "parity_loss": loss_chart(run)}
+    return {"parity": table(run), "parity_loss": loss_chart(run), "parity_int8": int8_bars(run)}
 
 
 PARITY = ParityKind(

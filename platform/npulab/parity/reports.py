@@ -83,3 +83,32 @@ def loss_chart(run: Run) -> dict[str, Any] | None:
         "last_step": high_step,
         "points": {side: len(points) for side, points in curves.items()},
     }
+
+
+BAR_HEIGHT = 18
+
+
+def int8_bars(run: Run) -> dict[str, Any] | None:
+    """The INT8 check's per-layer metric change as horizontal bars (longer: more harmful);
+    None without the check."""
+    report = (run.result.get("summary") or {}).get("int8")
+    if not isinstance(report, dict) or not isinstance(report.get("layers"), list):
+        return None
+    layers = [layer for layer in report["layers"] if isinstance(layer, dict)]
+    deltas = [abs(layer.get("delta") or 0.0) for layer in layers]
+    widest = max(deltas, default=0.0) or 1.0
+    keep = set(report.get("keep") or [])
+    bars = [
+        {
+            "name": layer.get("name", ""),
+            "delta": layer.get("delta"),
+            "cosine": layer.get("cosine"),
+            "max_abs_err": layer.get("max_abs_err"),
+            "width": round(300 * abs(layer.get("delta") or 0.0) / widest, 1),
+            "y": index * BAR_HEIGHT,
+            "text_y": index * BAR_HEIGHT + 13,
+            "kept": layer.get("name") in keep,
+        }
+        for index, layer in enumerate(layers)
+    ]
+    return {"report": report, "bars": bars, "height": len(bars) * BAR_HEIGHT}

@@ -41,17 +41,18 @@ BUILTIN_MLP = "builtin:mlp"
 _MODULE_ENTRY = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 
 # npulab's thresholds by the compared dtype (the less precise of the two sides):
-# (max_rel_err upper bound, one-thousandth-ratio lower bound). The cosine bound is the
-# same for all. msprobe's MaxRelativeErr is the largest |b - a| / |a| of any element, so
-# near-zero elements make it large even for close tensors: its bounds are loose and the
+# (max_rel_err upper bound, one-thousandth-ratio lower bound); the cosine bound is the same
+# for all. msprobe's MaxRelativeErr is the largest |b - a| / |a| of any element, so an
+# element near zero makes it large even in a tensor that matches (cosine 0.99998 with a
+# max relative error of 1800 in bfloat16): its bounds catch gross errors only. The
 # thousandth ratio (the share of elements within 0.1 % relative error) is the strict test
-# for float32. Half precisions keep ~3 (float16) and ~2 (bfloat16) decimal digits, so for
-# them the ratio is bounded loosely. docs/parity.md explains them; the spec overrides each.
+# for float32; float16 rounds at ~0.05 % and bfloat16 at ~0.4 %, so for them it is loose
+# or unbounded and the cosine decides. docs/parity.md has them; the spec overrides each.
 COSINE_MIN = 0.99
 DTYPE_THRESHOLDS = {
-    "float32": (1e-2, 0.99),
-    "float16": (1.0, 0.5),
-    "bfloat16": (4.0, 0.2),
+    "float32": (1.0, 0.99),
+    "float16": (1e3, 0.2),
+    "bfloat16": (1e4, 0.0),
 }
 # Loss-curve parity: the largest |loss_b - loss_a| / |loss_a| of one step allowed.
 LOSS_RTOL = {"float32": 1e-4, "float16": 1e-2, "bfloat16": 2e-2}

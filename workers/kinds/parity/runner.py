@@ -34,11 +34,11 @@ from workers.kinds.parity import (
 )
 from workers.kinds.parity.compare import (
     BROKE_SHAPE,
-    stack_of,
     first_divergent,
     judge,
     loss_parity,
     script_frames,
+    stack_of,
 )
 from workers.parity import DUMP_DIR, INT8_FILE, INT8_SIDE, LOSS_FILE
 from workers.tracebacks import exception_line
