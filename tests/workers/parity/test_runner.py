@@ -76,6 +76,36 @@ def test_noise_in_one_layer_names_it_first_divergent_with_the_scripts_call_site(
     assert all(not layer["broken"] for layer in before)
     assert result["summary"]["loss"]["first_step_past_tolerance"] == 0
 
+    # The same dumps compared again, with no script run: the same first divergent layer.
+    dumps = tmp_path / "run" / "parity"
+    again = {
+        "kind": "parity",
+        "device_type": "cpu",
+        "dump_a": str(dumps / "a" / "dump" / "step0"),
+        "dump_b": str(dumps / "b" / "dump" / "step0"),
+    }
+    code, _, events = run(again, tmp_path / "again")
+    assert code == 1
+    result = result_of(events)
+    assert result["cause"] == "parity_diverged"
+    assert result["summary"]["first_divergent"]["name"] == first["name"]
+    assert result["summary"]["mode"] == "tensor"
+    assert not [e for e in by_type(events, "log") if "parity: side" in e["line"]]
+
+
+def test_dumps_must_come_in_pairs_and_exist(tmp_path: Path) -> None:
+    code, stderr, _ = run({"kind": "parity", "device_type": "cpu", "dump_a": "/x"}, tmp_path / "r")
+    assert code == 2
+    assert "dump_b" in stderr
+    code, _, events = run(
+        {"kind": "parity", "device_type": "cpu", "dump_a": "/nowhere/a", "dump_b": "/nowhere/b"},
+        tmp_path / "s",
+    )
+    assert code == 1
+    result = result_of(events)
+    assert result["cause"] == "parity_not_comparable"
+    assert result["reason"] == "dump_a: /nowhere/a is no directory on this host"
+
 
 def test_a_side_that_fails_gives_its_exception_as_the_reason(tmp_path: Path) -> None:
     code, _, events = run(spec("fail"), tmp_path / "run")

@@ -20,7 +20,13 @@ from workers.contract.devices import DEVICE_TYPES
 from workers.contract.events import EventType
 from workers.contract.exits import Cause
 from workers.contract.kinds import Kind
-from workers.contract.spec import Field, SpecError, clean_fields, common_fields
+from workers.contract.spec import (
+    Field,
+    SpecError,
+    clean_fields,
+    common_fields,
+    host_path_problem,
+)
 
 PARITY = "parity"
 SIDES = ("a", "b")
@@ -142,6 +148,10 @@ def side_thresholds(spec: dict[str, Any]) -> dict[str, float]:
 
 def check_spec(spec: dict[str, Any]) -> dict[str, str]:
     errors = {}
+    if bool(spec["dump_a"]) != bool(spec["dump_b"]):
+        errors["dump_b" if spec["dump_a"] else "dump_a"] = "give both dumps, or neither"
+    if not spec["entry"] and not spec["dump_a"]:
+        errors["entry"] = "this field is required (or dump_a and dump_b)"
     for side in SIDES:
         values = spec[side]
         if values["amp_level"] != "O0" and values["dtype"] == "float32":
@@ -154,11 +164,21 @@ FIELDS = [
     Field(
         "entry",
         "string",
-        check=_check_entry,
+        default="",
+        check=lambda entry: _check_entry(entry) if entry else None,
         help=f"The model script (path/to/script.py or package.module:function), or "
         f"{BUILTIN_MLP} (an MLP of `layers` linear layers).",
     ),
     Field("args", "strings", default=[], help="Arguments for the script."),
+    Field(
+        "dump_a",
+        "string",
+        default="",
+        check=host_path_problem,
+        help="Parity of dumps that exist (no script runs): side A's msprobe step folder "
+        "on the host (.../dump/step0 of an earlier parity run, or a dump taken by hand).",
+    ),
+    Field("dump_b", "string", default="", check=host_path_problem, help="Side B's, with dump_a."),
     SideField("a", "Side A, the reference: device_type, dtype, amp_level, env."),
     SideField("b", "Side B, compared with A: device_type, dtype, amp_level, env."),
     Field("seed", "integer", default=0, minimum=0, maximum=2**31 - 1),

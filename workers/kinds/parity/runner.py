@@ -70,6 +70,8 @@ def run(ctx: RunContext) -> Outcome:
     spec = ctx.spec
     thresholds = side_thresholds(spec)
     root = os.path.join(ctx.run_dir, "parity")
+    if spec["dump_a"]:
+        return _existing(ctx, root, thresholds)
     task = TENSOR
     for side in SIDES:
         failed = _run_side(ctx, root, side, task)
@@ -126,6 +128,35 @@ def _int8(ctx: RunContext, root: str, summary: dict[str, Any]) -> str:
     with open(path) as handle:
         summary["int8"] = json.load(handle)
     return ""
+
+
+def _existing(ctx: RunContext, root: str, thresholds: dict[str, float]) -> Outcome:
+    """Parity of two dumps that exist: the same comparison, no script run."""
+    steps = [os.path.join(ctx.run_dir, ctx.spec[f"dump_{side}"]) for side in SIDES]
+    summary: dict[str, Any] = {"mode": "existing dumps", "thresholds": thresholds}
+    summary["loss"] = loss_parity({}, {}, thresholds["loss_rtol"])
+    for side, step in zip(SIDES, steps):
+        if not os.path.isdir(step):
+            reason = f"dump_{side}: {step} is no directory on this host"
+            return Outcome(exits.FAILED, reason, summary, NOT_COMPARABLE)
+    statistics = _summary_only(steps[0]) or _summary_only(steps[1])
+    summary["mode"] = STATISTICS if statistics else TENSOR
+    try:
+        rows = _compare(ctx, root, steps[0], steps[1], thresholds, statistics)
+    except CompareFailed as exc:
+        return Outcome(exits.FAILED, str(exc), summary, NOT_COMPARABLE)
+    return _verdict(summary, first_divergent(rows), rows)
+
+
+def _summary_only(step: str) -> bool:
+    """Whether a dump holds statistics only (msprobe's dump.json says its task)."""
+    for path in glob.glob(os.path.join(step, "*", "dump.json")):
+        try:
+            with open(path) as handle:
+                return json.load(handle).get("task") == STATISTICS
+        except (OSError, ValueError):
+            return False
+    return False
 
 
 class CompareFailed(Exception):
