@@ -4,7 +4,6 @@ from django.urls import include, path
 
 from npulab.accounts.api.views import ApiTokenViewSet
 from npulab.core.converters import IdRouter
-from npulab.parity.api.views import ParityView
 from npulab.coverage.api.views import CoverageCompareView, CoverageSummaryView, OpResultListView
 from npulab.health.api.views import (
     AuditEntryListView,
@@ -14,6 +13,7 @@ from npulab.health.api.views import (
     HostUndrainView,
 )
 from npulab.hosts.api.views import HostViewSet
+from npulab.parity.api.views import LossParityView, ParityView
 from npulab.profiles.api.timeline import ProfileTimelineView
 from npulab.profiles.api.views import (
     ProfileDetailView,
@@ -84,6 +84,7 @@ urlpatterns = [
         name="run-coverage-compare",
     ),
     path("runs/<id:run_id>/parity/", ParityView.as_view(), name="run-parity"),
+    path("runs/<id:run_id>/parity/loss/", LossParityView.as_view(), name="run-parity-loss"),
     path("hosts/<name:name>/history/", HostHistoryView.as_view(), name="host-history"),
     path("hosts/<name:name>/health/", HostHealthView.as_view(), name="host-health"),
     path("hosts/<name:name>/drain/", HostDrainView.as_view(), name="host-drain"),

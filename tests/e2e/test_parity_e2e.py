@@ -70,6 +70,19 @@ def test_float32_against_bfloat16_passes_and_is_paged_exported_and_shown(
     strict = npulab(platform, tmp_path, "parity", str(run_id), "--cosine-min", "0.9999999")
     assert strict.returncode == exits.CLI_JOB_FAILED, strict.stdout + strict.stderr
     assert "first divergent" in strict.stdout
+    # Loss-curve parity of runs that exist: a run's own curve against itself is equal.
+    same = npulab(
+        platform,
+        tmp_path,
+        "parity",
+        str(run_id),
+        "--against",
+        str(run_id),
+        "--key",
+        "parity_loss/b",
+    )
+    assert same.returncode == exits.CLI_SUCCEEDED, same.stdout + same.stderr
+    assert "4 common steps" in same.stdout
 
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
     platform.log_in(page)

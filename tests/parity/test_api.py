@@ -151,3 +151,29 @@ def test_the_upgrade_review_compares_parity_and_int8_per_stack(cpu_host, documen
     assert deltas["int8_delta"]["worse"]
     assert "int8_delta_kept" in deltas
     assert "loss_max_rel_diff" in deltas
+
+
+def metric(step: int, value: float) -> dict:
+    return {"type": "metric", "time": 100.0 + step, "key": "loss", "step": step, "value": value}
+
+
+def test_loss_parity_of_two_existing_runs_of_any_kind(api: Any, owner: Any) -> None:
+    side_a = stability_run(status="running", submitted_by=owner)
+    side_b = parity_run(status="running", submitted_by=owner)
+    ingest(side_a, [metric(step, 1.0 / (step + 1)) for step in range(5)])
+    ingest(
+        side_b, [metric(step, 1.0 / (step + 1) * (1.2 if step >= 3 else 1.0)) for step in range(6)]
+    )
+    url = f"/api/v1/runs/{side_b.pk}/parity/loss/"
+    found = api.get(url, {"against": side_a.pk, "rtol": "0.1"}).json()
+    assert found["steps"] == 5
+    assert found["max_rel_diff"] == pytest.approx(0.2)
+    assert found["first_step_past_tolerance"] == 3
+    assert (found["only_a"], found["only_b"]) == (0, 1)
+    assert (
+        api.get(url, {"against": side_a.pk, "rtol": "0.5"}).json()["first_step_past_tolerance"]
+        is None
+    )
+    assert api.get(url, {"against": "x"}).status_code == 400
+    assert api.get(url, {"against": side_a.pk, "rtol": "-1"}).status_code == 400
+    assert api.get(url, {"against": 999999}).status_code == 404

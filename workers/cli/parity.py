@@ -61,6 +61,16 @@ def rejudge(
 @click.option(
     "--thousandth-ratio-min", type=click.FloatRange(0, 1), help="Re-judge: 1‰ ratio at least."
 )
+@click.option(
+    "--against",
+    type=int,
+    metavar="RUN",
+    help="Loss-curve parity of RUN (side B) against this run (side A), of any kind.",
+)
+@click.option("--key", default="loss", show_default=True, help="With --against: the metric.")
+@click.option(
+    "--rtol", type=click.FloatRange(0), default=1e-4, show_default=True, help="With --against."
+)
 @json_option
 @click.pass_context
 @handled
@@ -70,9 +80,16 @@ def parity(
     cosine_min: float | None,
     max_rel_err: float | None,
     thousandth_ratio_min: float | None,
+    against: int | None,
+    key: str,
+    rtol: float,
 ) -> int:
-    """A parity run's first divergent layer and loss parity; exit 1 when a threshold breaks."""
+    """A parity run's first divergent layer and loss parity; exit 1 when a threshold breaks.
+
+    With --against, the loss curves of two runs that exist, with no new run."""
     state = state_of(ctx)
+    if against is not None:
+        return _loss_gate(state, run_id, against, key, rtol)
     result = state.client.get(f"runs/{run_id}/parity/", limit=1)
     summary = result.get("summary") or {}
     first = result.get("first_divergent")
@@ -117,3 +134,20 @@ def parity(
             )
         )
     return code
+
+
+def _loss_gate(state: Any, run_id: int, against: int, key: str, rtol: float) -> int:
+    found = state.client.get(f"runs/{run_id}/parity/loss/", against=against, key=key, rtol=rtol)
+    past = found.get("first_step_past_tolerance")
+    broken = past is not None or not found.get("steps")
+    if state.json:
+        output.emit_json(dict(found, broken=broken))
+    else:
+        verdict = output.styled("BROKEN" if broken else "OK", "red" if broken else "green", True)
+        click.echo(f"{key}: run #{run_id} against run #{against}: {verdict}")
+        click.echo(
+            f"  {found.get('steps')} common steps, largest relative difference "
+            f"{found.get('max_rel_diff')}"
+            + (f", past {rtol:g} from step {past}" if past is not None else "")
+        )
+    return exits.CLI_JOB_FAILED if broken else exits.CLI_SUCCEEDED

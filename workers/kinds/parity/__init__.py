@@ -13,6 +13,7 @@ Python 3.8: the platform imports this to validate submissions.
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
 
@@ -83,6 +84,34 @@ def _check_entry(entry: str) -> str | None:
     if _MODULE_ENTRY.match(entry):
         return None
     return f"a script path ending in .py, package.module:function or {BUILTIN_MLP}"
+
+
+def loss_parity(
+    losses_a: dict[int, float | None], losses_b: dict[int, float | None], rtol: float
+) -> dict[str, Any]:
+    """The steps both sides logged: the largest relative difference and the first step past
+    ``rtol``. A step whose loss is not finite on one side only is past any tolerance."""
+    steps = sorted(losses_a.keys() & losses_b.keys())
+    largest, first_past = 0.0, None
+    for step in steps:
+        a, b = losses_a[step], losses_b[step]
+        if a is None and b is None:
+            diff = 0.0
+        elif a is None or b is None:
+            diff = math.inf
+        else:
+            diff = abs(b - a) / max(abs(a), 1e-12) if a != b else 0.0
+        largest = max(largest, diff)
+        if diff > rtol and first_past is None:
+            first_past = step
+    return {
+        "steps": len(steps),
+        "max_rel_diff": largest if math.isfinite(largest) else None,
+        "first_step_past_tolerance": first_past,
+        "tolerance": rtol,
+        "only_a": len(losses_a.keys() - losses_b.keys()),
+        "only_b": len(losses_b.keys() - losses_a.keys()),
+    }
 
 
 SIDE_FIELDS = [

@@ -30,13 +30,13 @@ from workers.kinds.parity import (
     SHAPE_MISMATCH,
     SIDE_FAILED,
     SIDES,
+    loss_parity,
     side_thresholds,
 )
 from workers.kinds.parity.compare import (
     BROKE_SHAPE,
     first_divergent,
     judge,
-    loss_parity,
     script_frames,
     stack_of,
 )

@@ -3,13 +3,14 @@ paged, or every layer as CSV or in msprobe's xlsx layout (``format``)."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from django.http import HttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
-from rest_framework import renderers
-from rest_framework.exceptions import NotFound
+from rest_framework import renderers, serializers
+from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -21,8 +22,12 @@ from npulab.parity.exports import as_csv, as_xlsx
 from npulab.parity.reports import first_divergent, layers
 from npulab.runs.access import run_for
 from npulab.runs.models import Run
+from npulab.series.owners import Owner
+from npulab.series.reads import series
 from workers.kinds.parity import KIND as PARITY_KIND
+from workers.kinds.parity import LOSS_RTOL, loss_parity
 
+DEFAULT_RTOL = LOSS_RTOL["float32"]
 XLSX = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"
 
 
@@ -116,3 +121,54 @@ class ParityView(APIView):
                 "layers": ParityLayerSerializer(page, many=True).data,
             }
         )
+
+
+class LossParitySerializer(serializers.Serializer):
+    run = serializers.IntegerField(help_text="Side B.")
+    against = serializers.IntegerField(help_text="Side A.")
+    key = serializers.CharField()
+    steps = serializers.IntegerField(help_text="Steps both runs logged.")
+    max_rel_diff = serializers.FloatField(
+        allow_null=True, help_text="The largest |b - a| / |a| of a step; null: infinite."
+    )
+    first_step_past_tolerance = serializers.IntegerField(allow_null=True)
+    tolerance = serializers.FloatField()
+    only_a = serializers.IntegerField()
+    only_b = serializers.IntegerField()
+
+
+def _curve(run: Run, key: str) -> dict[int, float | None]:
+    rows = series(Owner.of_run(run.pk), key)["points"]
+    return {int(step): value if math.isfinite(value) else None for step, value in rows}
+
+
+class LossParityView(APIView):
+    renderer_classes = [FastJSONRenderer]
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("against", int, required=True, description="Side A's run."),
+            OpenApiParameter("key", str, description="The metric both logged (default loss)."),
+            OpenApiParameter(
+                "rtol", float, description=f"Tolerance of a step (default {DEFAULT_RTOL})."
+            ),
+        ],
+        responses={200: LossParitySerializer, 400: ErrorSerializer, 404: ErrorSerializer},
+    )
+    def get(self, request: Request, run_id: int) -> Response:
+        """Loss-curve parity of two runs that exist, of any kind, with no new run: this run
+        (side B) against `against` (side A), step by step on the metric `key`."""
+        run = run_for(request.user, run_id)
+        raw = request.query_params.get("against", "")
+        if not (raw.isascii() and raw.isdigit()):
+            raise ValidationError({"against": ["the id of side A's run"]})
+        against = run_for(request.user, int(raw))
+        key = request.query_params.get("key", "loss")
+        try:
+            rtol = float(request.query_params.get("rtol", DEFAULT_RTOL))
+        except ValueError:
+            rtol = -1.0
+        if not (math.isfinite(rtol) and rtol >= 0):
+            raise ValidationError({"rtol": ["a number of 0 or more"]})
+        found = loss_parity(_curve(against, key), _curve(run, key), rtol)
+        return Response({"run": run.pk, "against": against.pk, "key": key, **found})
