@@ -143,6 +143,8 @@ class SideField(Field):
         super().__init__(name, "object", default=defaults, help=help)
 
     def clean(self, value: Any) -> Any:
+        if value is None:  # an empty box of the submit form: the defaults
+            value = {}
         if not isinstance(value, dict):
             raise ValueError("must be an object with " + ", ".join(SIDE_KEYS))
         try:
