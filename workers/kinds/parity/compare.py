@@ -123,13 +123,17 @@ def script_frames(stack: Any, script: str = "") -> list[str]:
 
 
 def stack_of(stacks: dict[str, list[str]], name: str) -> list[str]:
-    """The call stack of a row (``Functional.linear.1.forward.input.1``): its call's
-    (``Functional.linear.1.forward``); a backward row has its forward call's."""
-    for marker in (".forward", ".backward"):
-        head, found, _ = name.partition(marker)
-        if found:
-            return stacks.get(head + found) or stacks.get(head + ".forward") or []
-    return stacks.get(name, [])
+    """The call stack of a row: its call's, the longest prefix of its name that msprobe
+    has a stack for (``Functional.linear.1.forward`` of ``...forward.input.1``,
+    ``Module.second.Linear.forward.0`` of ``...forward.0.parameters.weight``); a backward
+    row has its forward call's."""
+    parts = name.split(".")
+    for count in range(len(parts), 0, -1):
+        key = ".".join(parts[:count])
+        for candidate in (key, key.replace(".backward", ".forward")):
+            if candidate in stacks:
+                return stacks[candidate]
+    return []
 
 
 def first_divergent(rows: Iterable[dict[str, Any]]) -> dict[str, Any] | None:
