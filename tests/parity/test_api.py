@@ -177,3 +177,34 @@ def test_loss_parity_of_two_existing_runs_of_any_kind(api: Any, owner: Any) -> N
     assert api.get(url, {"against": "x"}).status_code == 400
     assert api.get(url, {"against": side_a.pk, "rtol": "-1"}).status_code == 400
     assert api.get(url, {"against": 999999}).status_code == 404
+
+
+def test_the_run_page_draws_int8_sensitivity_as_bars(client: Any, owner: Any) -> None:
+    int8 = {
+        "method": "torch.ao FX post-training static INT8",
+        "fp32_metric": 0.9,
+        "int8_metric": 0.7,
+        "delta": -0.2,
+        "tolerance": 0.01,
+        "keep": ["layer2"],
+        "delta_kept": -0.005,
+        "layers": [
+            {
+                "name": "layer1",
+                "cosine": 0.999,
+                "max_abs_err": 0.01,
+                "metric": 0.89,
+                "delta": -0.01,
+            },
+            {"name": "layer2", "cosine": 0.9, "max_abs_err": 0.5, "metric": 0.7, "delta": -0.2},
+        ],
+    }
+    run = parity_run(submitted_by=owner, summary={"layers": 0, "int8": int8})
+    client.force_login(owner)
+    page = client.get(f"/runs/{run.pk}/").content.decode()
+    bars = page[page.index('id="parity-int8-bars"') :]
+    assert bars.count("<rect") == 2
+    assert 'data-layer="layer2" data-kept="1"' in bars
+    # The most harmful layer has the longest bar.
+    assert 'width="300.0"' in bars
+    assert "keeping <b>layer2</b> in float32" in page

@@ -120,7 +120,7 @@ SIDE_FIELDS = [
         "string",
         default="",
         choices=("", *DEVICE_TYPES),
-        help="The side's device type; empty: the run's.",
+        help="The side's device type: the run's (empty) or cpu (a CPU reference).",
     ),
     Field("dtype", "string", default="float32", choices=DTYPES, help="The model's dtype."),
     Field(
@@ -185,7 +185,13 @@ def check_spec(spec: dict[str, Any]) -> dict[str, str]:
         errors["entry"] = "this field is required (or dump_a and dump_b)"
     for side in SIDES:
         values = spec[side]
-        if values["amp_level"] != "O0" and values["dtype"] == "float32":
+        # The run leases devices of its own device_type; the CPU needs no lease.
+        if values["device_type"] not in ("", "cpu", spec["device_type"]):
+            errors[side] = (
+                f"device_type {values['device_type']}: a side runs on the run's device type "
+                f"({spec['device_type']}) or the CPU"
+            )
+        elif values["amp_level"] != "O0" and values["dtype"] == "float32":
             errors[side] = "amp_level O1/O2 autocasts to dtype: give float16 or bfloat16"
     return errors
 
