@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -97,6 +99,20 @@ def test_a_side_on_a_device_the_run_does_not_lease_is_refused(tmp_path: Path) ->
     code, stderr, _ = run(spec(b={"device_type": "npu"}), tmp_path / "r")
     assert code == 2
     assert "a side runs on the run's device type (cpu) or the CPU" in stderr
+
+
+def test_an_interpreter_without_msprobe_is_told_before_any_side_runs(tmp_path: Path) -> None:
+    # The venv's base interpreter: the same Python, without the venv's packages.
+    base = Path(sys.base_prefix) / "bin" / "python3"
+    probe = subprocess.run([str(base), "-c", "import msprobe"], capture_output=True, check=False)
+    if probe.returncode == 0:
+        pytest.skip(f"{base} has msprobe")
+    code, _, events = run(spec(), tmp_path / "run", python=str(base))
+    assert code == 1
+    result = result_of(events)
+    assert result["cause"] == "parity_not_comparable"
+    assert result["reason"].startswith("msprobe is not installed in the run's interpreter")
+    assert not [e for e in by_type(events, "log") if "parity: side" in e.get("line", "")]
 
 
 def test_dumps_must_come_in_pairs_and_exist(tmp_path: Path) -> None:

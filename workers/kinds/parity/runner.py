@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import csv
 import glob
+import importlib.util
 import json
 import os
 import shutil
@@ -70,6 +71,14 @@ def run(ctx: RunContext) -> Outcome:
     spec = ctx.spec
     thresholds = side_thresholds(spec)
     root = os.path.join(ctx.run_dir, "parity")
+    if importlib.util.find_spec("msprobe") is None:
+        # Checked first: a side would only fail at its dump, after its work.
+        return Outcome(
+            exits.FAILED,
+            "msprobe is not installed in the run's interpreter "
+            f"({sys.executable}): pip install 'mindstudio-probe>=26.2'",
+            cause=NOT_COMPARABLE,
+        )
     if spec["dump_a"]:
         return _existing(ctx, root, thresholds)
     task = TENSOR
