@@ -9,6 +9,8 @@ PY := $(VENV)/bin/python
 # version keeps pip from resolving a newer (multi-GB CUDA) build.
 TORCH ?= torch==2.13.0
 PORT ?= 8000
+# Local CPU host workers `make run` starts (HOSTS=2: runs across hosts on one machine).
+HOSTS ?= 1
 PYTEST_ARGS ?=
 # One pytest process per core (pytest-xdist); a test module stays in one process, so its
 # module-scoped stacks start once. TEST_WORKERS=0 runs everything in this process.
@@ -48,7 +50,7 @@ var/secret_key:
 	umask 077 && $(PY) -c "import secrets; print(secrets.token_urlsafe(50))" > $@
 
 run: $(VENV)/.run-deps var/secret_key
-	$(PY) manage.py standalone --port $(PORT)
+	$(PY) manage.py standalone --port $(PORT) --hosts $(HOSTS)
 
 test: $(VENV)/.test-deps
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --ignore=$(FUZZ_TESTS) $(PYTEST_ARGS)

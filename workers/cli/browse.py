@@ -73,7 +73,7 @@ def runs_list(
     rows = [
         dict(
             run,
-            devices=f"{run.get('devices')}×{run.get('device_type')}",
+            devices=run.get("shape") or f"{run.get('devices')}×{run.get('device_type')}",
             created=str(run.get("created") or "")[:19].replace("T", " "),
             duration=output.duration(run.get("duration_s")),
         )
@@ -114,7 +114,7 @@ def runs_show(ctx: click.Context, run_id: int, junit_path: str | None, log_lines
                 ("kind", run.get("kind")),
                 ("status", output.status(run.get("status"))),
                 ("host", run.get("host")),
-                ("devices", f"{run.get('devices')}×{run.get('device_type')}"),
+                ("devices", run.get("shape") or f"{run.get('devices')}×{run.get('device_type')}"),
                 ("attempt", run.get("attempt")),
                 ("submitted by", run.get("submitted_by")),
                 ("created", run.get("created")),

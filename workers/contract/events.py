@@ -24,6 +24,7 @@ MAX_LINE_CHARS = 16384
 LOG, METRIC, STEP, HEARTBEAT = "log", "metric", "step", "heartbeat"
 # A step began; its ``step`` event follows when it ends (the live page's "running: <step>").
 STEP_STARTED = "step_started"
+# ``checkpoint`` is declared by the checkpoints capability (workers.contract.capabilities).
 CHECKPOINT, ARTIFACT, RESULT = "checkpoint", "artifact", "result"
 
 # The ``kind`` of an artifact event that announces a profiler trace (docs/profiles.md), and
@@ -148,17 +149,6 @@ CORE_EVENT_TYPES = {
             "a step began; its step event follows when it ends",
         ),
         EventType(HEARTBEAT, help="the runner is alive"),
-        EventType(
-            CHECKPOINT,
-            {
-                "step": ("integer",),
-                "path": ("string",),
-                "bytes": ("integer",),
-                "sha256": ("string",),
-            },
-            ("step", "bytes", "sha256"),
-            "a checkpoint written on the host",
-        ),
         EventType(
             ARTIFACT,
             {

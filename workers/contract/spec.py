@@ -13,6 +13,8 @@ import re
 from typing import Any, Callable
 
 from workers.contract.devices import DEVICE_TYPES, MAX_DEVICES, VISIBLE_DEVICES_ENV
+from workers.contract.gang import HOSTS, MAX_HOSTS
+from workers.contract.gang import RESERVED_ENV as GANG_ENV
 
 # Keys of a submission that say where and how a run is queued, not what it
 # does. The API reads them; the runner ignores them, so one file serves both.
@@ -21,7 +23,9 @@ SUBMISSION_FIELDS = ("project", "host", "labels", "name", "tags", "priority", "w
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # Set by npulab from the spec and the device lease; a spec's env may not override them.
 _RESERVED_ENV = re.compile(
-    "^(NPULAB_.*|" + "|".join(sorted(name for name in VISIBLE_DEVICES_ENV.values() if name)) + ")$"
+    "^(NPULAB_.*|"
+    + "|".join(sorted([name for name in VISIBLE_DEVICES_ENV.values() if name] + list(GANG_ENV)))
+    + ")$"
 )
 _NO_DEFAULT = object()
 
@@ -238,7 +242,7 @@ def common_fields(default_timeout_s: int) -> list[Field]:
             default=1,
             minimum=1,
             maximum=MAX_DEVICES,
-            help="Devices the run leases on one host.",
+            help="Devices the run leases on each host.",
         ),
         Field(
             "timeout_s",
@@ -336,6 +340,19 @@ def profile_field() -> Field:
         help="Profile a window of the training loop: {wait, warmup, active, repeat} steps "
         "(torch.profiler.schedule), record_shapes, with_stack, profile_memory; on an NPU also "
         "level (Level0-2) and aic_metrics. Empty: no profiling.",
+    )
+
+
+def hosts_field() -> Field:
+    """The ``hosts`` key of a kind whose runs may span hosts (training, collectives)."""
+    return Field(
+        HOSTS,
+        "integer",
+        default=1,
+        minimum=1,
+        maximum=MAX_HOSTS,
+        help="Hosts the run spans, each with `devices` devices (one rank per device); "
+        "all are leased together.",
     )
 
 

@@ -108,6 +108,8 @@ def store_events(run: Run, events: list[Any], now: datetime) -> dict[str, Any] |
     secrets = _secret_values(run)
     declared = contract_kinds.event_types()
     owners = contract_kinds.event_type_owners()
+    needs = contract_kinds.event_type_capabilities()
+    run_kind = contract_kinds.get(run.kind)
     batch = Batch(run, now)
     rows: list[RunEvent] = []
     result = None
@@ -148,6 +150,12 @@ def store_events(run: Run, events: list[Any], now: datetime) -> dict[str, Any] |
         owner = owners.get(kind) if declaration else None
         if owner is not None and owner != run.kind:
             problem = f"{kind} events belong to {owner} runs, not to a {run.kind} run"
+        capability = needs.get(kind) if declaration else None
+        if capability is not None and not (run_kind and run_kind.can(capability)):
+            problem = (
+                f"{kind} events belong to runs of kinds with the {capability} capability, "
+                f"which {run.kind} runs do not have"
+            )
         if problem:
             rows.append(_malformed(run, raw, problem, now))
             continue

@@ -14,9 +14,10 @@ from django.utils import timezone
 from npulab.core.sql import table_name
 from npulab.hosts.models import Host
 from npulab.projects.models import Project
+from npulab.runs import capabilities
 from npulab.runs.access import visible_runs
 from npulab.runs.kinds import get as get_kind
-from npulab.runs.models import Checkpoint, Run, RunAttempt, RunEvent
+from npulab.runs.models import Run, RunAttempt, RunEvent
 from npulab.series import reads
 from npulab.series.models import MetricSeries
 from npulab.snapshots.diff import version_changes
@@ -136,25 +137,17 @@ def cancel_warning(run: Run, now: datetime | None = None) -> str:
     asked = f"Cancel run #{run.pk}?"
     if run.started_at is None:
         return f"{asked} It has not started: nothing is lost."
-    newest = (
-        Checkpoint.objects.filter(
-            run=run, status__in=(Checkpoint.Status.ON_HOST, Checkpoint.Status.STORED)
-        )
-        .order_by("-step")
-        .first()
-    )
-    if newest is not None:
-        since = _duration(now - newest.created)
-        return (
-            f"{asked} The {since} of work since the checkpoint of step {newest.step} will be "
-            "lost; a restart goes on from that checkpoint."
-        )
+    for capability in capabilities.of(run):
+        kept = capability.cancel_warning(run, now)
+        if kept:
+            return f"{asked} {kept}"
     attempt = run.attempts.filter(number=run.attempt).values_list("started_at", flat=True).first()
-    elapsed = _duration(now - (attempt or run.started_at))
+    elapsed = duration_text(now - (attempt or run.started_at))
     return f"{asked} Its {elapsed} of work will be lost: it has no checkpoint to go on from."
 
 
-def _duration(delta: Any) -> str:
+def duration_text(delta: Any) -> str:
+    """A duration as a person reads it: 1 h 5 min, 3 min 2 s, 40 s."""
     seconds = max(0, int(delta.total_seconds()))
     hours, rest = divmod(seconds, 3600)
     minutes, seconds = divmod(rest, 60)

@@ -267,3 +267,14 @@ class FakePlatform:
     def download_checkpoint(self, run_id: int, step: int, destination: str) -> None:
         self._enter("download_checkpoint", run_id, step, destination)
         raise PlatformRejected(404, {"detail": "the fake platform stores no checkpoints"})
+
+
+def checkpoint_steps(forwarder: Any) -> list[int]:
+    """The steps of the checkpoint events a forwarder (made with ``acted_on=(CHECKPOINT,)``)
+    says the platform acknowledged since the last call: what the checkpoints capability
+    uploads."""
+    return [
+        event["step"]
+        for event in forwarder.take_acknowledged()
+        if event.get("type") == "checkpoint" and isinstance(event.get("step"), int)
+    ]

@@ -20,7 +20,8 @@ from npulab.runs.models import Run, RunEvent
 from npulab.runs.scheduler import place_queued_runs
 from npulab.runs.services import do_submit_run
 from tests.runs.test_attempts import started
-from workers.contract.events import EVENTS_FILE, RUNNER
+from tests.workers.host.fakes import checkpoint_steps
+from workers.contract.events import CHECKPOINT, EVENTS_FILE, RUNNER
 from workers.events import EventWriter
 from workers.host.client import PlatformClient, PlatformUnavailable
 from workers.host.forwarder import Forwarder, RunGone, max_batch_events
@@ -124,7 +125,9 @@ def test_every_event_is_stored_once_through_failures_of_every_kind(
     with open(path, "ab") as handle:
         handle.write(b"a line that is no JSON, with a NUL \x00\n")
     first_part = path.stat().st_size
-    fw = Forwarder(client, run.pk, run.attempt, str(tmp_path), max_events=10_000)
+    fw = Forwarder(
+        client, run.pk, run.attempt, str(tmp_path), max_events=10_000, acted_on=(CHECKPOINT,)
+    )
 
     proxy.faults.extend(["5xx", "lost"])
     for _ in range(2):
@@ -138,7 +141,7 @@ def test_every_event_is_stored_once_through_failures_of_every_kind(
     writer.close()
     assert fw.pump() is True
     assert fw.offset == first_part
-    assert fw.take_checkpoints() == [299]  # acknowledged through the resync
+    assert checkpoint_steps(fw) == [299]  # acknowledged through the resync
 
     proxy.faults.extend(["timeout", "down", "down"])
     fw.drain()

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from tests.waiting import wait_until
-from tests.workers.host.fakes import FakePlatform
-from workers.contract.events import EVENTS_FILE, RUNNER
+from tests.workers.host.fakes import FakePlatform, checkpoint_steps
+from workers.contract.events import CHECKPOINT, EVENTS_FILE, RUNNER
 from workers.events import EventWriter, iter_events
 from workers.host.client import PlatformUnavailable
 from workers.host.forwarder import Forwarder
@@ -22,7 +22,7 @@ RUN, ATTEMPT = 7, 1
 
 def forwarder(platform: FakePlatform, run_dir: Path, **options: Any) -> Forwarder:
     options.setdefault("poll_s", 60.0)
-    return Forwarder(platform, RUN, ATTEMPT, str(run_dir), **options)
+    return Forwarder(platform, RUN, ATTEMPT, str(run_dir), acted_on=(CHECKPOINT,), **options)
 
 
 class Streaming:
@@ -204,7 +204,7 @@ def test_the_lines_arrive_byte_identical_and_each_becomes_one_event(
         '{"no": "type"}',
     ]
     # A metric keyed "checkpoint" is read, and is no checkpoint.
-    assert fw.take_checkpoints() == []
+    assert checkpoint_steps(fw) == []
 
 
 def test_a_line_longer_than_a_batch_goes_cut_in_the_json_form(
@@ -243,4 +243,4 @@ def test_a_platform_without_the_lines_form_gets_json_and_every_event_once(
     assert platform.count("send_lines") == 1  # asked once, then JSON
     assert platform.received[RUN] == b""
     assert platform.stored_events(RUN) == list(iter_events(str(tmp_path / EVENTS_FILE)))
-    assert fw.take_checkpoints() == [100]
+    assert checkpoint_steps(fw) == [100]

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from workers.contract.capabilities import PROFILING
 from workers.contract.kinds import Kind
-from workers.contract.spec import Field, common_fields, profile_field
+from workers.contract.spec import Field, common_fields
 
 KIND = Kind(
     "smoke",
@@ -28,6 +29,6 @@ KIND = Kind(
             help="Steps of the Conv2d + LayerNorm + Adam training loop.",
         ),
         Field("seed", "integer", default=0, minimum=0, maximum=2**31 - 1),
-        profile_field(),
     ],
+    capabilities=(PROFILING,),
 )
