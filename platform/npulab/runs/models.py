@@ -134,6 +134,11 @@ class Run(models.Model):
     exit_reason = models.TextField(blank=True)
     exit_code = models.IntegerField(null=True, blank=True)
     result = models.JSONField(default=dict, blank=True, help_text="The runner's result event.")
+    # Why it failed, in Ascend's codes (docs/diagnosis.md): the supervisor's diagnosis
+    # event; the category is a column of its own for the run list's filter.
+    diagnosis = models.JSONField(null=True, blank=True)
+    diagnosis_category = models.CharField(max_length=32, blank=True, db_index=True)
+    findings = models.JSONField(default=list, blank=True)
     events_offset = models.BigIntegerField(
         default=0, help_text="Bytes of this attempt's events.jsonl stored so far."
     )
@@ -308,48 +313,6 @@ class RunAttempt(models.Model):
     @property
     def duration(self) -> timedelta:
         return (self.finished_at or timezone.now()) - self.started_at
-
-
-class Checkpoint(models.Model):
-    """A checkpoint a training run wrote: on its host, and stored here once uploaded."""
-
-    class Status(models.TextChoices):
-        ON_HOST = "on_host", "On the host"
-        STORED = "stored", "Stored"
-        DAMAGED = "damaged", "Damaged"
-        DELETED = "deleted", "Deleted"
-
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="checkpoints")
-    attempt = models.PositiveIntegerField()
-    step = models.BigIntegerField()
-    bytes = models.BigIntegerField()
-    sha256 = models.CharField(max_length=64)
-    host_path = models.CharField(max_length=1000, help_text="Where the host wrote it.")
-    status = models.CharField(max_length=8, choices=Status.choices, default=Status.ON_HOST)
-    status_reason = models.CharField(max_length=500, blank=True)
-    pinned = models.BooleanField(default=False, help_text="Kept whatever the retention says.")
-    # The stored file, in the artifact store; the artifact's own row says
-    # whether it is stored, damaged or deleted.
-    artifact = models.ForeignKey(
-        "artifacts.Artifact",
-        on_delete=models.SET_NULL,
-        null=True,
-        blank=True,
-        related_name="+",
-        help_text="The uploaded file in the artifact store.",
-    )
-    created = models.DateTimeField(auto_now_add=True)
-    updated = models.DateTimeField(auto_now=True)
-
-    class Meta:
-        ordering = ["-step"]
-        constraints = [
-            # A step saved again by a later attempt replaces the earlier one.
-            models.UniqueConstraint(fields=["run", "step"], name="one_checkpoint_per_step")
-        ]
-
-    def __str__(self) -> str:
-        return f"run {self.run_id} step {self.step}"
 
 
 class RunEvent(models.Model):

@@ -28,12 +28,11 @@ from npulab.health.services import record_infrastructure_failure
 from npulab.hosts.models import HOST_NAME_PATTERN, Host
 from npulab.projects.models import Membership, Project, default_project, role_at_least
 from npulab.projects.selectors import needs_role, role_in
-from npulab.runs import gangs
-from npulab.runs.checkpoints import pinned_steps
+from npulab.runs import capabilities, gangs
 from npulab.runs.dispatch import place_submitted, request_placement, send_execute
 from npulab.runs.events import store_events
 from npulab.runs.kinds import get as get_kind
-from npulab.runs.models import Checkpoint, DeviceLease, Placement, Run, RunAttempt
+from npulab.runs.models import DeviceLease, Placement, Run, RunAttempt
 from npulab.runs.placement import (
     FAILURES_BEFORE_AVOIDING,
     hosts_left,
@@ -43,6 +42,7 @@ from npulab.runs.placement import (
 )
 from npulab.snapshots.models import Snapshot
 from workers.contract import exits, kinds
+from workers.contract.diagnosis import HOST_BLAMES, USER_CODE
 from workers.contract.gang import HOSTS
 from workers.contract.spec import SpecError, split_submission, text_problem
 
@@ -94,6 +94,10 @@ def do_submit_run(user: AbstractBaseUser | None, document: Any, idempotency_key:
     project = _submission_project(user, submission.get("project"), errors)
     if errors:
         raise SubmissionInvalid(errors)
+    # What the spec itself needs of a host (a MindSpore run: a host with MindSpore).
+    needed = kinds.get(spec["kind"]).host_labels(spec)
+    if needed:
+        queueing["labels"] = list(dict.fromkeys([*queueing.get("labels", []), *needed]))
     run = Run(
         kind=spec["kind"],
         project=project,
@@ -305,6 +309,10 @@ def do_claim_run(host: Host, run_id: int, attempt: int) -> Run:
     """The host worker takes a dispatched run: it is running from now."""
     run = _locked_run_of(host, run_id, attempt)
     placement = _placement(run, host)
+    # The claim's answer carries the spec with its secret env values: only to a host of a
+    # pool the run's project may use, whatever placed it here (the host moved meanwhile).
+    if not run.project.pools.filter(pk=host.pool_id).exists():
+        raise Conflict(f"host {host.name} is in no pool of run {run_id}'s project")
     now = timezone.now()
     # A gang's first claim starts the run; each of its other hosts claims its own share once.
     later_share = (
@@ -385,7 +393,10 @@ def _ack(run: Run, offset: int) -> dict[str, Any]:
     A gang's hosts stop as soon as one of its placements failed.
     """
     cancel = run.cancel_requested or (run.hosts > 1 and gangs.stop_asked(run))
-    return {"ack": offset, "cancel": cancel, "pinned": pinned_steps(run)}
+    reply = {"ack": offset, "cancel": cancel}
+    for capability in capabilities.of(run):
+        reply.update(capability.acknowledgement(run))
+    return reply
 
 
 def _ingest_other_node(
@@ -591,7 +602,10 @@ def sweep_runs(now: datetime | None = None, heard_since: datetime | None = None)
     ).values_list("pk", flat=True)
     silent_s = limits["RUN_HEARTBEAT_TIMEOUT_S"]
     cutoff = now - timedelta(seconds=silent_s)
-    silent = Run.objects.filter(status=Run.Status.RUNNING, last_heartbeat__lt=cutoff)
+    # A run an outside MLflow client logs (npulab.mlflow) has no host to fall silent.
+    silent = Run.objects.filter(
+        status=Run.Status.RUNNING, last_heartbeat__lt=cutoff, host__isnull=False
+    )
     if heard_since is not None and heard_since > cutoff:
         silent = silent.none()
     silent = silent.values_list("pk", "host__name")
@@ -768,23 +782,28 @@ def _end_attempt(
     )
     blamed = failed_host or run.host
     host = blamed.name if blamed else "?"
-    # The host uploads an attempt's checkpoints before it reports the end: one still only
-    # on the host will not come (gone from it, or refused); it ends here, with the reason.
-    # A later upload of it (the same host sending what it left) stores it after all.
-    Checkpoint.objects.filter(run=run, status=Checkpoint.Status.ON_HOST).update(
-        status=Checkpoint.Status.DELETED,
-        status_reason=f"not uploaded from {host} before attempt {run.attempt} ended",
-        updated=now,
-    )
+    for capability in capabilities.of(run):
+        capability.on_attempt_end(run, now)
     max_restarts = get_kind(run.kind).max_restarts(run)
     restarted = False
     declared = kinds.cause(cause)
-    if declared and declared.infrastructure and declared.blames_host and blamed is not None:
+    # The diagnosis says whose failure it was (docs/diagnosis.md): the host's hardware or
+    # network counts against the host and is retried elsewhere; the user's code is not retried.
+    blame = (run.diagnosis or {}).get("blame") if status == Run.Status.FAILED else None
+    host_blamed = blame in HOST_BLAMES
+    if blamed is not None and (
+        host_blamed or (declared and declared.infrastructure and declared.blames_host)
+    ):
         # The host's health counts these (K within a window make it unhealthy).
         record_infrastructure_failure(blamed, run.pk, cause, now)
-    if status in (Run.Status.FAILED, Run.Status.LOST) and declared and declared.restartable:
+    if (
+        status in (Run.Status.FAILED, Run.Status.LOST)
+        and declared
+        and (declared.restartable or host_blamed)
+        and blame != USER_CODE
+    ):
         run.failed_hosts = dict(run.failed_hosts, **{host: run.failed_hosts.get(host, 0) + 1})
-        if declared.blames_host:
+        if declared.blames_host or host_blamed:
             run.host_faults = dict(run.host_faults, **{host: run.host_faults.get(host, 0) + 1})
         if run.restarts < max_restarts and hosts_left(run):
             run.restarts += 1
@@ -792,7 +811,7 @@ def _end_attempt(
             _requeue_as_new_attempt(run, now)
             run.queue_reason = (
                 f"attempt {ended} ended on {host} ({cause}: {reason}); "
-                f"restart {run.restarts} of {max_restarts} resumes from the last stored checkpoint"
+                f"restart {run.restarts} of {max_restarts}{_resumes(run)}"
             )
             restarted = True
         elif run.restarts < max_restarts:
@@ -808,6 +827,13 @@ def _end_attempt(
     _release(run)
     if not restarted:
         _finished(run)
+
+
+def _resumes(run: Run) -> str:
+    """How a restart goes on: from what a capability kept (a stored checkpoint), or anew."""
+    if any(capability.resumable(run) for capability in capabilities.of(run)):
+        return " resumes from what it kept"
+    return ""
 
 
 def _requeue_as_new_attempt(run: Run, now: datetime) -> None:
@@ -826,7 +852,8 @@ def _requeue_as_new_attempt(run: Run, now: datetime) -> None:
 
 @transaction.atomic
 def do_restart_run(run_id: int, user: AbstractBaseUser) -> Run:
-    """Start an ended run again as a new attempt; a training run resumes from its checkpoint."""
+    """Start an ended run again as a new attempt (which resumes from what its capabilities
+    kept: a training run's checkpoint)."""
     run = Run.objects.select_for_update().get(pk=run_id)
     if run.status not in Run.RESTARTABLE:
         raise Conflict(
