@@ -150,7 +150,7 @@ def test_every_attempt_stored_before_placements_becomes_one_placement_on_its_hos
     restored,
 ) -> None:
     old = migrate(*BEFORE_PLACEMENTS)
-    project = old.get_model("projects", "Project").objects.first()
+    project = old.get_model("projects", "Project").objects.create(slug="gangs", name="Gangs")
     host = old.get_model("hosts", "Host").objects.create(name="npu-07", device_type="npu")
     run_model = old.get_model("runs", "Run")
     ended = run_model.objects.create(
