@@ -65,7 +65,9 @@ def test_standalone_with_two_hosts_runs_a_training_run_across_both(tmp_path: Pat
             "the run across both hosts to end",
         )
         run = platform.api.get(url, timeout=30).json()
-        assert run["status"] == "succeeded", (run, platform.text[-4000:])
+        if run["status"] != "succeeded":
+            reasons = [(a["host"], a["exit_cause"], a["exit_reason"]) for a in run["attempts"]]
+            pytest.fail(f"{reasons}\n{run['placements']}\n{platform.text[-3000:]}")
         assert run["shape"] == "2 × 1 cpu"
         placements = run["placements"]
         assert sorted(p["host"] for p in placements) == ["local", "local-2"]
