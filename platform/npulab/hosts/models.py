@@ -37,7 +37,16 @@ class Host(models.Model):
     device_type = models.CharField(max_length=8, choices=DeviceType.choices, default=DeviceType.CPU)
     device_count = models.PositiveIntegerField(default=0)
     devices = models.JSONField(default=list, blank=True, help_text="As the worker reported them.")
+    # Set by an operator (host_token --labels, the admin): placement trusts these only.
     labels = models.JSONField(default=list, blank=True)
+    # What the host's worker says of itself (NPULAB_LABELS): shown, never trusted.
+    reported_labels = models.JSONField(default=list, blank=True)
+    # The device type and count an operator accepted, or the host's own snapshot backed.
+    accepted_device_type = models.CharField(max_length=8, blank=True)
+    accepted_device_count = models.PositiveIntegerField(null=True, blank=True)
+    # Why the registered device type or count waits for an operator ("" when it does not):
+    # until accepted, no run is placed here.
+    devices_unverified = models.CharField(max_length=200, blank=True)
     enabled = models.BooleanField(
         default=True, help_text="No new runs are placed on a disabled host."
     )

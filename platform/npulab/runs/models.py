@@ -134,6 +134,11 @@ class Run(models.Model):
     exit_reason = models.TextField(blank=True)
     exit_code = models.IntegerField(null=True, blank=True)
     result = models.JSONField(default=dict, blank=True, help_text="The runner's result event.")
+    # Why it failed, in Ascend's codes (docs/diagnosis.md): the supervisor's diagnosis
+    # event; the category is a column of its own for the run list's filter.
+    diagnosis = models.JSONField(null=True, blank=True)
+    diagnosis_category = models.CharField(max_length=32, blank=True, db_index=True)
+    findings = models.JSONField(default=list, blank=True)
     events_offset = models.BigIntegerField(
         default=0, help_text="Bytes of this attempt's events.jsonl stored so far."
     )

@@ -207,6 +207,8 @@ class Capacity:
         """Why this host is out of the question for the run whatever its load, or ""."""
         if not self.host.enabled:
             return "is disabled"
+        if self.host.devices_unverified:
+            return self.host.devices_unverified
         if not self.alive:
             return "is offline"
         return health_block(self.host) or unsuited(run, self.host)

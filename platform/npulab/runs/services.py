@@ -42,6 +42,7 @@ from npulab.runs.placement import (
 )
 from npulab.snapshots.models import Snapshot
 from workers.contract import exits, kinds
+from workers.contract.diagnosis import HOST_BLAMES, USER_CODE
 from workers.contract.gang import HOSTS
 from workers.contract.spec import SpecError, split_submission, text_problem
 
@@ -93,6 +94,10 @@ def do_submit_run(user: AbstractBaseUser | None, document: Any, idempotency_key:
     project = _submission_project(user, submission.get("project"), errors)
     if errors:
         raise SubmissionInvalid(errors)
+    # What the spec itself needs of a host (a MindSpore run: a host with MindSpore).
+    needed = kinds.get(spec["kind"]).host_labels(spec)
+    if needed:
+        queueing["labels"] = list(dict.fromkeys([*queueing.get("labels", []), *needed]))
     run = Run(
         kind=spec["kind"],
         project=project,
@@ -304,6 +309,10 @@ def do_claim_run(host: Host, run_id: int, attempt: int) -> Run:
     """The host worker takes a dispatched run: it is running from now."""
     run = _locked_run_of(host, run_id, attempt)
     placement = _placement(run, host)
+    # The claim's answer carries the spec with its secret env values: only to a host of a
+    # pool the run's project may use, whatever placed it here (the host moved meanwhile).
+    if not run.project.pools.filter(pk=host.pool_id).exists():
+        raise Conflict(f"host {host.name} is in no pool of run {run_id}'s project")
     now = timezone.now()
     # A gang's first claim starts the run; each of its other hosts claims its own share once.
     later_share = (
@@ -588,7 +597,10 @@ def sweep_runs(now: datetime | None = None, heard_since: datetime | None = None)
     ).values_list("pk", flat=True)
     silent_s = limits["RUN_HEARTBEAT_TIMEOUT_S"]
     cutoff = now - timedelta(seconds=silent_s)
-    silent = Run.objects.filter(status=Run.Status.RUNNING, last_heartbeat__lt=cutoff)
+    # A run an outside MLflow client logs (npulab.mlflow) has no host to fall silent.
+    silent = Run.objects.filter(
+        status=Run.Status.RUNNING, last_heartbeat__lt=cutoff, host__isnull=False
+    )
     if heard_since is not None and heard_since > cutoff:
         silent = silent.none()
     silent = silent.values_list("pk", "host__name")
@@ -769,12 +781,23 @@ def _end_attempt(
     max_restarts = get_kind(run.kind).max_restarts(run)
     restarted = False
     declared = kinds.cause(cause)
-    if declared and declared.infrastructure and declared.blames_host and blamed is not None:
+    # The diagnosis says whose failure it was (docs/diagnosis.md): the host's hardware or
+    # network counts against the host and is retried elsewhere; the user's code is not retried.
+    blame = (run.diagnosis or {}).get("blame") if status == Run.Status.FAILED else None
+    host_blamed = blame in HOST_BLAMES
+    if blamed is not None and (
+        host_blamed or (declared and declared.infrastructure and declared.blames_host)
+    ):
         # The host's health counts these (K within a window make it unhealthy).
         record_infrastructure_failure(blamed, run.pk, cause, now)
-    if status in (Run.Status.FAILED, Run.Status.LOST) and declared and declared.restartable:
+    if (
+        status in (Run.Status.FAILED, Run.Status.LOST)
+        and declared
+        and (declared.restartable or host_blamed)
+        and blame != USER_CODE
+    ):
         run.failed_hosts = dict(run.failed_hosts, **{host: run.failed_hosts.get(host, 0) + 1})
-        if declared.blames_host:
+        if declared.blames_host or host_blamed:
             run.host_faults = dict(run.host_faults, **{host: run.host_faults.get(host, 0) + 1})
         if run.restarts < max_restarts and hosts_left(run):
             run.restarts += 1

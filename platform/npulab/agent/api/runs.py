@@ -11,6 +11,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from npulab.agent.api.base import AgentAPIView, valid
+from npulab.agent.api.blocks import BLOCKS_FORM, EventBlocksParser
 from npulab.agent.api.lines import LINES_FORM, LINES_PARAMETERS, EventLinesParser
 from npulab.agent.api.serializers import (
     AttemptSerializer,
@@ -23,6 +24,7 @@ from npulab.core.api import ErrorSerializer, FastJSONParser
 from npulab.runs import capabilities
 from npulab.runs.gangs import gang_of
 from npulab.runs.services import do_claim_run, do_finish_run, do_ingest_events
+from workers.contract.blocks import BLOCKS
 from workers.contract.events import NDJSON
 
 
@@ -49,13 +51,15 @@ class ClaimView(AgentAPIView):
 
 
 class EventsView(AgentAPIView):
-    # The JSON form, or the file's own lines with the offsets in the query (docs/events.md).
-    parser_classes = [FastJSONParser, EventLinesParser]
+    # The JSON form, or the file's own lines, or those with their metrics packed, the offsets
+    # in the query (docs/events.md).
+    parser_classes = [FastJSONParser, EventLinesParser, EventBlocksParser]
 
     @extend_schema(
         request={
             "application/json": EventBatchSerializer,
             NDJSON: {"type": "string", "description": LINES_FORM},
+            BLOCKS: {"type": "string", "format": "binary", "description": BLOCKS_FORM},
         },
         parameters=LINES_PARAMETERS,
         responses={200: EventAckSerializer, 409: ErrorSerializer},

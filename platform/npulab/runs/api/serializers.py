@@ -7,7 +7,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from npulab.runs.models import Placement, Run, RunAttempt, RunEvent
-from npulab.runs.selectors import progress, steps
+from npulab.runs.selectors import logged_parameters, progress, steps
 from workers.contract import kinds
 
 # Every cause the contract and the kinds declare; a kind's new cause adds to the enum.
@@ -75,6 +75,14 @@ class RunSerializer(serializers.ModelSerializer):
     shape = serializers.CharField(
         read_only=True, help_text='Hosts × devices each, as the run list shows it: "2 × 8 npu".'
     )
+    diagnosis = serializers.SerializerMethodField(
+        help_text="Why the run failed, in Ascend's codes (docs/diagnosis.md): category, codes, "
+        "line, fix, blame, rule, evidence [{file, line_no, text}], findings; null for a run "
+        "that succeeded or that nothing explains."
+    )
+    findings = serializers.JSONField(
+        read_only=True, help_text="Training-health findings (NaN loss, loss spike ...)."
+    )
 
     class Meta:
         model = Run
@@ -114,11 +122,17 @@ class RunSerializer(serializers.ModelSerializer):
             "exit_reason",
             "exit_code",
             "infrastructure_failure",
+            "diagnosis",
+            "findings",
             "result",
             "progress",
             "spec",
         ]
         read_only_fields = fields
+
+    @extend_schema_field({"type": "object", "nullable": True})
+    def get_diagnosis(self, run: Run) -> dict[str, Any] | None:
+        return _diagnosis(run)
 
     @extend_schema_field(ProgressSerializer(allow_null=True))
     def get_progress(self, run: Run) -> dict[str, Any] | None:
@@ -172,6 +186,10 @@ class RunAttemptSerializer(serializers.ModelSerializer):
         return attempt.infrastructure_failure
 
 
+def _diagnosis(run: Run) -> dict[str, Any] | None:
+    return run.diagnosis if run.status != Run.Status.SUCCEEDED else None
+
+
 class PlacementSerializer(serializers.ModelSerializer):
     """One host's share of the current attempt."""
 
@@ -220,10 +238,31 @@ class RunDetailSerializer(RunSerializer):
     placements = serializers.SerializerMethodField()
     steps = serializers.SerializerMethodField()
     attempts = serializers.SerializerMethodField()
+    params = serializers.SerializerMethodField(
+        help_text="The parameters the script logged (MLflow's log_param), by name."
+    )
+    logged_tags = serializers.SerializerMethodField(
+        help_text="The tags the script set (MLflow's set_tag), by name."
+    )
 
     class Meta(RunSerializer.Meta):
-        fields = [*RunSerializer.Meta.fields, "steps", "attempts", "placements"]
+        fields = [
+            *RunSerializer.Meta.fields,
+            "steps",
+            "attempts",
+            "placements",
+            "params",
+            "logged_tags",
+        ]
         read_only_fields = fields
+
+    @extend_schema_field({"type": "object", "additionalProperties": {"type": "string"}})
+    def get_params(self, run: Run) -> dict[str, str]:
+        return logged_parameters(run)[0]
+
+    @extend_schema_field({"type": "object", "additionalProperties": {"type": "string"}})
+    def get_logged_tags(self, run: Run) -> dict[str, str]:
+        return logged_parameters(run)[1]
 
     def get_fields(self) -> dict[str, serializers.Field]:
         fields = super().get_fields()

@@ -52,6 +52,7 @@ class Command(BaseCommand):
             raise CommandError("--hosts must be at least 1")
         var_dir: Path = settings.VAR_DIR
         var_dir.mkdir(parents=True, exist_ok=True)
+        keep_private(var_dir)
         self._print_lock = threading.Lock()
         logs = stack.LogRouter(var_dir / "log", self._print)
         self._stopping = threading.Event()
@@ -168,6 +169,20 @@ class Command(BaseCommand):
         with self._print_lock:
             sys.stdout.write("\n".join(lines) + "\n")
             sys.stdout.flush()
+
+
+def keep_private(var_dir: Path) -> None:
+    """What the stack writes under ``var/`` (database, secret key, tokens, artifacts, logs)
+    is readable by its own user only, and so is what an earlier start left there.
+
+    The run user may be let through ``var/`` to reach its run directory (``make run`` as
+    root on a host without the sandbox): it must find nothing else it can open.
+    """
+    os.umask(0o077)
+    var_dir.chmod(var_dir.stat().st_mode & ~0o077)
+    for entry in var_dir.iterdir():
+        if not entry.is_symlink():
+            entry.chmod(entry.stat().st_mode & ~0o077)
 
 
 def _record(line: str) -> str:
