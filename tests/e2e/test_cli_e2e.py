@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from junitparser import JUnitXml
 
-from tests.e2e.platform import HOST, Platform, free_port
+from harness.stack import HOST, Platform, free_port
 from workers.contract import exits
 
 pytestmark = pytest.mark.e2e

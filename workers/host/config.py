@@ -7,6 +7,7 @@ import os
 import sys
 from typing import Mapping, Sequence
 
+from workers.contract import script_env
 from workers.contract.devices import DEVICE_TYPES
 from workers.contract.telemetry import DEFAULT_INTERVAL_S, DEFAULT_SEND_S
 from workers.host.runenv import DEFAULT_ALLOW, parse_allow
@@ -76,8 +77,9 @@ class HostConfig:
             default=env.get("NPULAB_RUN_PYTHON", sys.executable),
             help="interpreter that executes runs whose spec names none",
         )
+        # The variable a run's processes read their device type from names the host's too.
         parser.add_argument(
-            "--device-type", choices=DEVICE_TYPES, default=env.get("NPULAB_DEVICE_TYPE")
+            "--device-type", choices=DEVICE_TYPES, default=env.get(script_env.DEVICE_TYPE)
         )
         parser.add_argument(
             "--devices",
