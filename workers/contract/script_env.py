@@ -28,3 +28,13 @@ KILL_GRACE_S = "NPULAB_KILL_GRACE_S"
 OWNER_LOCK_FD = "NPULAB_OWNER_LOCK_FD"
 # The profiling window run.profile_step() records, as JSON; "null": none.
 PROFILE = "NPULAB_PROFILE"
+# Set by the training runner for a script's own checkpoint files (the spec's checkpoint_dir),
+# and, on resume, the file restored there for the script to load.
+CHECKPOINT_FILES = "NPULAB_CHECKPOINT_FILES"
+RESUME_CHECKPOINT = "NPULAB_RESUME_CHECKPOINT"
+# The run's framework, and a MindSpore run's settings (workers.training.ms_settings).
+FRAMEWORK = "NPULAB_FRAMEWORK"
+MS_MODE = "NPULAB_MS_MODE"
+MS_DEVICE_TARGET = "NPULAB_MS_DEVICE_TARGET"
+MS_AMP_LEVEL = "NPULAB_MS_AMP_LEVEL"
+MS_LOSS_SCALE_MANAGER = "NPULAB_MS_LOSS_SCALE_MANAGER"

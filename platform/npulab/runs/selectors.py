@@ -22,6 +22,7 @@ from npulab.series import reads
 from npulab.series.models import MetricSeries
 from npulab.snapshots.diff import version_changes
 from npulab.snapshots.models import Snapshot
+from workers.contract.capture import PARAM, TAG, TRACK
 from workers.contract.events import LOG, STEP
 
 LOG_TAIL_LINES = 200
@@ -46,9 +47,40 @@ def steps(run: Run) -> list[RunEvent]:
 
 
 def metric_keys(run: Run) -> list[str]:
-    """The run's metric names in the order its charts are drawn: losses first, then by name."""
-    names = MetricSeries.objects.filter(run=run).values_list("key", flat=True)
-    return sorted(names, key=lambda key: ("loss" not in key.rsplit("/", 1)[-1].lower(), key))
+    """The run's metric names in the order its charts are drawn: losses first, then by name.
+
+    A series of another source than ``track`` is named ``key (source)`` (``loss (stdout)``),
+    as the charts' script reads it back (npulab/charts.js), so one key from two sources is
+    two charts.
+    """
+    names = MetricSeries.objects.filter(run=run).values_list("key", "source")
+    ordered = sorted(
+        names,
+        key=lambda row: ("loss" not in row[0].rsplit("/", 1)[-1].lower(), row[0], row[1]),
+    )
+    return [series_label(key, source) for key, source in ordered]
+
+
+def logged_parameters(run: Run) -> tuple[dict[str, str], dict[str, str]]:
+    """The params and tags the run's script logged (MLflow's ``log_param``, ``set_tag``), the
+    last value of each key; a deleted tag is gone."""
+    params: dict[str, str] = {}
+    tags: dict[str, str] = {}
+    rows = RunEvent.objects.filter(run=run, type__in=(PARAM, TAG)).order_by("id")
+    for kind, data in rows.values_list("type", "data"):
+        key, value = str(data.get("key", "")), str(data.get("value", ""))
+        if kind == PARAM:
+            params[key] = value
+        elif data.get("deleted"):
+            tags.pop(key, None)
+        else:
+            tags[key] = value
+    return dict(sorted(params.items())), dict(sorted(tags.items()))
+
+
+def series_label(key: str, source: str) -> str:
+    """How pages name a run's series: its key, with its source unless it is ``track``."""
+    return key if source == TRACK else f"{key} ({source})"
 
 
 @dataclass

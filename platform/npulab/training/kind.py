@@ -4,13 +4,16 @@ checkpoints and resume are the checkpoints capability's: npulab.checkpoints)."""
 from __future__ import annotations
 
 import statistics
+from typing import Any
 
 import numpy as np
 
-from npulab.runs.kinds import Headline, RunKind
+from npulab.runs.kinds import Headline, HeadlinePanel, RunKind
+from npulab.runs.metric_stats import metric_stats
 from npulab.runs.models import Run
 from npulab.series import reads
 from npulab.series.owners import Owner
+from workers.contract.frameworks import PYTORCH
 
 # The series workers.training's jobs (and workers.track users) log.
 LOSS, THROUGHPUT = "loss", "samples_per_s"
@@ -31,6 +34,9 @@ class TrainingKind(RunKind):
             parts.append(f"{spec['max_steps']} steps")
         if run.devices > 1:
             parts.append(f"{run.devices} devices")
+        if spec.get("framework", PYTORCH) != PYTORCH:
+            # Another framework, mode or precision level is another job.
+            parts.append(f"{spec['framework']} {spec.get('mode')} {spec.get('amp_level')}")
         return " · ".join(parts)
 
     def headlines(self, run: Run) -> dict[str, Headline]:
@@ -73,10 +79,15 @@ def seconds_to_loss(run_id: int, threshold: float) -> float | None:
     return max(0.0, (points["time"][reached[0]] - points["time"][0]).item())
 
 
+def headline_panel(run: Run) -> dict[str, Any]:
+    return {"metric_stats": metric_stats(run)}
+
+
 TRAINING = TrainingKind(
     "training",
     shows_attempts=True,
     total_steps_field="max_steps",
+    headline=HeadlinePanel("training/partials/headline.html", headline_panel, draws_metrics=True),
     headline_keys=frozenset({"loss_first", "loss_last"}),
     lower_is_better=frozenset({"loss_first", "loss_last"}),
 )

@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('hosts', '0003_host_pool'),
+        ('hosts', '0005_merge'),
         ('projects', '0002_default_pool_and_project'),
     ]
 
