@@ -56,7 +56,7 @@ $(MS_VENV)/.deps:
 mindspore: $(MS_VENV)/.deps
 
 $(VENV)/.test-deps: $(VENV)/.run-deps
-	$(PY) -m pip install --quiet -e ".[dev]"
+	$(PY) -m pip install --quiet -e ".[dev,parity]"
 	touch $@
 
 var/secret_key:
