@@ -7,7 +7,7 @@ alternate, A B A B (npulab, MLflow, npulab, MLflow ...), on SQLite and on Postgr
 Before each start a CPU-idle gate waits until /proc/stat shows the CPUs idle enough; after
 ``--idle-timeout`` it goes on and the report says the gate was not met.
 
-- npulab: tests/e2e/platform.py's stack (gunicorn 1 worker x 8 threads, the Celery
+- npulab: harness/stack.py's stack (gunicorn 1 worker x 8 threads, the Celery
   control worker, a CPU host worker); SQLite with the embedded Redis as ``make run``, or
   PostgreSQL with Redis (bench/mlflow_npulab.py).
 - MLflow: ``mlflow server --workers 1`` (uvicorn), its fastest setting, on a SQLite file
@@ -384,7 +384,7 @@ def machine() -> dict[str, Any]:
 def postgres_version() -> str | None:
     import psycopg
 
-    from tests.services import POSTGRES
+    from harness.services import POSTGRES
 
     try:
         with psycopg.connect(

@@ -1,6 +1,6 @@
 """The npulab side of bench/mlflow_compare.py: a real stack and the measures on it.
 
-The stack is tests/e2e/platform.py's (gunicorn 1 worker x 8 threads, the Celery control
+The stack is harness/stack.py's (gunicorn 1 worker x 8 threads, the Celery control
 worker, a CPU host worker), on a fresh database each start. Ingestion comes from this
 process as a host agent (one keep-alive session, the forwarder's request body); reads go
 through the user API; the training loop is a real training run on the stack's host
@@ -27,8 +27,8 @@ from bench.mlflow_common import (
     wait_for,
 )
 from bench.training import FakeHost
-from tests.e2e.platform import HOST, launched_platform
-from tests.services import POSTGRES, REDIS, Services
+from harness.services import POSTGRES, REDIS, Services
+from harness.stack import HOST, launched_platform
 
 NAME = "npulab"
 DATABASE = "npulab_bench_mlflow_npulab"

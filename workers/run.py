@@ -68,8 +68,8 @@ RESULT_FILE = "result.json"
 STDERR_TAIL_LINES = 40
 # Kept to find the exception a child died of: a traceback's frames come first.
 STDERR_SCAN_LINES = 400
-HEARTBEAT_S = float(os.environ.get("NPULAB_HEARTBEAT_S", "10"))
-KILL_GRACE_S = float(os.environ.get("NPULAB_KILL_GRACE_S", "10"))
+HEARTBEAT_S = float(os.environ.get(script_env.HEARTBEAT_S, "10"))
+KILL_GRACE_S = float(os.environ.get(script_env.KILL_GRACE_S, "10"))
 _PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 

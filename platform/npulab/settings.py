@@ -396,6 +396,7 @@ CELERY_BEAT_SCHEDULE = {
     "sweep-hosts": {"task": tasks.SWEEP_HOSTS, "schedule": NPULAB["SCHEDULER_TICK_S"]},
     "sweep-health": {"task": tasks.SWEEP_HEALTH, "schedule": NPULAB["SCHEDULER_TICK_S"]},
     "expire-artifact-uploads": {"task": tasks.EXPIRE_UPLOADS, "schedule": 3600},
+    "sweep-profiles": {"task": tasks.SWEEP_PROFILES, "schedule": 600},
     "roll-up-telemetry": {
         "task": tasks.ROLL_UP_TELEMETRY,
         "schedule": NPULAB["TELEMETRY_ROLLUP_S"],

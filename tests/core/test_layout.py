@@ -126,3 +126,39 @@ def test_kind_declarations_import_only_the_standard_library_and_the_contract() -
             ):
                 offenders.append(f"{kind.name}: {imported}")
     assert offenders == []
+
+
+def test_bench_and_harness_never_import_the_tests() -> None:
+    """What both need (the stack, the services, synthetic data) is in harness/."""
+    offenders = []
+    for folder in ("bench", "harness"):
+        for path in (REPO_DIR / folder).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text())):
+                modules = []
+                if isinstance(node, ast.Import):
+                    modules = [alias.name for alias in node.names]
+                elif isinstance(node, ast.ImportFrom) and node.module:
+                    modules = [node.module]
+                offenders += [f"{path.name}: {m}" for m in modules if m.split(".")[0] == "tests"]
+    assert offenders == []
+
+
+def test_the_contracts_names_are_written_once() -> None:
+    """An environment variable of the contract is spelled in workers/contract alone."""
+    from workers.contract import script_env
+    from workers.contract.kinds import EXTRA_KINDS_ENV
+
+    names = {
+        value
+        for key, value in vars(script_env).items()
+        if key.isupper() and isinstance(value, str) and value.startswith("NPULAB_")
+    } | {EXTRA_KINDS_ENV}
+    offenders = []
+    for folder in ("workers", "platform"):
+        for path in (REPO_DIR / folder).rglob("*.py"):
+            if "contract" in path.relative_to(REPO_DIR).parts:
+                continue
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.Constant) and node.value in names:
+                    offenders.append(f"{path.relative_to(REPO_DIR)}: {node.value}")
+    assert offenders == []

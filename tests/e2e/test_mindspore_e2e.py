@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.e2e.platform import Platform
+from harness.stack import Platform
 from tests.mindspore.interpreter import SCRIPT, require_mindspore
 from workers.processes import kill_registered
 

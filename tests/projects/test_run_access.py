@@ -39,6 +39,8 @@ PAGES = [
     ("get", "/profiles/{profile}/timeline/window/?start=0&end=10&width=100"),
     ("get", "/profiles/{profile}/timeline/search/?q=add"),
     ("get", "/profiles/{profile}/timeline/events/1/"),
+    # The test-only kind's page, from its own folder (tests/kinds/echo/).
+    ("get", "/runs/{run}/echo/"),
 ]
 API = [
     ("get", "/api/v1/runs/{run}/"),
@@ -61,6 +63,7 @@ API = [
     ("get", "/api/v1/runs/{cov}/coverage/"),
     ("get", "/api/v1/runs/{cov}/coverage/summary/"),
     ("get", "/api/v1/runs/{cov}/coverage/compare/?baseline={base}"),
+    ("get", "/api/v1/runs/{run}/echo/"),
 ]
 # Reads: a viewer gets what a member gets.
 READS = [(method, url) for method, url in PAGES + API if method == "get"]

@@ -354,13 +354,6 @@ def _delete(artifact: Artifact, reason: str) -> None:
         artifact_storage().delete(key)
 
 
-def do_delete_artifact(artifact: Artifact, reason: str) -> Artifact:
-    """Delete a stored artifact's file; the row stays, ``deleted`` with the reason."""
-    if artifact.status != Artifact.Status.DELETED:
-        _delete(artifact, reason)
-    return artifact
-
-
 def do_pin_artifact(artifact: Artifact, pinned: bool) -> Artifact:
     """Pin (kept whatever the retention says) or unpin; unpinning may not delete at once."""
     artifact.pinned = pinned

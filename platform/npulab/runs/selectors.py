@@ -175,7 +175,7 @@ def cancel_warning(run: Run, now: datetime | None = None) -> str:
             return f"{asked} {kept}"
     attempt = run.attempts.filter(number=run.attempt).values_list("started_at", flat=True).first()
     elapsed = duration_text(now - (attempt or run.started_at))
-    return f"{asked} Its {elapsed} of work will be lost: it has no checkpoint to go on from."
+    return f"{asked} Its {elapsed} of work will be lost: a restart starts it over."
 
 
 def duration_text(delta: Any) -> str:

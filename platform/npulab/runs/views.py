@@ -132,7 +132,7 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "placements": list(run.placements.filter(attempt=run.attempt).select_related("host"))
         if run.hosts > 1
         else [],
-        "resumable": any(c.resumable(run) for c in capabilities.of(run)),
+        "resumes_from": next(filter(None, (c.resumes_from(run) for c in capabilities.of(run))), ""),
         "can_cancel": run.is_active and may,
         "can_restart": run.status in Run.RESTARTABLE and may,
         "can_manage": may,
