@@ -28,6 +28,7 @@ LOG, METRIC, STEP, HEARTBEAT = "log", "metric", "step", "heartbeat"
 STEP_STARTED = "step_started"
 # ``checkpoint`` is declared by the checkpoints capability (workers.contract.capabilities).
 CHECKPOINT, ARTIFACT, RESULT = "checkpoint", "artifact", "result"
+DIAGNOSIS = "diagnosis"
 
 # The ``kind`` of an artifact event that announces a profiler trace (docs/profiles.md), and
 # the trace formats: a Kineto/Chrome trace travels as ``*.json.gz``, a torch_npu profiler
@@ -180,6 +181,13 @@ CORE_EVENT_TYPES = {
             },
             ("name", "path", "bytes", "sha256"),
             "a file the run produced (a trace, a report)",
+        ),
+        EventType(
+            DIAGNOSIS,
+            {"diagnosis": ("object", "null"), "findings": ("array",)},
+            ("findings",),
+            "why the run failed (docs/diagnosis.md) and its training-health findings; "
+            "just before result",
         ),
         EventType(
             RESULT,

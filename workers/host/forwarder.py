@@ -10,9 +10,12 @@ It ships like a streaming log shipper: ``wait`` polls the file (often while
 it grows, backing off while it does not) until a batch is worth a request
 (``min_bytes`` waiting, or lines ``linger_s`` old), and ``pump`` sends it;
 what arrived while one request was in flight is the next batch, sent as soon
-as its reply comes. The lines travel as the file's own bytes (NDJSON): only
-the events the host acts on once they are acknowledged are parsed here:
-artifacts, and the types its capabilities name (checkpoints).
+as its reply comes. The lines travel as the file's own bytes, their runs of
+metric lines packed as columns (workers.host.packing): only those, and the
+events the host acts on once they are acknowledged (artifacts, and the types
+its capabilities name: checkpoints), are parsed here. A platform from before
+the compact form gets the lines as they are (NDJSON), one from before that a
+JSON array.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from typing import Any, Callable
 from workers.contract.events import ARTIFACT, EVENTS_FILE
 from workers.events import parse_line, read_batch, read_lines
 from workers.host.client import PlatformClient, PlatformRejected, PlatformUnavailable
+from workers.host.packing import pack
 
 log = logging.getLogger(__name__)
 
@@ -88,8 +92,11 @@ class Forwarder:
         # Events of these types are parsed from the lines: the events the host acts on.
         self._types = {ARTIFACT, *acted_on}
         self._needles = tuple(f'"{name}"'.encode() for name in sorted(self._types))
-        # Lines go as the file's bytes until the platform says it takes only the JSON form.
+        # Lines go as the file's bytes until the platform says it takes only the JSON form,
+        # their metrics packed until it says it does not take the compact form.
         self.lines = True
+        self.compact = True
+        self._compact_sent = False
         self.offset = self._load_offset()
         # When bytes past the offset were first seen waiting (None: none were).
         self._waiting_since: float | None = None
@@ -122,8 +129,9 @@ class Forwarder:
             if sent_at - self._last_contact < self.poll_s:
                 return False
         try:
+            self._compact_sent = False
             if data:
-                reply = self.client.send_lines(self.run_id, self.attempt, start, end, data)
+                reply = self._send(start, end, data)
                 events = _acted_on(data, self._needles)
             else:
                 reply = self.client.send_events(self.run_id, self.attempt, start, end, events)
@@ -138,7 +146,19 @@ class Forwarder:
         self._waiting_since = sent_at if self._size() > self.offset else None
         return end > start
 
+    def _send(self, start: int, end: int, data: bytes) -> dict[str, Any]:
+        if self.compact:
+            frames, packed = pack(data)
+            if packed:
+                self._compact_sent = True
+                return self.client.send_blocks(self.run_id, self.attempt, start, end, frames)
+        return self.client.send_lines(self.run_id, self.attempt, start, end, data)
+
     def _refused(self, exc: PlatformRejected) -> bool:
+        if exc.status == _UNSUPPORTED_MEDIA_TYPE and self._compact_sent:
+            log.info("run %s: the platform takes no compact events", self.run_id)
+            self.compact = False
+            return True
         if exc.status == _UNSUPPORTED_MEDIA_TYPE and self.lines:
             log.info("run %s: the platform takes events only as JSON", self.run_id)
             self.lines = False

@@ -21,10 +21,13 @@ from npulab.runs.scheduler import place_queued_runs
 from npulab.runs.services import do_submit_run
 from tests.runs.test_attempts import started
 from tests.workers.host.fakes import checkpoint_steps
+from tests.workers.host.test_packing import unpacked
+from workers.contract.blocks import BLOCKS
 from workers.contract.events import CHECKPOINT, EVENTS_FILE, RUNNER
 from workers.events import EventWriter
 from workers.host.client import PlatformClient, PlatformUnavailable
 from workers.host.forwarder import Forwarder, RunGone, max_batch_events
+from workers.host.packing import pack
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -162,11 +165,11 @@ def test_every_event_is_stored_once_through_failures_of_every_kind(
     assert logs[1][1].startswith("a line that is no JSON")
     assert logs[2] == ("stdout", "the end")
     assert len(logs) == 3
-    # What reached the platform is the file's bytes, every batch in the lines form.
+    # What reached the platform is the file's bytes, its metric lines packed, every batch.
     data = path.read_bytes()
-    assert all(content_type == "application/x-ndjson" for content_type, _ in proxy.bodies)
-    assert proxy.bodies[0][1] == data[:first_part]
-    assert proxy.bodies[-1][1] == data[first_part:]
+    assert all(content_type == BLOCKS for content_type, _ in proxy.bodies)
+    assert proxy.bodies[0][1] == pack(data[:first_part])[0]
+    assert proxy.bodies[-1][1] == pack(data[first_part:])[0]
 
 
 def test_batches_stay_within_the_size_the_platform_says_it_takes(
@@ -196,9 +199,16 @@ def test_batches_stay_within_the_size_the_platform_says_it_takes(
 
     assert fw.offset == path.stat().st_size == Run.objects.get(pk=run.pk).events_offset
     assert [step for step, _ in points(api, run, "loss")] == list(range(1000))
-    sent = [body.count(b"\n") for _, body in proxy.bodies]
+    sent = [events_in(body) for _, body in proxy.bodies]
     assert sum(sent) == 1000
     assert max(sent) == 100
+
+
+def events_in(body: bytes) -> int:
+    """The events a compact body stands for: its lines and its blocks' points."""
+    return sum(
+        len(frame[2]) if kind == "block" else frame.count(b"\n") for kind, frame in unpacked(body)
+    )
 
 
 def test_a_platform_that_names_no_batch_size_gets_the_old_one() -> None:

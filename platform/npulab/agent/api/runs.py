@@ -11,6 +11,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from npulab.agent.api.base import AgentAPIView, valid
+from npulab.agent.api.blocks import BLOCKS_FORM, EventBlocksParser
 from npulab.agent.api.lines import LINES_FORM, LINES_PARAMETERS, EventLinesParser
 from npulab.agent.api.serializers import (
     AttemptSerializer,
@@ -21,7 +22,9 @@ from npulab.agent.api.serializers import (
 )
 from npulab.core.api import ErrorSerializer, FastJSONParser
 from npulab.runs import capabilities
+from npulab.runs.gangs import gang_of
 from npulab.runs.services import do_claim_run, do_finish_run, do_ingest_events
+from workers.contract.blocks import BLOCKS
 from workers.contract.events import NDJSON
 
 
@@ -33,11 +36,13 @@ class ClaimView(AgentAPIView):
         """Take a dispatched run: 409 if it was cancelled, requeued or is another attempt."""
         data = valid(AttemptSerializer, request)
         run = do_claim_run(request.auth, run_id, data["attempt"])
+        placement = run.placement
         reply = {
             "run": run.pk,
             "attempt": run.attempt,
             "spec": run.spec,
-            "devices": run.device_indices,
+            "devices": placement.device_indices if placement else run.device_indices,
+            "gang": gang_of(run, placement) if placement else None,
             "max_events": settings.NPULAB["MAX_EVENTS_PER_BATCH"],
         }
         for capability in capabilities.of(run):
@@ -46,13 +51,15 @@ class ClaimView(AgentAPIView):
 
 
 class EventsView(AgentAPIView):
-    # The JSON form, or the file's own lines with the offsets in the query (docs/events.md).
-    parser_classes = [FastJSONParser, EventLinesParser]
+    # The JSON form, or the file's own lines, or those with their metrics packed, the offsets
+    # in the query (docs/events.md).
+    parser_classes = [FastJSONParser, EventLinesParser, EventBlocksParser]
 
     @extend_schema(
         request={
             "application/json": EventBatchSerializer,
             NDJSON: {"type": "string", "description": LINES_FORM},
+            BLOCKS: {"type": "string", "format": "binary", "description": BLOCKS_FORM},
         },
         parameters=LINES_PARAMETERS,
         responses={200: EventAckSerializer, 409: ErrorSerializer},
