@@ -71,7 +71,14 @@ def against_run(points: int, env: dict[str, str]) -> dict:
     }
     (work / "spec.json").write_text(json.dumps(spec))
     process = subprocess.Popen(
-        [sys.executable, "-m", "workers.run", str(work / "spec.json"), "--run-dir", str(work / "run")],
+        [
+            sys.executable,
+            "-m",
+            "workers.run",
+            str(work / "spec.json"),
+            "--run-dir",
+            str(work / "run"),
+        ],
         cwd=ROOT,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
