@@ -22,7 +22,7 @@ from npulab.series import reads
 from npulab.series.models import MetricSeries
 from npulab.snapshots.diff import version_changes
 from npulab.snapshots.models import Snapshot
-from workers.contract.capture import PARAM, TAG, TRACK
+from workers.contract.capture import PARAM, SOURCES, TAG, TRACK
 from workers.contract.events import LOG, STEP
 
 LOG_TAIL_LINES = 200
@@ -56,7 +56,11 @@ def metric_keys(run: Run) -> list[str]:
     names = MetricSeries.objects.filter(run=run).values_list("key", "source")
     ordered = sorted(
         names,
-        key=lambda row: ("loss" not in row[0].rsplit("/", 1)[-1].lower(), row[0], row[1]),
+        key=lambda row: (
+            "loss" not in row[0].rsplit("/", 1)[-1].lower(),
+            row[0],
+            SOURCES.index(row[1]) if row[1] in SOURCES else len(SOURCES),
+        ),
     )
     return [series_label(key, source) for key, source in ordered]
 
