@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import io
+import json
+import tarfile
+
 import pytest
 from django.utils import timezone
 
@@ -77,3 +81,32 @@ def test_a_secret_in_the_evidence_is_redacted():
     )
     run.refresh_from_db()
     assert "k3y-and-more" not in str(run.diagnosis)
+
+
+def _members(content: bytes) -> dict[str, bytes]:
+    with tarfile.open(fileobj=io.BytesIO(content), mode="r:gz") as archive:
+        return {info.name: archive.extractfile(info).read() for info in archive if info.isfile()}
+
+
+def test_the_support_bundle_holds_spec_diagnosis_and_log_with_secrets_redacted(client):
+    run = _failed_run("lost-heartbeat-el0001", env={"API_KEY": "k3y-and-more"})
+    store_events(
+        run,
+        [{"type": "log", "time": 2.0, "stream": "stderr", "line": "using k3y-and-more"}],
+        timezone.now(),
+    )
+    client.force_login(run.submitted_by)
+    response = client.get(f"/api/v1/runs/{run.pk}/bundle/")
+    assert response.status_code == 200
+    assert response["Content-Type"] == "application/gzip"
+    members = _members(b"".join(response.streaming_content))
+    prefix = f"npulab-run-{run.pk}/"
+    assert json.loads(members[prefix + "diagnosis.json"])["diagnosis"]["category"] == (
+        "hardware-fault"
+    )
+    assert json.loads(members[prefix + "spec.json"])["env"] == {"API_KEY": "<redacted>"}
+    assert b"using <redacted>" in members[prefix + "logs/run.log"]
+    assert not any(b"k3y-and-more" in data for data in members.values())
+    page = client.get(f"/runs/{run.pk}/").content.decode()
+    assert f'href="/runs/{run.pk}/bundle/"' in page
+    assert client.get(f"/runs/{run.pk}/bundle/").status_code == 200

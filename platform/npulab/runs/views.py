@@ -16,6 +16,7 @@ from django_htmx.http import HttpResponseClientRedirect
 from npulab.hosts.models import Host
 from npulab.projects.selectors import visible_projects
 from npulab.runs.access import change_refused, may_change, run_for, visible_runs
+from npulab.runs.bundle import bundle_response
 from npulab.runs.checkpoints import do_pin_checkpoint
 from npulab.runs.forms import RunSubmitForm
 from npulab.runs.kinds import get as get_kind
@@ -196,6 +197,12 @@ def run_log_text(request: HttpRequest, pk: int) -> HttpResponse:
     )
     response["Content-Disposition"] = f'attachment; filename="{name}"'
     return response
+
+
+@login_required
+def run_bundle(request: HttpRequest, pk: int) -> HttpResponse:
+    """The run's support bundle (spec, snapshot, diagnosis, logs, plogs, health, telemetry)."""
+    return bundle_response(run_for(request.user, pk))
 
 
 @login_required

@@ -22,6 +22,7 @@ from npulab.runs.api.serializers import (
     RunEventSerializer,
     RunSerializer,
 )
+from npulab.runs.bundle import bundle_response
 from npulab.runs.checkpoints import do_pin_checkpoint, open_stored
 from npulab.runs.models import Checkpoint, Run, RunEvent
 from npulab.runs.services import do_cancel_run, do_restart_run, do_submit_run
@@ -145,6 +146,16 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
 
     @extend_schema(responses={200: CheckpointSerializer(many=True)})
     # A plain list: neither paged nor filtered like the run list.
+    @extend_schema(
+        responses={(200, "application/gzip"): OpenApiTypes.BINARY},
+        description="The run's support bundle (docs/diagnosis.md): spec, snapshot, diagnosis, "
+        "logs, what the host collected (plogs, kernel messages, npu-smi health), the host's "
+        "health and telemetry around the failure, secrets redacted; a gzipped tar.",
+    )
+    @action(detail=True, methods=["get"], filter_backends=[], pagination_class=None)
+    def bundle(self, request: Request, pk: str) -> HttpResponseBase:
+        return bundle_response(self.get_object())
+
     @action(detail=True, methods=["get"], pagination_class=None, filter_backends=[])
     def checkpoints(self, request: Request, pk: str) -> Response:
         """The run's checkpoints, newest first: on the host, stored here, damaged or deleted."""
