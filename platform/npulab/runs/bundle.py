@@ -16,8 +16,8 @@ import time
 from typing import IO, Any
 
 from django.core.serializers.json import DjangoJSONEncoder
-from django.http import FileResponse
 from django.forms.models import model_to_dict
+from django.http import FileResponse
 
 from npulab.artifacts.models import Artifact
 from npulab.artifacts.services import open_artifact
@@ -55,7 +55,8 @@ def _add_file(archive: tarfile.TarFile, name: str, handle: IO[bytes], size: int)
 def build_bundle(run: Run) -> IO[bytes]:
     """The bundle as a gzipped tar in a temporary file, positioned at its start."""
     prefix = f"npulab-run-{run.pk}/"
-    output = tempfile.SpooledTemporaryFile(max_size=8 * 1024 * 1024)
+    # Handed to the response, which closes it once sent.
+    output = tempfile.SpooledTemporaryFile(max_size=8 * 1024 * 1024)  # noqa: SIM115
     with tarfile.open(fileobj=output, mode="w:gz") as archive:
         _add(archive, prefix + "spec.json", _json(run.display_spec))
         summary = {

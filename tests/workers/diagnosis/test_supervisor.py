@@ -45,7 +45,8 @@ def test_a_failed_run_ends_with_its_diagnosis_and_its_plogs_land_in_the_run(tmp_
     assert (run_dir / "ascend_log" / "debug" / "plog" / "plog-1.log").exists()
     # The collected files and plogs travel to the platform as one artifact.
     (artifact,) = by_type(events, "artifact")
-    assert artifact["name"] == "diagnosis.tar.gz" and artifact["kind"] == "report"
+    assert artifact["name"] == "diagnosis.tar.gz"
+    assert artifact["kind"] == "report"
     with tarfile.open(artifact["path"]) as archive:
         assert "ascend_log/debug/plog/plog-1.log" in archive.getnames()
 
