@@ -110,3 +110,16 @@ def test_the_support_bundle_holds_spec_diagnosis_and_log_with_secrets_redacted(c
     page = client.get(f"/runs/{run.pk}/").content.decode()
     assert f'href="/runs/{run.pk}/bundle/"' in page
     assert client.get(f"/runs/{run.pk}/bundle/").status_code == 200
+
+
+def test_the_run_list_page_filters_by_diagnosis_category(client):
+    oom = _failed_run("oom-1eb")
+    hardware = _failed_run("lost-heartbeat-el0001")
+    client.force_login(oom.submitted_by)
+    hardware.submitted_by = oom.submitted_by
+    hardware.project = oom.project
+    hardware.save()
+    html = client.get("/runs/", {"category": "oom"}).content.decode()
+    assert f'data-run="{oom.pk}"' in html
+    assert f'data-run="{hardware.pk}"' not in html
+    assert 'data-diagnosis="oom"' in html

@@ -43,6 +43,7 @@ from npulab.runs.services import (
 )
 from npulab.series.owners import Owner
 from npulab.series.reads import keys
+from workers.contract.diagnosis import CATEGORIES
 
 RUNS_PER_PAGE = 50
 MAX_COMPARED = 20
@@ -55,7 +56,9 @@ SUMMARY_SHOWN_ELSEWHERE = ("steps", "stderr_tail")
 @login_required
 def run_list(request: HttpRequest) -> HttpResponse:
     runs = visible_runs(request.user, Run.objects.select_related("host", "submitted_by", "project"))
-    filters = {key: request.GET.get(key, "") for key in ("status", "kind", "host", "project")}
+    filters = {
+        key: request.GET.get(key, "") for key in ("status", "kind", "host", "project", "category")
+    }
     if filters["status"]:
         runs = runs.filter(status=filters["status"])
     if filters["kind"]:
@@ -64,6 +67,8 @@ def run_list(request: HttpRequest) -> HttpResponse:
         runs = runs.filter(host__name=filters["host"])
     if filters["project"]:
         runs = runs.filter(project__slug=filters["project"])
+    if filters["category"]:
+        runs = runs.filter(diagnosis_category=filters["category"])
     page = Paginator(runs, RUNS_PER_PAGE).get_page(request.GET.get("page"))
     context = {
         "page": page,
@@ -72,6 +77,7 @@ def run_list(request: HttpRequest) -> HttpResponse:
         "kinds": visible_runs(request.user).order_by().values_list("kind", flat=True).distinct(),
         "hosts": Host.objects.values_list("name", flat=True),
         "projects": visible_projects(request.user).values_list("slug", flat=True),
+        "categories": list(CATEGORIES),
     }
     template = "runs/partials/run_table.html" if request.htmx else "runs/run_list.html"
     return render(request, template, context)
