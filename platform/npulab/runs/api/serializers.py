@@ -124,11 +124,11 @@ class RunSerializer(serializers.ModelSerializer):
         ]
         read_only_fields = fields
 
-    @extend_schema_field(ProgressSerializer(allow_null=True))
     @extend_schema_field({"type": "object", "nullable": True})
     def get_diagnosis(self, run: Run) -> dict[str, Any] | None:
         return _diagnosis(run)
 
+    @extend_schema_field(ProgressSerializer(allow_null=True))
     def get_progress(self, run: Run) -> dict[str, Any] | None:
         """In a list, only an active run's: it costs queries per run (the detail has it always)."""
         return _progress(run) if run.is_active else None
