@@ -123,3 +123,27 @@ def test_the_run_list_page_filters_by_diagnosis_category(client):
     assert f'data-run="{oom.pk}"' in html
     assert f'data-run="{hardware.pk}"' not in html
     assert 'data-diagnosis="oom"' in html
+
+
+def test_the_evidence_lines_are_marked_in_the_log(client):
+    run = _failed_run("oom-1eb")
+    run.diagnosis["evidence"][0]["file"] = "stderr"
+    run.started_at = timezone.now()
+    run.save()
+    store_events(
+        run,
+        [
+            {"type": "log", "time": 2.0, "stream": "stdout", "line": "step 1"},
+            {
+                "type": "log",
+                "time": 3.0,
+                "stream": "stderr",
+                "line": "NPU out of memory. Tried to allocate more than 1EB memory",
+            },
+        ],
+        timezone.now(),
+    )
+    client.force_login(run.submitted_by)
+    html = client.get(f"/runs/{run.pk}/log/").content.decode()
+    assert html.count('title="evidence of the diagnosis"') == 1
+    assert 'stderr evidence bg-warning-subtle" id="L2"' in html

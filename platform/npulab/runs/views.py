@@ -30,6 +30,7 @@ from npulab.runs.selectors import (
     log_page,
     log_tail,
     log_text,
+    mark_evidence,
     metric_keys,
     progress,
     steps,
@@ -187,6 +188,8 @@ def run_log(request: HttpRequest, pk: int) -> HttpResponse:
         "max_query": MAX_LOG_QUERY,
         "page": log_page(run, attempt, query, request.GET.get("page")) if attempt else None,
     }
+    if context["page"] is not None:
+        mark_evidence(run, context["page"].object_list)
     return render(request, "runs/run_log.html", context, status=400 if errors else 200)
 
 
