@@ -62,7 +62,8 @@ def _root_code(root: Hit, hits: Sequence[Hit]) -> str | None:
         hit
         for hit in hits
         if hit.file == root.file
-        and hit.rank == root.rank
+        # torch_npu's suffix line names its rank where the message did not.
+        and (hit.rank == root.rank or None in (hit.rank, root.rank))
         and hit.code
         and hit.rule.role != WRAPPER
         and 0 < abs(hit.line_no - root.line_no) <= _BORROW_LINES
