@@ -95,12 +95,16 @@ def diagnose(hits: Sequence[Hit], findings: Sequence[dict] = ()) -> dict | None:
             seen.add(where)
             evidence.append(hit.evidence())
     rule = root.rule
+    line = root.text
+    if root.frame is not None:
+        # What a user needs first is where in their own file it was raised.
+        line = f"{line} (raised at {root.frame[0]}:{root.frame[1]})"
     return {
         "category": rule.category,
         "codes": codes,
         # The root cause's own code (codes[0] then), or None when its line has none.
         "root_code": code,
-        "line": root.text,
+        "line": line,
         "fix": rule.fix,
         "blame": rule.blame,
         "rule": rule.id,
