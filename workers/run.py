@@ -36,6 +36,7 @@ from typing import IO, Any
 
 from workers import __version__
 from workers.backends import get_backend
+from workers.capture.session import Capture
 from workers.contract import exits, kinds, script_env
 from workers.contract.devices import VISIBLE_DEVICES_ENV
 from workers.contract.diagnosis import ON_HANG_KEEP, ON_HANG_REQUEUE, PROCESS_LOG_ENV
@@ -144,6 +145,7 @@ class Supervisor:
             spec, run_dir, os.path.join(run_dir, EVENTS_FILE), library_roots=(_PACKAGE_ROOT,)
         )
         self.stopped_for: tuple[str, str] | None = None
+        self.capture = Capture(spec, run_dir, events)
 
     def run(self) -> int:
         result_path = os.path.join(self.run_dir, RESULT_FILE)
@@ -157,6 +159,7 @@ class Supervisor:
         for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             signal.signal(signum, self._on_signal)
 
+        self.capture.start()
         self.child = subprocess.Popen(
             [sys.executable, "-m", "workers.run", "--child", self.spec_path, "--run-dir", "."],
             cwd=self.run_dir,
@@ -182,6 +185,7 @@ class Supervisor:
         for pump in pumps:
             # A grandchild that daemonised may hold the pipe open forever.
             pump.join(timeout=5)
+        self.capture.stop()
         outcome = self._outcome(timed_out, result_path)
         diagnosed = self.watch.finish(outcome.status, outcome.cause, self._devices())
         if self.watch.collected:
@@ -198,6 +202,10 @@ class Supervisor:
         env[script_env.RUN_DIR] = self.run_dir
         # CANN's process logs land with the run, not in ~/ascend/log; the spec's own wins.
         env[PROCESS_LOG_ENV] = diagnosis_watch.process_log_path(self.spec["env"], self.run_dir)
+        for name, value in self.capture.environment().items():
+            # A script the spec sends to an MLflow server of its own keeps it.
+            if name not in self.spec["env"]:
+                env[name] = value
         env[OWNER_LOCK_FD_ENV] = str(self.lock_fd)
         env["PYTHONUNBUFFERED"] = "1"
         # The child runs in the run directory; make this package importable there.
@@ -214,6 +222,7 @@ class Supervisor:
                     self.stderr_tail.append(line)
                 self.events.log(stream, line)
                 self.watch.line(stream, line)
+                self.capture.line(stream, line)
             pipe.close()
 
         thread = threading.Thread(target=relay, daemon=True)

@@ -13,7 +13,10 @@ import re
 from typing import Any, Callable
 
 from workers.contract import diagnosis
+from workers.contract.capture import METRIC_PATTERNS, STDOUT_METRICS, TENSORBOARD_DIRS
 from workers.contract.devices import DEVICE_TYPES, MAX_DEVICES, VISIBLE_DEVICES_ENV
+from workers.contract.gang import HOSTS, MAX_HOSTS
+from workers.contract.gang import RESERVED_ENV as GANG_ENV
 
 # Keys of a submission that say where and how a run is queued, not what it
 # does. The API reads them; the runner ignores them, so one file serves both.
@@ -22,7 +25,9 @@ SUBMISSION_FIELDS = ("project", "host", "labels", "name", "tags", "priority", "w
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # Set by npulab from the spec and the device lease; a spec's env may not override them.
 _RESERVED_ENV = re.compile(
-    "^(NPULAB_.*|" + "|".join(sorted(name for name in VISIBLE_DEVICES_ENV.values() if name)) + ")$"
+    "^(NPULAB_.*|"
+    + "|".join(sorted([name for name in VISIBLE_DEVICES_ENV.values() if name] + list(GANG_ENV)))
+    + ")$"
 )
 _NO_DEFAULT = object()
 
@@ -55,6 +60,16 @@ def host_path_problem(value: str) -> str | None:
     if ".." in value.replace("\\", "/").split("/"):
         return "must not contain '..': an absolute path on the host, or one inside the run dir"
     return None
+
+
+def host_inputs(fields: list[Field], spec: dict[str, Any]) -> list[str]:
+    """The host folders a spec names in its ``host_input`` fields (a file: its folder)."""
+    found = []
+    for field in fields:
+        value = spec.get(field.name)
+        if field.host_input and isinstance(value, str) and value.startswith("/"):
+            found.append(value if not value.endswith(".py") else value.rsplit("/", 1)[0] or "/")
+    return found
 
 
 def _interpreter_problem(value: str) -> str | None:
@@ -92,6 +107,7 @@ class Field:
         choices: tuple[str, ...] | None = None,
         check: Callable[[Any], str | None] | None = None,
         help: str = "",
+        host_input: bool = False,
     ) -> None:
         self.name = name
         self.type = type
@@ -102,6 +118,9 @@ class Field:
         # Says what is wrong with a well-typed value, or None when it is fine.
         self.check = check
         self.help = help
+        # An absolute path here names a host folder (or a file's folder) the run reads:
+        # mounted read-only in its sandbox, which mounts nothing else of the host's.
+        self.host_input = host_input
 
     @property
     def required(self) -> bool:
@@ -245,7 +264,7 @@ def common_fields(
             default=1,
             minimum=1,
             maximum=MAX_DEVICES,
-            help="Devices the run leases on one host.",
+            help="Devices the run leases on each host.",
         ),
         Field(
             "timeout_s",
@@ -287,7 +306,55 @@ def common_fields(
             default=False,
             help="End the run at the first NaN/Inf in a tracked loss.",
         ),
+        *capture_fields(),
     ]
+
+
+def capture_fields() -> list[Field]:
+    """How metrics are taken from a script that does not use workers.track (docs/metrics.md)."""
+    return [
+        Field(
+            TENSORBOARD_DIRS,
+            "strings",
+            default=[],
+            check=_directories_problem,
+            help="Directories whose TensorBoard event files become metrics; empty: the run's "
+            "working directory.",
+        ),
+        Field(
+            METRIC_PATTERNS,
+            "strings",
+            default=[],
+            check=_patterns_problem,
+            help="Regular expressions with named groups that replace the default recogniser of "
+            "printed metrics; a group named step gives the step.",
+        ),
+        Field(
+            STDOUT_METRICS,
+            "boolean",
+            default=True,
+            help="Take metrics from the lines the script prints.",
+        ),
+    ]
+
+
+def _directories_problem(value: list[str]) -> str | None:
+    for item in value:
+        problem = host_path_problem(item) if item else "must not be empty"
+        if problem:
+            return f"{item!r} {problem}"
+    return None
+
+
+def _patterns_problem(value: list[str]) -> str | None:
+    for item in value:
+        try:
+            compiled = re.compile(item)
+        except re.error as exc:
+            return f"{item[:60]!r} is not a regular expression: {exc}"
+        if not [name for name in compiled.groupindex if name != "step"]:
+            return f"{item[:60]!r} needs a named group, such as (?P<loss>[0-9.]+)"
+    return None
 
 
 # A run's profiling window (docs/profiles.md): torch.profiler's schedule vocabulary, the
@@ -366,6 +433,19 @@ def profile_field() -> Field:
         help="Profile a window of the training loop: {wait, warmup, active, repeat} steps "
         "(torch.profiler.schedule), record_shapes, with_stack, profile_memory; on an NPU also "
         "level (Level0-2) and aic_metrics. Empty: no profiling.",
+    )
+
+
+def hosts_field() -> Field:
+    """The ``hosts`` key of a kind whose runs may span hosts (training, collectives)."""
+    return Field(
+        HOSTS,
+        "integer",
+        default=1,
+        minimum=1,
+        maximum=MAX_HOSTS,
+        help="Hosts the run spans, each with `devices` devices (one rank per device); "
+        "all are leased together.",
     )
 
 

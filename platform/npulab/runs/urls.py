@@ -13,5 +13,4 @@ urlpatterns = [
     path("<id:pk>/bundle/", views.run_bundle, name="run_bundle"),
     path("<id:pk>/cancel/", views.run_cancel, name="run_cancel"),
     path("<id:pk>/restart/", views.run_restart, name="run_restart"),
-    path("<id:pk>/checkpoints/<step:step>/pin/", views.checkpoint_pin, name="checkpoint_pin"),
 ]
