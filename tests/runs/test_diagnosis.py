@@ -122,7 +122,7 @@ def test_the_run_list_page_filters_by_diagnosis_category(client):
     html = client.get("/runs/", {"category": "oom"}).content.decode()
     assert f'data-run="{oom.pk}"' in html
     assert f'data-run="{hardware.pk}"' not in html
-    assert 'data-diagnosis="oom"' in html
+    assert 'data-failure="oom"' in html
 
 
 def test_the_evidence_lines_are_marked_in_the_log(client):

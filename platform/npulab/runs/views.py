@@ -32,6 +32,7 @@ from npulab.runs.selectors import (
     log_tail,
     log_text,
     logged_parameters,
+    mark_evidence,
     metric_keys,
     progress,
     steps,
@@ -219,6 +220,8 @@ def run_log(request: HttpRequest, pk: int) -> HttpResponse:
             if isinstance(item, dict) and item.get("text")
         ],
     }
+    if context["page"] is not None:
+        mark_evidence(run, context["page"].object_list)
     template = "runs/partials/log_lines.html" if request.htmx else "runs/run_log.html"
     return render(request, template, context, status=400 if errors else 200)
 

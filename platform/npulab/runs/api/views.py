@@ -3,6 +3,7 @@ from __future__ import annotations
 from django.db.models import QuerySet
 from django.http import Http404, HttpResponseBase
 from django_filters import rest_framework as filters
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
