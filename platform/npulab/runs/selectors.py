@@ -244,6 +244,24 @@ def log_page(
     return found
 
 
+# The start of an evidence line that marks a log line (the diagnosis keeps its text cleaned
+# of colours and cut; its start is the line's own).
+EVIDENCE_PREFIX = 120
+
+
+def mark_evidence(run: Run, events: list[RunEvent]) -> None:
+    """Set ``evidence`` on the log lines the run's diagnosis quotes (docs/diagnosis.md)."""
+    quoted = [
+        (str(item.get("file", "")), str(item.get("text", ""))[:EVIDENCE_PREFIX])
+        for item in ((run.diagnosis or {}).get("evidence") or [])
+        if isinstance(item, dict) and item.get("text")
+    ]
+    for event in events:
+        line = str(event.data.get("line", ""))
+        stream = event.data.get("stream")
+        event.evidence = any(file == stream and text and text in line for file, text in quoted)
+
+
 def _line_numbers(run: Run, attempt: int, ids: list[int]) -> dict[int, int]:
     sql = _LINE_NUMBERS.format(
         table=table_name(RunEvent),
