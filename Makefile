@@ -9,6 +9,8 @@ PY := $(VENV)/bin/python
 # version keeps pip from resolving a newer (multi-GB CUDA) build.
 TORCH ?= torch==2.13.0
 PORT ?= 8000
+# Local CPU host workers `make run` starts (HOSTS=2: runs across hosts on one machine).
+HOSTS ?= 1
 PYTEST_ARGS ?=
 # One pytest process per core (pytest-xdist); a test module stays in one process, so its
 # module-scoped stacks start once. TEST_WORKERS=0 runs everything in this process.
@@ -47,11 +49,15 @@ var/secret_key:
 	mkdir -p var
 	umask 077 && $(PY) -c "import secrets; print(secrets.token_urlsafe(50))" > $@
 
-# As root, runs execute as npulab-run (made here), never as root (docs/security.md).
+# As root, runs execute as npulab-run (made here, for each local host's runs), never as
+# root (docs/security.md).
 run: $(VENV)/.run-deps var/secret_key
-	@if [ "$$(id -u)" = 0 ]; then mkdir -p -m 700 var/worker/runs \
-		&& $(PY) -m workers.host.runuser npulab-run $(PY) var/worker/runs; fi
-	$(PY) manage.py standalone --port $(PORT)
+	@if [ "$$(id -u)" = 0 ]; then \
+		for dir in var/worker $(foreach n,$(shell seq 2 $(HOSTS)),var/worker-$(n)); do \
+			mkdir -p -m 700 $$dir/runs \
+			&& $(PY) -m workers.host.runuser npulab-run $(PY) $$dir/runs || exit 1; \
+		done; fi
+	$(PY) manage.py standalone --port $(PORT) --hosts $(HOSTS)
 
 test: $(VENV)/.test-deps
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --ignore=$(FUZZ_TESTS) $(PYTEST_ARGS)

@@ -10,7 +10,8 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
-from npulab.runs.models import Checkpoint, Run, RunEvent
+from npulab.checkpoints.models import Checkpoint
+from npulab.runs.models import Run, RunEvent
 from npulab.runs.scheduler import place_queued_runs
 from npulab.runs.selectors import LOG_PAGE_LINES, cancel_warning, metric_keys, progress
 from npulab.runs.services import do_claim_run, do_ingest_events, do_submit_run

@@ -65,6 +65,13 @@ class Host(models.Model):
         help_text="Runs of the projects using this pool may be placed here.",
     )
     hostname = models.CharField(max_length=255, blank=True)
+    # From the worker's config (docs/multihost.md): how other hosts reach this one.
+    network = models.JSONField(
+        default=dict,
+        blank=True,
+        db_default=models.Value({}, output_field=models.JSONField()),
+        help_text="advertise_address, hccl_if_ip, hccl_socket_ifname, as the worker reported.",
+    )
     worker_version = models.CharField(max_length=32, blank=True)
     python_version = models.CharField(max_length=32, blank=True)
     platform = models.CharField(max_length=255, blank=True)

@@ -71,6 +71,7 @@ def do_register_host(host: Host, facts: dict[str, Any]) -> Host:
     for field in ("hostname", "worker_version", "platform"):
         setattr(host, field, facts.get(field, ""))
     host.python_version = facts.get("python", "")
+    host.network = facts.get("network") or {}
     host.status = Host.Status.ONLINE
     host.last_heartbeat = now
     host.registered = now

@@ -106,7 +106,7 @@ def check_spec(spec: dict) -> dict[str, str]:
 
 
 FIELDS = [
-    *common_fields(default_timeout_s=2 * 3600),
+    *common_fields(default_timeout_s=2 * 3600, default_hang_timeout_s=1800),
     Field(
         "op_set",
         "string",

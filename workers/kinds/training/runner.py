@@ -27,7 +27,7 @@ import threading
 import time
 from typing import IO, Any
 
-from workers.contract import exits, script_env
+from workers.contract import exits, gang, script_env
 from workers.contract.events import CHECKPOINT, EVENTS_FILE, METRIC, STEP
 from workers.kinds.base import Outcome, RunContext
 from workers.kinds.training import HEARTBEAT_TIMEOUT
@@ -58,7 +58,21 @@ def run(ctx: RunContext) -> Outcome:
     if not os.path.isdir(workdir):
         return Outcome(exits.FAILED, f"workdir {workdir} does not exist", cause=exits.JOB_ERROR)
     launch = ["-m", "workers.training.launch", spec["entry"], *spec["args"]]
-    if spec["devices"] > 1:
+    nodes = int(os.environ.get(gang.NNODES, "1"))
+    if nodes > 1:
+        # One host of a run across hosts: the host worker set the rendezvous and this
+        # host's node rank (workers.contract.gang).
+        launch = [
+            "-m",
+            "torch.distributed.run",
+            f"--nnodes={nodes}",
+            f"--node-rank={os.environ[gang.NODE_RANK]}",
+            f"--master-addr={os.environ[gang.MASTER_ADDR]}",
+            f"--master-port={os.environ[gang.MASTER_PORT]}",
+            f"--nproc-per-node={spec['devices']}",
+            *launch,
+        ]
+    elif spec["devices"] > 1:
         launch = [
             "-m",
             "torch.distributed.run",
@@ -67,7 +81,10 @@ def run(ctx: RunContext) -> Outcome:
             f"--nproc-per-node={spec['devices']}",
             *launch,
         ]
-    ctx.say(f"training: {spec['entry']} on {spec['devices']} {spec['device_type']} device(s)")
+    where = f" × {nodes} hosts (node rank {os.environ[gang.NODE_RANK]})" if nodes > 1 else ""
+    ctx.say(
+        f"training: {spec['entry']} on {spec['devices']} {spec['device_type']} device(s){where}"
+    )
     process = subprocess.Popen(
         [sys.executable, *launch],
         cwd=workdir,

@@ -1,8 +1,9 @@
 """Checkpoints on the platform: what runs reported, what hosts uploaded, what is kept.
 
-A training run writes its checkpoints on its host (workers.track); the host
-worker uploads each one here, so a restarted attempt can resume on another
-host and users can download them. Each file goes through the artifact store
+A run of a kind with the checkpoints capability (training) writes its
+checkpoints on its host (workers.track); the host worker uploads each one
+here, so a restarted attempt can resume on another host and users can
+download them. Each file goes through the artifact store
 (npulab.artifacts: chunked uploads, verification, storage, retention); the
 ``Checkpoint`` row is the truth about each checkpoint, its artifact about the
 stored file.
@@ -10,7 +11,6 @@ stored file.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -29,10 +29,10 @@ from npulab.artifacts.services import (
     do_verify_stored,
     open_artifact,
 )
+from npulab.checkpoints.models import Checkpoint
 from npulab.core.errors import CHECKPOINT_DAMAGED, Conflict
 from npulab.core.sql import table_name
-from npulab.runs.events import MalformedEvent
-from npulab.runs.models import Checkpoint, Run
+from npulab.runs.models import Run
 
 STATE_FILE = "state.pt"
 
@@ -55,28 +55,6 @@ def record_checkpoint(run: Run, event: dict[str, Any]) -> Checkpoint | None:
         },
     )
     return checkpoint
-
-
-# A step, and a size, a signed 64-bit column holds; a SHA-256 as hex.
-_MAX_STEP = 2**63 - 1
-_SHA256 = re.compile(r"^[0-9a-fA-F]{64}$")
-
-
-def on_checkpoint_event(batch: Any, event: dict[str, Any]) -> None:
-    """The ingestion handler of ``checkpoint`` events (npulab.runs.events.Batch).
-
-    A line a user's script wrote itself with a step or size no checkpoint has, or a
-    digest that is none, is kept as a visible ingest error, not a checkpoint row that
-    could never be uploaded, downloaded or resumed from.
-    """
-    step, size, sha256 = event.get("step"), event.get("bytes"), event.get("sha256")
-    if not 0 <= step <= _MAX_STEP:
-        raise MalformedEvent(f"checkpoint.step must be 0 to {_MAX_STEP}")
-    if not 0 <= size <= _MAX_STEP:
-        raise MalformedEvent("checkpoint.bytes must be a size in bytes")
-    if not _SHA256.match(sha256):
-        raise MalformedEvent("checkpoint.sha256 must be 64 hexadecimal digits")
-    record_checkpoint(batch.run, event)
 
 
 def mark_damaged(run: Run, step: Any, reason: str) -> None:
