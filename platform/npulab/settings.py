@@ -281,7 +281,7 @@ NPULAB = {
     "MAX_EVENTS_PER_BATCH": env.int("NPULAB_MAX_EVENTS_PER_BATCH", 10000, minimum=100),
     # Requests a user token (or a browser session) may make to the API: (count, seconds).
     "API_RATE": env.rate("NPULAB_API_RATE", "1200/min"),
-    # Failed sign-ins and unknown tokens per client address; past it, 429 until the period ends.
+    # Failed sign-ins per client address; past it, 429 until the period ends (never tokens).
     "AUTH_FAILURE_RATE": env.rate("NPULAB_AUTH_FAILURE_RATE", "20/min"),
     # The proxies whose X-Forwarded-For / -Proto are believed. NPULAB_BEHIND_TLS_PROXY=true
     # is the short form for nginx on this machine (deploy/nginx).

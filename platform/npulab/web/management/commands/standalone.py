@@ -73,7 +73,15 @@ class Command(BaseCommand):
 
         access_log = logs.log_dir / "web-access.log"
         web = stack.ManagedProcess(
-            "web", stack.web_argv(bind, port, access_log=access_log), env, logs
+            "web",
+            stack.web_argv(
+                bind,
+                port,
+                access_log=access_log,
+                trusted_proxies=settings.NPULAB["TRUSTED_PROXIES"],
+            ),
+            env,
+            logs,
         )
         control = stack.ManagedProcess(
             "control", stack.control_argv(var_dir / "celerybeat-schedule"), env, logs
