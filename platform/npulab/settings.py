@@ -305,6 +305,16 @@ NPULAB = {
     "MAX_ARTIFACT_BYTES": env.int(
         "NPULAB_MAX_ARTIFACT_BYTES", 64 * 1024 * 1024 * 1024, minimum=1024 * 1024
     ),
+    # Bytes one run's artifacts may hold, declared ones included (HTTP 507 past it).
+    "MAX_RUN_ARTIFACT_BYTES": env.int(
+        "NPULAB_MAX_RUN_ARTIFACT_BYTES", 256 * 1024 * 1024 * 1024, minimum=1024 * 1024
+    ),
+    # Bytes the whole store may hold, declared ones included; 0: only the free space decides.
+    "MAX_ARTIFACT_STORE_BYTES": env.int("NPULAB_MAX_ARTIFACT_STORE_BYTES", 0, minimum=0),
+    # A local store refuses a declaration that would leave less free than this on its disk.
+    "ARTIFACT_FREE_RESERVE_BYTES": env.int(
+        "NPULAB_ARTIFACT_FREE_RESERVE_BYTES", 1024 * 1024 * 1024, minimum=0
+    ),
     # An upload no chunk has reached for this long is given up (its chunks deleted).
     "ARTIFACT_UPLOAD_EXPIRY_S": env.int(
         "NPULAB_ARTIFACT_UPLOAD_EXPIRY_S", 2 * 24 * 3600, minimum=60
