@@ -15,7 +15,7 @@ from typing import Any, Sequence
 import click
 
 # coverage registers its JUnit case builder on import.
-from workers.cli import browse, coverage, diagnose, gates, output, submit  # noqa: F401
+from workers.cli import browse, coverage, diagnose, gates, output, parity, submit  # noqa: F401
 from workers.cli.base import State, handled, json_option, report_error, state_of
 from workers.cli.client import (
     DEFAULT_URL,
@@ -172,6 +172,7 @@ for group in (browse.runs_group, browse.hosts_group, browse.kinds_group, browse.
 cli.add_command(gates.review)
 cli.add_command(gates.compare)
 cli.add_command(diagnose.diagnose)
+cli.add_command(parity.parity)
 
 
 def main() -> None:

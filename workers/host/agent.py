@@ -239,7 +239,7 @@ class RunExecution:
         spec_path = os.path.join(self.run_dir, "spec.json")
         with open(spec_path, "w", encoding="utf-8") as handle:
             json.dump(self.spec, handle, indent=2)
-        python = self.spec.get("python") or self.agent.config.python
+        python = self.agent.config.python_for(self.spec)
         if self.gang is not None:
             problems = preflight(self.gang, self.devices, self.spec["device_type"])
             if problems:

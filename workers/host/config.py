@@ -8,6 +8,7 @@ import sys
 from typing import Mapping, Sequence
 
 from workers.contract.devices import DEVICE_TYPES
+from workers.contract.frameworks import MINDSPORE, MINDSPORE_LABEL
 from workers.contract.gang import ADVERTISE_ADDRESS, HCCL_CONNECT_TIMEOUT_RANGE
 from workers.contract.telemetry import DEFAULT_INTERVAL_S, DEFAULT_SEND_S
 from workers.host.runenv import DEFAULT_ALLOW, parse_allow
@@ -38,6 +39,7 @@ class HostConfig:
         sandbox: str = "auto",
         sandbox_read: Sequence[str] = (),
         token_file: str = "",
+        mindspore_python: str = "",
     ):
         self.url = url
         self.token = token
@@ -46,7 +48,11 @@ class HostConfig:
         self.python = python
         self.device_type = device_type
         self.devices = devices
-        self.labels = labels
+        # A MindSpore interpreter makes this a host for MindSpore runs, which need its label.
+        self.mindspore_python = mindspore_python
+        self.labels = labels + (
+            [MINDSPORE_LABEL] if mindspore_python and MINDSPORE_LABEL not in labels else []
+        )
         self.heartbeat_s = heartbeat_s
         self.flush_s = flush_s
         self.claim_retry_s = claim_retry_s
@@ -65,6 +71,14 @@ class HostConfig:
         self.sandbox_read = list(sandbox_read)
         # Never mounted in a run's sandbox.
         self.token_file = token_file
+
+    def python_for(self, spec: dict) -> str:
+        """The interpreter a run executes in: its spec's, else the one for its framework."""
+        if spec.get("python"):
+            return spec["python"]
+        if spec.get("framework") == MINDSPORE and self.mindspore_python:
+            return self.mindspore_python
+        return self.python
 
     @classmethod
     def from_args(cls, argv: list[str] | None = None) -> HostConfig:
@@ -88,6 +102,12 @@ class HostConfig:
             "--python",
             default=env.get("NPULAB_RUN_PYTHON", sys.executable),
             help="interpreter that executes runs whose spec names none",
+        )
+        parser.add_argument(
+            "--mindspore-python",
+            default=env.get("NPULAB_MINDSPORE_PYTHON", ""),
+            help="interpreter with MindSpore for framework: mindspore runs whose spec names "
+            f"none; gives the host the label '{MINDSPORE_LABEL}' (default: none)",
         )
         parser.add_argument(
             "--device-type", choices=DEVICE_TYPES, default=env.get("NPULAB_DEVICE_TYPE")
@@ -216,6 +236,7 @@ class HostConfig:
             sandbox=args.sandbox,
             sandbox_read=parse_allow(args.sandbox_read),
             token_file=os.path.abspath(args.token_file) if args.token_file else "",
+            mindspore_python=args.mindspore_python,
         )
 
 

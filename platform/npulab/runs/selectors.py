@@ -207,18 +207,29 @@ _LINE_NUMBERS = """
 """
 
 
-def log_page(run: Run, attempt: int, query: str, page: Any) -> Page:
-    """One page of an attempt's log, or of the lines in it that contain ``query``.
+def log_page(
+    run: Run, attempt: int, query: str, page: Any, stream: str = "", node: int | None = None
+) -> Page:
+    """One page of an attempt's log, or of the lines in it that contain ``query``, of one
+    ``stream`` (stdout, stderr, runner) or one ``node`` (a host of a run across hosts).
 
-    Each line gets ``line_no`` (its number in the attempt's log) and ``log_page`` (the page of
-    the whole log it is on), so a search hit links to where it is.
+    ``page`` "last" is the newest page, the one a live log follows. Each line gets
+    ``line_no`` (its number in the attempt's log) and ``log_page`` (the page of the whole
+    log it is on), so a search hit links to where it is.
     """
     lines = RunEvent.objects.filter(run=run, type=LOG, attempt=attempt)
+    narrowed = bool(query or stream or node is not None)
     if query:
         lines = lines.filter(data__line__icontains=query)
-    found = Paginator(lines.order_by("id"), LOG_PAGE_LINES).get_page(page)
+    if stream:
+        lines = lines.filter(data__stream=stream)
+    if node is not None:
+        # Node rank 0's lines carry no node: they are the run's own.
+        lines = lines.filter(data__node=node) if node else lines.exclude(data__has_key="node")
+    paginator = Paginator(lines.order_by("id"), LOG_PAGE_LINES)
+    found = paginator.get_page(paginator.num_pages if page == "last" else page)
     events = list(found.object_list)
-    if query and events:
+    if narrowed and events:
         numbers = _line_numbers(run, attempt, [event.pk for event in events])
     else:
         numbers = {event.pk: n for n, event in enumerate(events, start=found.start_index())}

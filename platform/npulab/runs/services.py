@@ -94,6 +94,10 @@ def do_submit_run(user: AbstractBaseUser | None, document: Any, idempotency_key:
     project = _submission_project(user, submission.get("project"), errors)
     if errors:
         raise SubmissionInvalid(errors)
+    # What the spec itself needs of a host (a MindSpore run: a host with MindSpore).
+    needed = kinds.get(spec["kind"]).host_labels(spec)
+    if needed:
+        queueing["labels"] = list(dict.fromkeys([*queueing.get("labels", []), *needed]))
     run = Run(
         kind=spec["kind"],
         project=project,
