@@ -33,6 +33,7 @@ from npulab.artifacts.models import Artifact, ArtifactUpload
 from npulab.artifacts.signals import artifact_stored
 from npulab.artifacts.storage import JoinedReader, artifact_storage
 from npulab.core import errors
+from npulab.core.text import error_text
 
 # Chunks are spooled to disk past this, so a large chunk never sits in memory.
 SPOOL_MEMORY_BYTES = 1 << 20
@@ -520,7 +521,7 @@ def do_verify_stored(artifact: Artifact) -> bool:
                 digest.update(chunk)
                 total += len(chunk)
     except OSError as error:
-        problem = f"the stored file cannot be read: {error}"
+        problem = f"the stored file cannot be read: {error_text(error)}"
     else:
         if total == artifact.bytes and digest.hexdigest() == artifact.sha256:
             return True

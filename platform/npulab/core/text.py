@@ -48,3 +48,11 @@ def served_filename(name: str, fallback: str = "download") -> str:
         if char not in _BIDI and unicodedata.category(char) not in ("Cc", "Cf")
     ).strip()
     return kept or fallback
+
+
+def error_text(error: BaseException) -> str:
+    """What went wrong, for a person: an OSError without the file name it carries (a path on
+    the server is nobody's business on a page or in an API answer)."""
+    if isinstance(error, OSError):
+        return error.strerror or type(error).__name__
+    return str(error)
