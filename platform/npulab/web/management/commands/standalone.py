@@ -73,7 +73,15 @@ class Command(BaseCommand):
 
         access_log = logs.log_dir / "web-access.log"
         web = stack.ManagedProcess(
-            "web", stack.web_argv(bind, port, access_log=access_log), env, logs
+            "web",
+            stack.web_argv(
+                bind,
+                port,
+                access_log=access_log,
+                trusted_proxies=settings.NPULAB["TRUSTED_PROXIES"],
+            ),
+            env,
+            logs,
         )
         control = stack.ManagedProcess(
             "control", stack.control_argv(var_dir / "celerybeat-schedule"), env, logs
@@ -173,16 +181,17 @@ class Command(BaseCommand):
 
 def keep_private(var_dir: Path) -> None:
     """What the stack writes under ``var/`` (database, secret key, tokens, artifacts, logs)
-    is readable by its own user only, and so is what an earlier start left there.
+    is no other user's to read, nor what an earlier start left there.
 
-    The run user may be let through ``var/`` to reach its run directory (``make run`` as
-    root on a host without the sandbox): it must find nothing else it can open.
+    The run user may be let through ``var/`` by an ACL entry to reach its run directory
+    (``make run`` as root on a host without the sandbox): it must find nothing else it can
+    open. Only the bits of other users go; the group bits are the ACL's mask, which keeps
+    that entry working.
     """
     os.umask(0o077)
-    var_dir.chmod(var_dir.stat().st_mode & ~0o077)
-    for entry in var_dir.iterdir():
-        if not entry.is_symlink():
-            entry.chmod(entry.stat().st_mode & ~0o077)
+    for path in (var_dir, *var_dir.iterdir()):
+        if not path.is_symlink():
+            path.chmod(path.stat().st_mode & ~0o007)
 
 
 def _record(line: str) -> str:
