@@ -8,7 +8,14 @@ PY := $(VENV)/bin/python
 # Runs on this machine's CPU need torch in the worker's interpreter. An exact
 # version keeps pip from resolving a newer (multi-GB CUDA) build.
 TORCH ?= torch==2.13.0
+# The interpreter for `framework: mindspore` runs: an environment of its own, since the
+# MindSpore wheel is built against NumPy 1.x (with NumPy 2 Tensor arithmetic raises
+# SystemError) while the platform's numpy is 2.x (docs/mindspore.md).
+MINDSPORE ?= mindspore==2.10.0
+MS_VENV ?= .venv-mindspore
 PORT ?= 8000
+# Local CPU host workers `make run` starts (HOSTS=2: runs across hosts on one machine).
+HOSTS ?= 1
 PYTEST_ARGS ?=
 # One pytest process per core (pytest-xdist); a test module stays in one process, so its
 # module-scoped stacks start once. TEST_WORKERS=0 runs everything in this process.
@@ -19,11 +26,12 @@ FUZZ_TESTS := tests/schema/test_schemathesis.py
 # The REST API's last release: `make lint` fails on a change that breaks its clients.
 API_RELEASE ?= docs/api-releases/0.1.0.yaml
 
-.PHONY: help run test lint fmt schema bench vendor clean
+.PHONY: help run test lint fmt schema bench vendor clean mindspore
 
 help:
 	@echo "make run      start web, control worker, embedded Redis and a CPU host worker"
 	@echo "make test     install test dependencies and run the tests"
+	@echo "make mindspore  prepare $(MS_VENV), the interpreter for framework: mindspore runs"
 	@echo "make lint     ruff, Python 3.8 check of workers/, import layers, Django checks, migrations, schema and its compatibility"
 	@echo "make fmt      format the code"
 	@echo "make schema   regenerate docs/openapi.yaml"
@@ -39,18 +47,35 @@ $(VENV)/.run-deps: pyproject.toml
 	$(PY) -m pip install --quiet -e .
 	touch $@
 
+$(MS_VENV)/.deps:
+	test -x $(MS_VENV)/bin/python || $(PYTHON) -m venv $(MS_VENV)
+	$(MS_VENV)/bin/python -m pip install --quiet "$(MINDSPORE)" "numpy<2"
+	$(MS_VENV)/bin/python -m pip check
+	touch $@
+
+mindspore: $(MS_VENV)/.deps
+
 $(VENV)/.test-deps: $(VENV)/.run-deps
-	$(PY) -m pip install --quiet -e ".[dev]"
+	$(PY) -m pip install --quiet -e ".[dev,parity]"
 	touch $@
 
 var/secret_key:
 	mkdir -p var
 	umask 077 && $(PY) -c "import secrets; print(secrets.token_urlsafe(50))" > $@
 
+# As root, runs execute as npulab-run (made here, for each local host's runs), never as
+# root (docs/security.md). The local CPU hosts take framework: mindspore runs when `make
+# mindspore` has been run.
 run: $(VENV)/.run-deps var/secret_key
-	$(PY) manage.py standalone --port $(PORT)
+	@if [ "$$(id -u)" = 0 ]; then \
+		for dir in var/worker $(foreach n,$(shell seq 2 $(HOSTS)),var/worker-$(n)); do \
+			mkdir -p -m 700 $$dir/runs \
+			&& $(PY) -m workers.host.runuser npulab-run $(PY) $$dir/runs || exit 1; \
+		done; fi
+	NPULAB_MINDSPORE_PYTHON="$$(test -x $(MS_VENV)/bin/python && echo $(abspath $(MS_VENV))/bin/python)" \
+		$(PY) manage.py standalone --port $(PORT) --hosts $(HOSTS)
 
-test: $(VENV)/.test-deps
+test: $(VENV)/.test-deps $(MS_VENV)/.deps
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --ignore=$(FUZZ_TESTS) $(PYTEST_ARGS)
 	$(PY) -m pytest -p no:xdist $(FUZZ_TESTS)
 

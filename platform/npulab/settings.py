@@ -54,6 +54,7 @@ INSTALLED_APPS = [
     "npulab.snapshots",
     "npulab.review",
     "npulab.agent",
+    "npulab.mlflow",
     "npulab.web",
 ]
 

@@ -38,7 +38,7 @@ def test_register_records_the_host_and_names_its_queue() -> None:
     assert response.status_code == 200
     assert response.json() == {"name": "npu-07", "queue": "host.npu-07"}
     host.refresh_from_db()
-    assert (host.device_type, host.device_count, host.status, host.labels) == (
+    assert (host.device_type, host.device_count, host.status, host.reported_labels) == (
         "npu",
         2,
         "online",

@@ -126,3 +126,14 @@ def test_a_run_without_a_headline_keeps_its_metrics_card_under_the_facts(
     page = browser.get(f"/runs/{run.pk}/").content.decode()
     assert 'id="run-headline"' not in page
     assert page.index('<div class="card-header">Run</div>') < page.index('id="metrics-card"')
+
+
+def test_a_diagnosed_run_shows_its_category_and_root_cause_line(owner, cpu_host) -> None:
+    run = crash(cpu_host, started(owner, cpu_host, max_restarts=0), reason="wrapper 507899")
+    Run.objects.filter(pk=run.pk).update(
+        diagnosis={"category": "oom", "line": "EL0004: alloc failed", "blame": "user-code"}
+    )
+
+    result = row_result(Run.objects.get(pk=run.pk))
+
+    assert (result.failure, result.failure_line) == ("oom", "EL0004: alloc failed")

@@ -127,3 +127,19 @@ def test_the_dashboard_page_leads_with_the_morning_view(browser: Client, owner, 
     fragment = browser.get("/", HTTP_HX_REQUEST="true").content.decode()
     assert "<html" not in fragment
     assert 'id="failures"' in fragment
+
+
+@pytest.mark.django_db
+def test_a_diagnosed_failure_is_grouped_by_its_root_cause_not_its_wrapper(owner) -> None:
+    diagnosed = {"category": "oom", "line": "EL0004: FAIL_ALLOC_MEM", "codes": ["EL0004"]}
+    for _ in range(2):
+        _ended(owner, "failed", "process_exit", "aclrtMemcpy failed 507899", 1, diagnosis=diagnosed)
+    _ended(owner, "failed", "process_exit", "exit 1", 2)
+
+    groups = morning.failures(Run.objects.all())
+
+    assert [(group.category, group.count) for group in groups] == [
+        ("oom", 2),
+        ("process_exit", 1),
+    ]
+    assert groups[0].label.startswith("oom: ")

@@ -22,12 +22,14 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from workers.contract.capture import TRACK
+
 BLOCKS = "application/x-npulab-blocks"
 
 # The header fields.
 SIZE, KEY, SOURCE, POINTS = "size", "key", "source", "points"
 # The source of points whose block names none (workers.track's).
-DEFAULT_SOURCE = "track"
+DEFAULT_SOURCE = TRACK
 # Bytes a point takes in a block: a step, a value and a time.
 POINT_BYTES = 24
 # A header line longer than this is not one (a key is at most a few hundred characters).

@@ -37,6 +37,8 @@ class Kind:
     ``capabilities``: names from ``workers.contract.capabilities`` (checkpoints,
     profiling); the kind gets each one's spec fields, and its event types may
     be written by its runs.
+    ``host_labels``: the host labels a run of this spec needs beyond those it asks
+    for (a MindSpore training run: a host with MindSpore).
     """
 
     def __init__(
@@ -49,6 +51,7 @@ class Kind:
         event_types: tuple[EventType, ...] = (),
         check: Callable[[dict[str, Any]], dict[str, str]] | None = None,
         capabilities: tuple[str, ...] = (),
+        host_labels: Callable[[dict[str, Any]], list[str]] | None = None,
     ) -> None:
         self.name = name
         self.title = title
@@ -66,6 +69,7 @@ class Kind:
         self.causes = {cause.name: cause for cause in causes}
         self.event_types = {event_type.name: event_type for event_type in event_types}
         self.check = check
+        self._host_labels = host_labels
 
     def validate(self, doc: dict[str, Any]) -> dict[str, Any]:
         spec = clean_fields(self.fields, doc, self.name)
@@ -73,6 +77,10 @@ class Kind:
         if errors:
             raise SpecError(errors)
         return spec
+
+    def host_labels(self, spec: dict[str, Any]) -> list[str]:
+        """The host labels a valid ``spec`` of this kind needs."""
+        return list(self._host_labels(spec)) if self._host_labels else []
 
     def json_schema(self) -> dict[str, Any]:
         return {

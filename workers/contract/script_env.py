@@ -23,3 +23,23 @@ CHECKPOINT_EVERY_STEPS = "NPULAB_CHECKPOINT_EVERY_STEPS"
 CHECKPOINT_EVERY_MINUTES = "NPULAB_CHECKPOINT_EVERY_MINUTES"
 # The profiling window run.profile_step() records, as JSON; "null": none.
 PROFILE = "NPULAB_PROFILE"
+# Set by the training runner for a script's own checkpoint files (the spec's checkpoint_dir),
+# and, on resume, the file restored there for the script to load.
+CHECKPOINT_FILES = "NPULAB_CHECKPOINT_FILES"
+RESUME_CHECKPOINT = "NPULAB_RESUME_CHECKPOINT"
+# The run's framework, and a MindSpore run's settings (workers.training.ms_settings).
+FRAMEWORK = "NPULAB_FRAMEWORK"
+MS_MODE = "NPULAB_MS_MODE"
+MS_DEVICE_TARGET = "NPULAB_MS_DEVICE_TARGET"
+MS_AMP_LEVEL = "NPULAB_MS_AMP_LEVEL"
+MS_LOSS_SCALE_MANAGER = "NPULAB_MS_LOSS_SCALE_MANAGER"
+# Set by the parity runner for each side's process (docs/parity.md).
+PARITY_SIDE = "NPULAB_PARITY_SIDE"
+PARITY_DIR = "NPULAB_PARITY_DIR"
+PARITY_DTYPE = "NPULAB_PARITY_DTYPE"
+PARITY_AMP_LEVEL = "NPULAB_PARITY_AMP_LEVEL"
+PARITY_STEPS = "NPULAB_PARITY_STEPS"
+PARITY_LEVEL = "NPULAB_PARITY_LEVEL"
+# "tensor" or "statistics": statistics only when a tensor dump would pass max_dump_mb.
+PARITY_DUMP_TASK = "NPULAB_PARITY_DUMP_TASK"
+PARITY_LAYERS = "NPULAB_PARITY_LAYERS"

@@ -16,10 +16,18 @@ import time
 from typing import Any
 
 from workers import __version__
-from workers.contract import script_env
+from workers.contract import kinds, script_env
 from workers.contract.devices import VISIBLE_DEVICES_ENV
 from workers.contract.events import ARTIFACT, EVENTS_FILE, RUNNER
 from workers.contract.exits import EXIT_INVALID_SPEC, EXIT_RUN_DIR_BUSY
+from workers.contract.gang import (
+    GANG,
+    RANK_TABLE_FILE,
+    RANK_TABLE_NAME,
+    dumps_rank_table,
+    launch_env,
+)
+from workers.contract.spec import host_inputs
 from workers.events import EventWriter
 from workers.host import capabilities
 from workers.host.artifacts import ArtifactUploader
@@ -27,8 +35,10 @@ from workers.host.client import PlatformClient, PlatformRejected, PlatformUnavai
 from workers.host.config import HostConfig
 from workers.host.devices import detect
 from workers.host.forwarder import Forwarder, RunGone, max_batch_events
+from workers.host.preflight import preflight
 from workers.host.runenv import clean_env
 from workers.host.runuser import RunUser
+from workers.host.sandbox import Sandbox
 from workers.host.snapshots import SnapshotFailed, collect_and_send
 from workers.processes import CHILD_PID_FILE, kill_group, kill_registered, write_pid_file
 
@@ -46,10 +56,17 @@ CANCEL_GRACE_S = 15.0
 class HostAgent:
     """One per host worker process; runs execute in Celery's worker threads."""
 
-    def __init__(self, config: HostConfig, client: PlatformClient, run_user: RunUser | None = None):
+    def __init__(
+        self,
+        config: HostConfig,
+        client: PlatformClient,
+        run_user: RunUser | None = None,
+        sandbox: Sandbox | None = None,
+    ):
         self.config = config
         self.client = client
         self.run_user = run_user
+        self.sandbox = sandbox
         self.name = ""
         self.queue = ""
         self.devices: list[dict[str, Any]] = []
@@ -72,6 +89,7 @@ class HostAgent:
             "python": platform.python_version(),
             "run_python": self.config.python,
             "platform": platform.platform(),
+            "network": self.config.network,
         }
 
     def register(self, retry_s: float = 5.0) -> dict[str, Any]:
@@ -192,6 +210,9 @@ class RunExecution:
         self.spec: dict[str, Any] = claim["spec"]
         self.devices: list[int] = claim.get("devices", [])
         self.claim = claim
+        # The rendezvous and this host's ranks; set for a run across hosts only.
+        gang = claim.get(GANG) or {}
+        self.gang: dict[str, Any] | None = gang if gang.get("hosts", 1) > 1 else None
         self.max_events = max_batch_events(claim)
         self.run_dir = os.path.join(
             agent.config.work_dir, "runs", str(run_id), f"attempt-{attempt}"
@@ -218,25 +239,47 @@ class RunExecution:
         spec_path = os.path.join(self.run_dir, "spec.json")
         with open(spec_path, "w", encoding="utf-8") as handle:
             json.dump(self.spec, handle, indent=2)
-        python = self.spec.get("python") or self.agent.config.python
+        python = self.agent.config.python_for(self.spec)
+        if self.gang is not None:
+            problems = preflight(self.gang, self.devices, self.spec["device_type"])
+            if problems:
+                # Refused before it started: the platform ends the gang on every host.
+                self._finish({"exit_code": None, "error": "pre-flight: " + "; ".join(problems)})
+                return
         self._prepare(python)
         env = self._env()
         become = None
         run_user = self.agent.run_user
+        home = os.path.join(os.path.dirname(self.run_dir), "home")
+        directories = [path for c in self.capabilities for path in c.directories()]
+        for path in (*directories, home):
+            os.makedirs(path, exist_ok=True)
         if run_user is not None:
-            # Its own directories, and a home of its own: never the worker's.
-            home = os.path.join(os.path.dirname(self.run_dir), "home")
-            directories = [path for c in self.capabilities for path in c.directories()]
-            for path in (*directories, home):
-                os.makedirs(path, exist_ok=True)
-            run_user.give([self.run_dir, *directories, home])
+            # Its own directories, and a home of its own: never the worker's (the run's
+            # folder above them too, for a host without the sandbox).
+            run_user.give([os.path.dirname(self.run_dir)])
             env.update(run_user.env(home))
+        else:
+            env["HOME"] = home
+        command = [python, "-m", "workers.run", spec_path, "--run-dir", self.run_dir]
+        sandbox = self.agent.sandbox
+        if sandbox is not None:
+            kind = kinds.get(self.spec["kind"])
+            command = sandbox.argv(
+                command,
+                python,
+                writable=[self.run_dir, *directories, home],
+                readable=host_inputs(kind.fields, self.spec) if kind else [],
+                run_user=run_user,
+                cwd=self.run_dir,
+            )
+        elif run_user is not None:
             become = run_user.become()
         log.info("run %s attempt %s: starting in %s", self.run_id, self.attempt, self.run_dir)
         with open(os.path.join(self.run_dir, SUPERVISOR_LOG), "ab") as output:
             try:
                 self.process = subprocess.Popen(
-                    [python, "-m", "workers.run", spec_path, "--run-dir", self.run_dir],
+                    command,
                     cwd=self.run_dir,
                     env=env,
                     stdin=subprocess.DEVNULL,
@@ -391,6 +434,13 @@ class RunExecution:
         variable = VISIBLE_DEVICES_ENV[self.spec["device_type"]]
         if variable:
             env[variable] = ",".join(str(index) for index in self.devices)
+        if self.gang is not None:
+            env.update(launch_env(self.gang))
+            if self.gang.get("rank_table"):
+                path = os.path.join(self.run_dir, RANK_TABLE_NAME)
+                with open(path, "w", encoding="utf-8") as handle:
+                    handle.write(dumps_rank_table(self.gang["rank_table"]))
+                env[RANK_TABLE_FILE] = path
         return env
 
     def _supervisor_output(self) -> str:

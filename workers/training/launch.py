@@ -15,10 +15,11 @@ import sys
 
 from workers.contract import script_env
 from workers.contract.entries import BUILTIN_PREFIX
+from workers.contract.frameworks import MINDSPORE
 from workers.processes import tie_rank_to_launcher
 
-# Set by torch.distributed.run for each rank it starts.
-_LAUNCHED_RANK = "TORCHELASTIC_RUN_ID"
+# Set by torch.distributed.run for each rank it starts (msrun: MS_WORKER_NUM).
+_LAUNCHED_RANK = ("TORCHELASTIC_RUN_ID", "MS_WORKER_NUM")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -28,9 +29,13 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     entry, args = argv[0], argv[1:]
     run_dir = os.environ.get(script_env.RUN_DIR)
-    if run_dir and _LAUNCHED_RANK in os.environ:
+    if run_dir and any(name in os.environ for name in _LAUNCHED_RANK):
         tie_rank_to_launcher(run_dir)
     announce()
+    if os.environ.get(script_env.FRAMEWORK) == MINDSPORE:
+        from workers.training.ms_settings import prepare
+
+        _say(prepare(os.environ))
     if entry.startswith(BUILTIN_PREFIX):
         from workers.training.builtin import main as run_builtin
 
@@ -61,6 +66,10 @@ def announce() -> None:
         f"npulab: rank {env.get('RANK', '0')} of {env.get('WORLD_SIZE', '1')}, "
         f"local rank {local_rank}, {device_type} device {local_rank}{visible}, pid {os.getpid()}"
     )
+    _say(line)
+
+
+def _say(line: str) -> None:
     # One write: the ranks share the pipe, and unbuffered print() writes the text and its
     # newline apart, so two ranks' lines could run into one.
     os.write(sys.stdout.fileno(), (line + "\n").encode("utf-8", "replace"))

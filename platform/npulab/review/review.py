@@ -498,14 +498,19 @@ def _same_line(version: str | None, line: str) -> bool:
     return parts[: len(wanted)] == wanted
 
 
+# The version-set verdicts of a compatibility: torch_npu's, MindSpore's.
+STACK_CHECKS = ("python_stack", "mindspore_stack")
+
+
 def _incompatible(compatibility: dict[str, Any]) -> list[str]:
     reasons = [
         f"{pair['pair']}: {pair['reason']}"
         for pair in compatibility.get("stack") or []
         if pair["verdict"] == INCOMPATIBLE
     ]
-    python_stack = compatibility.get("python_stack") or {}
-    reasons += [c["reason"] for c in python_stack.get("checks", []) if c["verdict"] == INCOMPATIBLE]
+    for name in STACK_CHECKS:
+        checked = compatibility.get(name) or {}
+        reasons += [c["reason"] for c in checked.get("checks", []) if c["verdict"] == INCOMPATIBLE]
     return reasons
 
 
@@ -515,8 +520,9 @@ def _unknown(compatibility: dict[str, Any]) -> list[str]:
         for pair in compatibility.get("stack") or []
         if pair["verdict"] != OK
     ]
-    python_stack = compatibility.get("python_stack") or {}
-    reasons += [c["reason"] for c in python_stack.get("checks", []) if c["verdict"] != OK]
+    for name in STACK_CHECKS:
+        checked = compatibility.get(name) or {}
+        reasons += [c["reason"] for c in checked.get("checks", []) if c["verdict"] != OK]
     driver = compatibility.get("driver")
     if driver:
         reasons.append(driver["reason"])

@@ -37,8 +37,10 @@ class RowResult:
 def row_result(run: Run) -> RowResult:
     found = RowResult()
     if run.status in FAILED:
-        found.failure = run.exit_cause_label
-        lines = (run.exit_reason or "").strip().splitlines()
+        # The diagnosis names the root cause; the exit reason is often a wrapper's last line.
+        diagnosis = run.diagnosis or {}
+        found.failure = diagnosis.get("category") or run.exit_cause_label
+        lines = str(diagnosis.get("line") or run.exit_reason or "").strip().splitlines()
         found.failure_line = lines[0] if lines else ""
     if run.status == Run.Status.SUCCEEDED:
         headlines = get_kind(run.kind).headlines(run)

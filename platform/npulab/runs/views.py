@@ -15,13 +15,14 @@ from django_htmx.http import HttpResponseClientRedirect
 
 from npulab.hosts.models import Host
 from npulab.projects.selectors import visible_projects
-from npulab.runs import capabilities, listing
+from npulab.runs import capabilities, listing, logview
 from npulab.runs.access import change_refused, may_change, run_for, visible_runs
 from npulab.runs.forms import RunSubmitForm
 from npulab.runs.kinds import get as get_kind
 from npulab.runs.models import Run
 from npulab.runs.pages import run_panels
 from npulab.runs.selectors import (
+    LOG_PAGE_LINES,
     MAX_LOG_QUERY,
     cancel_warning,
     environment_differences,
@@ -29,6 +30,7 @@ from npulab.runs.selectors import (
     log_page,
     log_tail,
     log_text,
+    logged_parameters,
     metric_keys,
     progress,
     steps,
@@ -119,6 +121,7 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "steps": steps(run),
         "log": log_tail(run),
         "metric_summary": metric_keys(run),
+        "logged": logged_parameters(run),
         "progress": progress(run),
         "summary": {
             key: value
@@ -126,6 +129,9 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
             if key not in SUMMARY_SHOWN_ELSEWHERE
         },
         "attempts": list(run.attempts.select_related("host")),
+        "placements": list(run.placements.filter(attempt=run.attempt).select_related("host"))
+        if run.hosts > 1
+        else [],
         "resumable": any(c.resumable(run) for c in capabilities.of(run)),
         "can_cancel": run.is_active and may,
         "can_restart": run.status in Run.RESTARTABLE and may,
@@ -162,6 +168,21 @@ def _log_request(request: HttpRequest, run: Run) -> tuple[int | None, str, list[
     return attempt, query, errors
 
 
+def _log_view_filters(request: HttpRequest, run: Run, errors: list[str]) -> tuple[str, int | None]:
+    """The stream and the node (a host of a run across hosts) the log page is narrowed to."""
+    stream = request.GET.get("stream", "")
+    if stream and stream not in logview.STREAMS:
+        errors.append(f"stream: one of {', '.join(logview.STREAMS)}")
+        stream = ""
+    asked, node = request.GET.get("node", ""), None
+    if asked:
+        if asked.isascii() and asked.isdigit() and int(asked) < run.hosts:
+            node = int(asked)
+        else:
+            errors.append(f"node: a node rank from 0 to {run.hosts - 1}")
+    return stream, node
+
+
 @login_required
 def run_log(request: HttpRequest, pk: int) -> HttpResponse:
     """The whole log of one attempt, a page at a time, or the lines of it that match a search."""
@@ -170,16 +191,33 @@ def run_log(request: HttpRequest, pk: int) -> HttpResponse:
     attempts = log_attempts(run)
     if attempt is None and attempts:
         attempt = attempts[-1]
+    stream, node = _log_view_filters(request, run, errors)
+    live = run.is_active and attempt == run.attempt
+    page = request.GET.get("page") or ("last" if live else None)
+    # A live log followed on its newest page, unfiltered, refreshes itself.
+    following = live and page == "last" and not (query or stream or node is not None)
     context = {
         "run": run,
         "attempts": attempts,
         "attempt": attempt,
         "query": query,
+        "stream": stream,
+        "node": node,
+        "streams": logview.STREAMS,
+        "nodes": range(run.hosts) if run.hosts > 1 else [],
+        "following": following,
         "errors": errors,
         "max_query": MAX_LOG_QUERY,
-        "page": log_page(run, attempt, query, request.GET.get("page")) if attempt else None,
+        "page": log_page(run, attempt, query, page, stream, node) if attempt else None,
+        "first_error": logview.first_error(run, attempt, LOG_PAGE_LINES) if attempt else None,
+        "evidence": [
+            str(item.get("text", ""))[:MAX_LOG_QUERY]
+            for item in (run.diagnosis or {}).get("evidence") or []
+            if isinstance(item, dict) and item.get("text")
+        ],
     }
-    return render(request, "runs/run_log.html", context, status=400 if errors else 200)
+    template = "runs/partials/log_lines.html" if request.htmx else "runs/run_log.html"
+    return render(request, template, context, status=400 if errors else 200)
 
 
 @login_required

@@ -19,6 +19,7 @@ from workers.contract.compat import (
     pair_verdicts,
     required_for,
 )
+from workers.contract.compat_mindspore import check_mindspore_stack
 
 NOT_APPLICABLE = "n/a"
 
@@ -32,7 +33,8 @@ def worst(verdicts: list[str]) -> str:
 
 
 def snapshot_compatibility(data: dict[str, Any]) -> dict[str, Any]:
-    """Driver ↔ firmware ↔ CANN pairs and the torch / torch_npu / CANN / Python set."""
+    """Driver ↔ firmware ↔ CANN pairs, the torch / torch_npu / CANN / Python set and
+    MindSpore / CANN / Python."""
     ascend = data.get("ascend") or {}
     cann = ascend.get("cann") or {}
     stack = pair_verdicts(
@@ -48,10 +50,21 @@ def snapshot_compatibility(data: dict[str, Any]) -> dict[str, Any]:
             current_cann_version(cann),
             python.get("version"),
         )
+    mindspore_stack = None
+    if key.get("mindspore"):
+        mindspore_stack = check_mindspore_stack(
+            key.get("mindspore"), current_cann_version(cann), python.get("version")
+        )
     verdicts = [pair["verdict"] for pair in stack]
-    if python_stack is not None:
-        verdicts.append(python_stack["verdict"])
-    return {"verdict": worst(verdicts), "stack": stack, "python_stack": python_stack}
+    for checked in (python_stack, mindspore_stack):
+        if checked is not None:
+            verdicts.append(checked["verdict"])
+    return {
+        "verdict": worst(verdicts),
+        "stack": stack,
+        "python_stack": python_stack,
+        "mindspore_stack": mindspore_stack,
+    }
 
 
 def planned_compatibility(current: dict[str, Any], planned: dict[str, str]) -> dict[str, Any]:

@@ -13,6 +13,7 @@ from npulab.runs.metric_stats import metric_stats
 from npulab.runs.models import Run
 from npulab.series import reads
 from npulab.series.owners import Owner
+from workers.contract.frameworks import PYTORCH
 
 # The series workers.training's jobs (and workers.track users) log.
 LOSS, THROUGHPUT = "loss", "samples_per_s"
@@ -33,6 +34,9 @@ class TrainingKind(RunKind):
             parts.append(f"{spec['max_steps']} steps")
         if run.devices > 1:
             parts.append(f"{run.devices} devices")
+        if spec.get("framework", PYTORCH) != PYTORCH:
+            # Another framework, mode or precision level is another job.
+            parts.append(f"{spec['framework']} {spec.get('mode')} {spec.get('amp_level')}")
         return " · ".join(parts)
 
     def headlines(self, run: Run) -> dict[str, Headline]:

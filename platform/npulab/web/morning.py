@@ -16,6 +16,7 @@ from django.utils import timezone
 from npulab.runs.models import Run
 from npulab.runs.selectors import Progress, progress
 from npulab.snapshots.models import Snapshot
+from workers.contract.diagnosis import CATEGORIES
 
 FAILURE_WINDOW = timedelta(hours=24)
 # Enough to see what is going on without turning the dashboard into the run list.
@@ -53,7 +54,11 @@ class QueueWait:
 
 
 def failure_category(run: Run) -> tuple[str, str]:
-    """The category a failed run is grouped by, and its label: its cause as recorded."""
+    """The category a failed run is grouped by, and its label: its diagnosis's category
+    (docs/diagnosis.md) where it has one, else its cause as recorded."""
+    category = (run.diagnosis or {}).get("category")
+    if category in CATEGORIES:
+        return category, f"{category}: {CATEGORIES[category]}"
     if run.exit_cause:
         return run.exit_cause, run.exit_cause_label
     return "unknown", "No cause recorded"

@@ -11,7 +11,9 @@ import time
 from typing import Any
 
 from workers.backends import BackendError
+from workers.contract.frameworks import MINDSPORE
 from workers.kinds.base import Outcome, RunContext, StepFailed, StepRecorder
+from workers.kinds.smoke import ms_smoke
 from workers.profiling import Window
 
 # fp32 matmul may run in TF32 (CUDA) or HF32 (Ascend) when a user enabled it;
@@ -22,6 +24,8 @@ TIMED_MATMULS = 3
 
 def run(ctx: RunContext) -> Outcome:
     spec = ctx.spec
+    if spec["framework"] == MINDSPORE:
+        return ms_smoke.run(ctx)
     steps = StepRecorder(ctx.events)
     summary: dict[str, Any] = {}
 

@@ -20,6 +20,7 @@ import contextlib
 import glob
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -27,7 +28,7 @@ import threading
 import time
 from typing import IO, Any
 
-from workers.contract import exits, script_env
+from workers.contract import exits, frameworks, gang, script_env
 from workers.contract.events import CHECKPOINT, EVENTS_FILE, METRIC, STEP
 from workers.kinds.base import Outcome, RunContext
 from workers.kinds.training import HEARTBEAT_TIMEOUT
@@ -39,6 +40,13 @@ from workers.processes import (
 )
 from workers.tracebacks import exception_line
 from workers.track import HEARTBEAT_PREFIX, SUMMARY_FILE
+from workers.training import msrun
+from workers.training.checkpoint_files import CheckpointFiles, restore
+from workers.training.graph_dumps import ARCHIVE as GRAPHS_ARCHIVE
+from workers.training.graph_dumps import GraphDumps
+from workers.training.mindspore_logs import graph_compile_error
+from workers.training.ms_settings import GRAPHS_DIR
+from workers.training.ms_settings import environment as ms_environment
 
 STOP_GRACE_S = 10.0
 WATCH_EVERY_S = 1.0
@@ -57,8 +65,37 @@ def run(ctx: RunContext) -> Outcome:
     workdir = os.path.join(ctx.run_dir, spec["workdir"]) if spec["workdir"] else ctx.run_dir
     if not os.path.isdir(workdir):
         return Outcome(exits.FAILED, f"workdir {workdir} does not exist", cause=exits.JOB_ERROR)
+    mindspore = spec["framework"] == frameworks.MINDSPORE
     launch = ["-m", "workers.training.launch", spec["entry"], *spec["args"]]
-    if spec["devices"] > 1:
+    nodes = int(os.environ.get(gang.NNODES, "1"))
+    if mindspore and (nodes > 1 or spec["devices"] > 1):
+        # MindSpore's own launcher, on this host alone or on its share of a run across hosts
+        # (the host worker set the rendezvous and the node rank: workers.contract.gang).
+        placements = msrun.across_hosts(
+            os.environ.get(gang.MASTER_ADDR, msrun.LOCALHOST), nodes, spec["devices"]
+        )
+        launch = msrun.msrun_command(
+            placements,
+            int(os.environ.get(gang.NODE_RANK, "0")),
+            launch[2:],
+            ctx.run_dir,
+            master_port=int(os.environ.get(gang.MASTER_PORT, msrun.DEFAULT_MASTER_PORT)),
+            rank_table_file=os.environ.get(gang.RANK_TABLE_FILE, ""),
+        )[1:]
+    elif nodes > 1:
+        # One host of a run across hosts: the host worker set the rendezvous and this
+        # host's node rank (workers.contract.gang).
+        launch = [
+            "-m",
+            "torch.distributed.run",
+            f"--nnodes={nodes}",
+            f"--node-rank={os.environ[gang.NODE_RANK]}",
+            f"--master-addr={os.environ[gang.MASTER_ADDR]}",
+            f"--master-port={os.environ[gang.MASTER_PORT]}",
+            f"--nproc-per-node={spec['devices']}",
+            *launch,
+        ]
+    elif spec["devices"] > 1:
         launch = [
             "-m",
             "torch.distributed.run",
@@ -67,11 +104,22 @@ def run(ctx: RunContext) -> Outcome:
             f"--nproc-per-node={spec['devices']}",
             *launch,
         ]
-    ctx.say(f"training: {spec['entry']} on {spec['devices']} {spec['device_type']} device(s)")
+    where = f" × {nodes} hosts (node rank {os.environ[gang.NODE_RANK]})" if nodes > 1 else ""
+    ctx.say(
+        f"training: {spec['entry']} ({spec['framework']}) on {spec['devices']} "
+        f"{spec['device_type']} device(s){where}"
+    )
+    env = _environment(ctx)
+    files = _checkpoint_files(ctx, workdir, env)
+    graphs = (
+        GraphDumps(os.path.join(ctx.run_dir, GRAPHS_DIR), spec["save_graphs_max_mb"] << 20)
+        if mindspore and spec["save_graphs"]
+        else None
+    )
     process = subprocess.Popen(
         [sys.executable, *launch],
         cwd=workdir,
-        env=_environment(ctx),
+        env=env,
         stderr=subprocess.PIPE,
         start_new_session=True,
         # Its own group, to be stopped as one; it still goes when the runner does.
@@ -86,12 +134,16 @@ def run(ctx: RunContext) -> Outcome:
         stopping.append(signum)
 
     signal.signal(signal.SIGTERM, stop)
-    watch = _watch(ctx, process, stopping)
+    watch = _watch(ctx, process, stopping, files, graphs)
     if stopping or watch.hung:
         _stop(process)
     stderr.join()
     code = process.returncode
+    if files is not None:
+        files.poll(final=True)
     summary = dict(_summary(ctx.run_dir), exit_code=code)
+    if graphs is not None:
+        summary.update(_archive_graphs(ctx, graphs))
     if watch.hung:
         reason = f"no heartbeat from the training loop for {spec['heartbeat_timeout_s']} s"
         return Outcome(exits.FAILED, reason, summary, cause=HEARTBEAT_TIMEOUT)
@@ -100,7 +152,7 @@ def run(ctx: RunContext) -> Outcome:
     if code is not None and code < 0:
         reason = f"the training process was killed by {signal.Signals(-code).name}"
         return Outcome(exits.FAILED, reason, summary, cause=exits.PROCESS_EXIT)
-    error = exception_line(stderr.lines())
+    error = (mindspore and graph_compile_error(stderr.lines())) or exception_line(stderr.lines())
     if error and not stopping and not watch.beat and not _trained(ctx.run_dir):
         return Outcome(exits.FAILED, error, summary, cause=exits.JOB_ERROR)
     reason = f"the training process exited with code {code}" + (f": {error}" if error else "")
@@ -164,9 +216,54 @@ def _environment(ctx: RunContext) -> dict[str, str]:
             script_env.CHECKPOINT_EVERY_MINUTES: str(spec["checkpoint_every_minutes"]),
             # The profiling window workers.track's run.profile_step() records; "null": none.
             script_env.PROFILE: json.dumps(spec.get("profile")),
+            script_env.FRAMEWORK: spec["framework"],
         }
     )
+    if spec["framework"] == frameworks.MINDSPORE:
+        env.update(ms_environment(spec, ctx.run_dir))
     return env
+
+
+def _checkpoint_files(ctx: RunContext, workdir: str, env: dict[str, str]) -> CheckpointFiles | None:
+    """Watch the spec's checkpoint_dir; on resume, put the newest verified file back there."""
+    spec = ctx.spec
+    if not spec["checkpoint_dir"]:
+        return None
+    directory = os.path.join(workdir, spec["checkpoint_dir"])
+    os.makedirs(directory, exist_ok=True)
+    store_dir = env[script_env.CHECKPOINT_DIR]
+    env[script_env.CHECKPOINT_FILES] = directory
+    files = CheckpointFiles(
+        directory,
+        store_dir,
+        spec["keep_checkpoints"],
+        announce=lambda info: ctx.events.emit(CHECKPOINT, **info.as_event()),
+        warn=ctx.say,
+        hold_unsettled=bool(env.get(script_env.RUN_ID)),
+    )
+    suffix = ".ckpt" if spec["framework"] == frameworks.MINDSPORE else ".pt"
+    restored = restore(store_dir, directory, suffix, warn=ctx.say)
+    if restored:
+        env[script_env.RESUME_CHECKPOINT] = restored
+        files.skip_existing(os.path.basename(restored))
+        ctx.say(f"resuming from {restored} ({script_env.RESUME_CHECKPOINT})")
+    # Files already there when it starts (an earlier attempt's) are no new checkpoints.
+    for name in os.listdir(directory):
+        files.skip_existing(name)
+    return files
+
+
+def _archive_graphs(ctx: RunContext, graphs: GraphDumps) -> dict[str, Any]:
+    target = os.path.join(ctx.run_dir, GRAPHS_ARCHIVE)
+    summary = graphs.archive(target)
+    if summary is None:
+        ctx.say("save_graphs: no IR files were written")
+        return {"graph_files": 0}
+    ctx.say(graphs.notice(summary))
+    ctx.events.artifact(GRAPHS_ARCHIVE, target)
+    # Packed: the host's disk need not hold them twice.
+    shutil.rmtree(graphs.directory, ignore_errors=True)
+    return summary
 
 
 class Watch:
@@ -177,7 +274,13 @@ class Watch:
         self.hung = False
 
 
-def _watch(ctx: RunContext, process: subprocess.Popen, stopping: list[int]) -> Watch:
+def _watch(
+    ctx: RunContext,
+    process: subprocess.Popen,
+    stopping: list[int],
+    files: CheckpointFiles | None = None,
+    graphs: GraphDumps | None = None,
+) -> Watch:
     """Wait for the training, or until its heartbeat stops.
 
     The watchdog starts with the first heartbeat: a script that does not use
@@ -191,6 +294,10 @@ def _watch(ctx: RunContext, process: subprocess.Popen, stopping: list[int]) -> W
     while process.poll() is None and not stopping:
         with contextlib.suppress(subprocess.TimeoutExpired):
             process.wait(timeout=WATCH_EVERY_S)
+        if files is not None:
+            files.poll()
+        if graphs is not None:
+            graphs.trim()
         beats = [_mtime(path) for path in glob.glob(pattern)]
         beats = [beat for beat in beats if beat is not None]
         watch.beat = watch.beat or bool(beats)

@@ -19,6 +19,7 @@ from npulab.checkpoints.models import Checkpoint
 from npulab.checkpoints.services import open_stored, store_upload
 from npulab.core import errors
 from npulab.core.api import OCTET_STREAM, ErrorSerializer
+from npulab.runs.gangs import placement_on
 from npulab.runs.models import RunAttempt
 
 UPLOAD_CHUNK = 1 << 20
@@ -57,6 +58,8 @@ class CheckpointFileView(AgentAPIView):
         checkpoint = get_object_or_404(
             Checkpoint, run_id=run_id, step=step, status=Checkpoint.Status.STORED
         )
-        if checkpoint.run.host_id != request.auth.pk:
+        run = checkpoint.run
+        # Every host of a gang resumes from it.
+        if run.host_id != request.auth.pk and not placement_on(run, request.auth):
             raise PermissionDenied(f"run {run_id} is not placed on host {request.auth.name}")
         return FileResponse(open_stored(checkpoint), content_type=OCTET_STREAM)

@@ -22,6 +22,7 @@ from npulab.agent.api.serializers import (
 )
 from npulab.core.api import ErrorSerializer, FastJSONParser
 from npulab.runs import capabilities
+from npulab.runs.gangs import gang_of
 from npulab.runs.services import do_claim_run, do_finish_run, do_ingest_events
 from workers.contract.blocks import BLOCKS
 from workers.contract.events import NDJSON
@@ -35,11 +36,13 @@ class ClaimView(AgentAPIView):
         """Take a dispatched run: 409 if it was cancelled, requeued or is another attempt."""
         data = valid(AttemptSerializer, request)
         run = do_claim_run(request.auth, run_id, data["attempt"])
+        placement = run.placement
         reply = {
             "run": run.pk,
             "attempt": run.attempt,
             "spec": run.spec,
-            "devices": run.device_indices,
+            "devices": placement.device_indices if placement else run.device_indices,
+            "gang": gang_of(run, placement) if placement else None,
             "max_events": settings.NPULAB["MAX_EVENTS_PER_BATCH"],
         }
         for capability in capabilities.of(run):

@@ -22,6 +22,7 @@ from npulab.runs.models import Run, RunEvent
 from npulab.runs.services import do_cancel_run, do_restart_run, do_submit_run
 from npulab.series import api as metrics_api
 from npulab.series.owners import Owner
+from workers.contract.diagnosis import CATEGORIES
 
 IDEMPOTENCY_HEADER = "Idempotency-Key"
 REPLAYED_HEADER = "Idempotent-Replayed"
@@ -32,10 +33,15 @@ class RunFilterSet(filters.FilterSet):
     host = filters.CharFilter(field_name="host__name")
     submitted_by = filters.CharFilter(field_name="submitted_by__username")
     project = filters.CharFilter(field_name="project__slug", help_text="A project's slug.")
+    category = filters.ChoiceFilter(
+        field_name="diagnosis_category",
+        choices=[(name, name) for name in CATEGORIES],
+        help_text="The diagnosis category of a failed run (docs/diagnosis.md).",
+    )
 
     class Meta:
         model = Run
-        fields = ["status", "kind", "device_type", "host", "submitted_by", "project"]
+        fields = ["status", "kind", "device_type", "host", "submitted_by", "project", "category"]
 
 
 class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):

@@ -8,7 +8,7 @@ from django import template
 from django.utils.html import format_html
 from django.utils.safestring import mark_safe
 
-from npulab.runs import rows
+from npulab.runs import logview, rows
 from npulab.runs.models import Run
 from npulab.runs.rows import RowResult
 
@@ -60,3 +60,9 @@ def sparkline(values: list[float | None]) -> str:
         SPARK_HEIGHT,
         mark_safe(lines),  # noqa: S308 - built from format_html pieces above
     )
+
+
+@register.filter
+def log_line(line: str, query: str = "") -> str:
+    """A log line with its ANSI colours and ``query``'s matches marked (npulab.runs.logview)."""
+    return logview.render_line(str(line), query)

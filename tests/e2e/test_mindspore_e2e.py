@@ -1,0 +1,83 @@
+"""MindSpore runs through the whole platform, on a host worker with a MindSpore interpreter."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from tests.e2e.platform import Platform
+from tests.mindspore.interpreter import SCRIPT, require_mindspore
+from workers.processes import kill_registered
+
+pytestmark = pytest.mark.e2e
+MS_HOST = "e2e-ms"
+
+
+@pytest.fixture(scope="module")
+def ms_host(platform: Platform) -> Iterator[str]:
+    python = require_mindspore()
+    platform.start_worker(MS_HOST, "--mindspore-python", python)
+    deadline = time.monotonic() + 120
+    while platform.api("GET", f"hosts/{MS_HOST}/").json().get("status") != "online":
+        assert time.monotonic() < deadline, platform.tail()
+        time.sleep(0.2)
+    yield MS_HOST
+    platform.kill_worker(MS_HOST)
+
+
+def log_lines(platform: Platform, run_id: int) -> list[str]:
+    events = platform.api(
+        "GET", f"runs/{run_id}/events/", params={"type": "log", "limit": 5000}
+    ).json()["results"]
+    return [event["data"]["line"] for event in events]
+
+
+def test_a_mindspore_run_killed_with_sigkill_resumes_from_its_ckpt(
+    platform: Platform, ms_host: str
+) -> None:
+    # The script waits after its first checkpoint while this file exists (the run's user
+    # may be nobody: a world-readable place).
+    pause = f"/tmp/npulab-ms-pause-{uuid.uuid4().hex}"
+    with open(pause, "w"):
+        pass
+    os.chmod(pause, 0o644)
+    try:
+        run_id = platform.submit(
+            kind="training",
+            framework="mindspore",
+            mode="graph",
+            entry=str(SCRIPT),
+            args=["2", pause],
+            checkpoint_dir="ckpt",
+            max_restarts=1,
+            timeout_s=600,
+        )["id"]
+        deadline = time.monotonic() + 300
+        while True:
+            run = platform.run(run_id)
+            if any(c["status"] == "stored" for c in run["checkpoints"]):
+                break
+            assert run["status"] in ("queued", "dispatched", "running"), run
+            assert time.monotonic() < deadline, platform.tail()
+            time.sleep(0.2)
+        assert run["host"] == ms_host
+        # kill -9 of every training process of the attempt (not the supervisor).
+        run_dir = platform.run_dir(run_id, host=ms_host)
+        kill_registered(str(run_dir), signal.SIGKILL)
+    finally:
+        os.unlink(pause)
+    run = platform.wait(run_id, timeout=300)
+    assert run["status"] == "succeeded", platform.tail()
+    first, second = run["attempts"]
+    assert (first["status"], first["exit_cause"]) == ("failed", "process_exit")
+    assert second["status"] == "succeeded"
+    lines = log_lines(platform, run_id)
+    assert any(line.startswith("resuming from ") and "tiny-1_8.ckpt" in line for line in lines)
+    assert "resumed from tiny-1_8.ckpt" in lines
+    assert any(line.startswith("epoch: 2 step: 8, loss is ") for line in lines)
+    assert {c["status"] for c in run["checkpoints"]} == {"stored"}

@@ -1,0 +1,58 @@
+"""MindSpore ↔ CANN ↔ Python verdicts from data/compat-mindspore.csv, and on the snapshot page."""
+
+from __future__ import annotations
+
+from workers.contract.compat_mindspore import check_mindspore_stack, load_table
+
+
+def test_every_row_names_its_source() -> None:
+    assert all(row["source"] for row in load_table())
+
+
+def test_a_release_with_its_cann_and_python_in_range_is_ok_with_unknown_python() -> None:
+    verdict = check_mindspore_stack("2.7.1", "8.3.RC1", "3.11.4")
+    assert verdict["checks"] == [
+        {"verdict": "ok", "reason": "MindSpore 2.7.1 is released for CANN 8.3.RC1"},
+        {"verdict": "unknown", "reason": "no Python range is published for MindSpore 2.7.1"},
+    ]
+    assert verdict["verdict"] == "unknown"
+    assert verdict["sources"]
+
+
+def test_another_cann_is_incompatible() -> None:
+    verdict = check_mindspore_stack("2.6.0rc1", "8.3.RC1", "3.11")
+    assert verdict["verdict"] == "incompatible"
+    assert verdict["reasons"][0] == "MindSpore 2.6.0rc1 is released for CANN 8.1.RC1, not 8.3.RC1"
+
+
+def test_on_a_cpu_host_only_python_is_checked() -> None:
+    assert check_mindspore_stack("2.10.0", None, "3.11.7")["checks"] == [
+        {"verdict": "ok", "reason": "Python 3.11 is within 3.9 to 3.12 for MindSpore 2.10.0"}
+    ]
+    verdict = check_mindspore_stack("2.10.0", None, "3.13.1")
+    assert verdict["verdict"] == "incompatible"
+
+
+def test_a_release_not_in_the_table_is_unknown() -> None:
+    verdict = check_mindspore_stack("1.0.0", "8.0.0", "3.9")
+    assert verdict["reasons"] == ["MindSpore 1.0.0 is not in the table"]
+    assert verdict["verdict"] == "unknown"
+
+
+def test_a_snapshot_with_mindspore_shows_its_verdict_and_evidence(
+    api, client, owner, cpu_host, document
+) -> None:
+    from npulab.snapshots.services import do_record_snapshot
+
+    # The collected snapshot has CANN 8.1.RC1: MindSpore 2.6.0rc1's.
+    snapshot = do_record_snapshot(cpu_host, document(mindspore="2.6.0rc1")).snapshot
+    detail = api.get(f"/api/v1/snapshots/{snapshot.pk}/").json()
+    checks = detail["compatibility"]["mindspore_stack"]["checks"]
+    assert checks[0] == {
+        "verdict": "ok",
+        "reason": "MindSpore 2.6.0rc1 is released for CANN 8.1.RC1",
+    }
+    client.force_login(owner)
+    page = client.get(snapshot.get_absolute_url()).content.decode()
+    assert "MindSpore / CANN / Python" in page
+    assert "MindSpore 2.6.0rc1 is released for CANN 8.1.RC1" in page
