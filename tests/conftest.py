@@ -93,6 +93,8 @@ def anon_api() -> APIClient:
 
 
 def register(host: Host, device_type: str = "cpu", devices: int = 1, **facts: Any) -> Host:
+    """Register ``host`` with these devices, as an operator had accepted them."""
+    host.accepted_device_type, host.accepted_device_count = device_type, devices
     return do_register_host(
         host,
         {

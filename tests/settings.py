@@ -33,8 +33,6 @@ if _WORKER:
 
 from npulab.settings import *  # noqa: E402, F403
 
-INSTALLED_APPS = [*INSTALLED_APPS, "tests.kinds.echo"]  # noqa: F405
-
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":  # noqa: F405
     # A fresh clone has no var/ yet; SQLite will not create the folder.
     VAR_DIR.mkdir(parents=True, exist_ok=True)  # noqa: F405

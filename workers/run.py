@@ -36,8 +36,11 @@ from typing import IO, Any
 
 from workers import __version__
 from workers.backends import get_backend
+from workers.capture.session import Capture
 from workers.contract import exits, kinds, script_env
-from workers.contract.events import EVENTS_FILE, RUNNER, STDERR, STDOUT
+from workers.contract.devices import VISIBLE_DEVICES_ENV
+from workers.contract.diagnosis import ON_HANG_KEEP, ON_HANG_REQUEUE, PROCESS_LOG_ENV
+from workers.contract.events import DIAGNOSIS, EVENTS_FILE, RUNNER, STDERR, STDOUT
 from workers.contract.exits import (
     EXIT_FAILED,
     EXIT_INVALID_SPEC,
@@ -45,6 +48,7 @@ from workers.contract.exits import (
     EXIT_SUCCEEDED,
 )
 from workers.contract.spec import SpecError, split_submission
+from workers.diagnosis import watch as diagnosis_watch
 from workers.events import EventWriter
 from workers.kinds.base import Outcome, RunContext
 from workers.processes import (
@@ -55,6 +59,7 @@ from workers.processes import (
     kill_group,
     kill_registered,
     own_run_dir,
+    registered_groups,
     write_pid_file,
 )
 from workers.tracebacks import exception_line
@@ -134,6 +139,13 @@ class Supervisor:
         self.stderr_tail: collections.deque[str] = collections.deque(maxlen=STDERR_SCAN_LINES)
         self.stop_signal: int | None = None
         self.child: subprocess.Popen | None = None
+        # The diagnosis is made as the run goes (docs/diagnosis.md); a hang or a NaN
+        # loss that ends the run leaves its cause here.
+        self.watch = diagnosis_watch.RunWatch(
+            spec, run_dir, os.path.join(run_dir, EVENTS_FILE), library_roots=(_PACKAGE_ROOT,)
+        )
+        self.stopped_for: tuple[str, str] | None = None
+        self.capture = Capture(spec, run_dir, events)
 
     def run(self) -> int:
         result_path = os.path.join(self.run_dir, RESULT_FILE)
@@ -147,6 +159,7 @@ class Supervisor:
         for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             signal.signal(signum, self._on_signal)
 
+        self.capture.start()
         self.child = subprocess.Popen(
             [sys.executable, "-m", "workers.run", "--child", self.spec_path, "--run-dir", "."],
             cwd=self.run_dir,
@@ -172,7 +185,11 @@ class Supervisor:
         for pump in pumps:
             # A grandchild that daemonised may hold the pipe open forever.
             pump.join(timeout=5)
+        self.capture.stop()
         outcome = self._outcome(timed_out, result_path)
+        diagnosed = self.watch.finish(outcome.status, outcome.cause, self._devices())
+        if diagnosed is not None:
+            self.events.emit(DIAGNOSIS, **diagnosed)
         self.events.result(outcome.status, outcome.reason, outcome.summary, outcome.cause)
         return EXIT_SUCCEEDED if outcome.status == exits.SUCCEEDED else EXIT_FAILED
 
@@ -180,6 +197,12 @@ class Supervisor:
         env = dict(os.environ)
         env.update(self.spec["env"])
         env[script_env.RUN_DIR] = self.run_dir
+        # CANN's process logs land with the run, not in ~/ascend/log; the spec's own wins.
+        env[PROCESS_LOG_ENV] = diagnosis_watch.process_log_path(self.spec["env"], self.run_dir)
+        for name, value in self.capture.environment().items():
+            # A script the spec sends to an MLflow server of its own keeps it.
+            if name not in self.spec["env"]:
+                env[name] = value
         env[OWNER_LOCK_FD_ENV] = str(self.lock_fd)
         env["PYTHONUNBUFFERED"] = "1"
         # The child runs in the run directory; make this package importable there.
@@ -195,6 +218,8 @@ class Supervisor:
                 if stream == STDERR:
                     self.stderr_tail.append(line)
                 self.events.log(stream, line)
+                self.watch.line(stream, line)
+                self.capture.line(stream, line)
             pipe.close()
 
         thread = threading.Thread(target=relay, daemon=True)
@@ -211,12 +236,17 @@ class Supervisor:
     def _wait(self, deadline: float) -> bool:
         """Wait for the child; stop it on a signal or at the deadline. True if timed out."""
         assert self.child is not None
+        next_poll = 0.0
         while True:
             try:
                 self.child.wait(timeout=0.2)
                 return False
             except subprocess.TimeoutExpired:
                 pass
+            if time.monotonic() >= next_poll:
+                next_poll = time.monotonic() + 1.0
+                if self._diagnosis_stops():
+                    return False
             if self.stop_signal is not None:
                 self.events.log(
                     RUNNER,
@@ -228,6 +258,31 @@ class Supervisor:
                 self.events.log(RUNNER, f"timeout of {self.spec['timeout_s']} s reached")
                 self._kill_child()
                 return True
+
+    def _diagnosis_stops(self) -> bool:
+        """A hang or a NaN loss the spec says ends the run: stop it; True if stopped."""
+        assert self.child is not None
+        found = self.watch.poll()
+        if found == diagnosis_watch.NAN:
+            reason = "stop_on_nan: " + str((self.watch.health.first_nan or {}).get("message"))
+            self.events.log(RUNNER, reason + "; stopping the run")
+            self.stopped_for = (exits.NAN_LOSS, reason)
+        elif found == diagnosis_watch.HANG:
+            reason = f"no progress for {self.watch.hang_timeout_s} s (hang_timeout_s)"
+            stacks = self.watch.capture_stacks([self.child.pid, *registered_groups(self.run_dir)])
+            self.events.log(RUNNER, f"{reason}; stacks in {stacks}; on_hang={self.watch.on_hang}")
+            if self.watch.on_hang == ON_HANG_KEEP:
+                return False
+            cause = exits.HANG_REQUEUED if self.watch.on_hang == ON_HANG_REQUEUE else exits.HANG
+            self.stopped_for = (cause, reason)
+        else:
+            return False
+        self._kill_child()
+        return True
+
+    def _devices(self) -> list[int]:
+        visible = self._child_env().get(VISIBLE_DEVICES_ENV.get(self.spec["device_type"], ""), "")
+        return [int(item) for item in visible.split(",") if item.strip().isdigit()]
 
     def _kill_child(self) -> None:
         """SIGTERM the child's process group, SIGKILL whatever is left after the grace period."""
@@ -249,6 +304,9 @@ class Supervisor:
             return Outcome(
                 exits.FAILED, f"stopped by {name}", {"stderr_tail": tail}, exits.TERMINATED
             )
+        if self.stopped_for is not None:
+            cause, reason = self.stopped_for
+            return Outcome(exits.FAILED, reason, {"stderr_tail": tail}, cause)
         if timed_out:
             reason = f"timed out after {self.spec['timeout_s']} s"
             return Outcome(exits.FAILED, reason, {"stderr_tail": tail}, exits.TIMEOUT)

@@ -2,9 +2,9 @@
 
 from django.urls import include, path
 
+from npulab import extensions
 from npulab.accounts.api.views import ApiTokenViewSet
 from npulab.core.converters import IdRouter
-from npulab.coverage.api.views import CoverageCompareView, CoverageSummaryView, OpResultListView
 from npulab.health.api.views import (
     AuditEntryListView,
     HostDeviceClearView,
@@ -13,19 +13,12 @@ from npulab.health.api.views import (
     HostUndrainView,
 )
 from npulab.hosts.api.views import HostViewSet
-from npulab.profiles.api.timeline import ProfileTimelineView
-from npulab.profiles.api.views import (
-    ProfileDetailView,
-    ProfileDownloadView,
-    ProfileSummariseView,
-    RunProfileListView,
-)
 from npulab.projects.api.views import PoolViewSet, ProjectMemberView, ProjectViewSet
 from npulab.review.api.views import UpgradeReviewView
 from npulab.runs.api.artifacts import ArtifactDownloadView, RunArtifactListView
 from npulab.runs.api.compare import RunCompareView
 from npulab.runs.api.kinds import KindViewSet
-from npulab.runs.api.views import CheckpointFileDownloadView, CheckpointPinView, RunViewSet
+from npulab.runs.api.views import RunViewSet
 from npulab.snapshots.api.views import HostHistoryView, HostSnapshotRequestView, SnapshotViewSet
 
 app_name = "api"
@@ -45,16 +38,8 @@ urlpatterns = [
     # Before the router's runs/<pk>/, which would take "compare" for an id.
     path("runs/compare/", RunCompareView.as_view(), name="run-compare"),
     *router.urls,
-    path(
-        "runs/<id:run_id>/checkpoints/<step:step>/download/",
-        CheckpointFileDownloadView.as_view(),
-        name="checkpoint-download",
-    ),
-    path(
-        "runs/<id:run_id>/checkpoints/<step:step>/pin/",
-        CheckpointPinView.as_view(),
-        name="checkpoint-pin",
-    ),
+    # The routes of the run kinds' and the capabilities' apps (coverage, checkpoints ...).
+    *extensions.api_urlpatterns(),
     path(
         "projects/<name:slug>/members/<name:username>/",
         ProjectMemberView.as_view(),
@@ -65,22 +50,6 @@ urlpatterns = [
         "runs/<id:run_id>/artifacts/<id:artifact_id>/download/",
         ArtifactDownloadView.as_view(),
         name="artifact-download",
-    ),
-    path("runs/<id:run_id>/profiles/", RunProfileListView.as_view(), name="run-profiles"),
-    path("profiles/<id:pk>/", ProfileDetailView.as_view(), name="profile-detail"),
-    path("profiles/<id:pk>/download/", ProfileDownloadView.as_view(), name="profile-download"),
-    path("profiles/<id:pk>/timeline/", ProfileTimelineView.as_view(), name="profile-timeline"),
-    path("profiles/<id:pk>/summarise/", ProfileSummariseView.as_view(), name="profile-summarise"),
-    path("runs/<id:run_id>/coverage/", OpResultListView.as_view(), name="run-coverage"),
-    path(
-        "runs/<id:run_id>/coverage/summary/",
-        CoverageSummaryView.as_view(),
-        name="run-coverage-summary",
-    ),
-    path(
-        "runs/<id:run_id>/coverage/compare/",
-        CoverageCompareView.as_view(),
-        name="run-coverage-compare",
     ),
     path("hosts/<name:name>/history/", HostHistoryView.as_view(), name="host-history"),
     path("hosts/<name:name>/health/", HostHealthView.as_view(), name="host-health"),

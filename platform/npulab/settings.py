@@ -11,6 +11,7 @@ from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
 
+from npulab import extensions
 from npulab.conf import Env
 from workers.contract import tasks
 
@@ -43,12 +44,9 @@ INSTALLED_APPS = [
     "npulab.hosts",
     "npulab.projects",
     "npulab.runs",
-    # Run kinds on the web side (their declarations: workers/kinds/).
-    "npulab.smoke",
-    "npulab.training",
-    "npulab.coverage",
-    "npulab.stability",
-    "npulab.profiles",
+    # The run kinds' web apps (their declarations: workers/kinds/, NPULAB_KINDS) and the
+    # capabilities' apps, from the registries (npulab.extensions).
+    *extensions.installed_apps(),
     "npulab.telemetry",
     "npulab.health",
     "npulab.audit",
@@ -56,6 +54,7 @@ INSTALLED_APPS = [
     "npulab.snapshots",
     "npulab.review",
     "npulab.agent",
+    "npulab.mlflow",
     "npulab.web",
 ]
 

@@ -7,6 +7,7 @@ from drf_spectacular.views import (
     SpectacularSwaggerSplitView,
 )
 
+from npulab import extensions
 from npulab.accounts.views import SignInView
 from npulab.health import urls as health_urls
 from npulab.hosts import urls as host_urls
@@ -29,15 +30,17 @@ urlpatterns = [
     path("api/v1/", include("npulab.api_urls")),
     path("", include("npulab.web.urls")),
     path("runs/", include("npulab.runs.urls")),
-    path("runs/", include("npulab.coverage.urls")),
+    # The pages of the run kinds' and the capabilities' apps (coverage, profiles ...).
+    *extensions.page_urlpatterns(),
     path("hosts/", include((host_pages, host_urls.app_name))),
     path("snapshots/", include("npulab.snapshots.urls")),
-    path("profiles/", include("npulab.profiles.urls")),
     path("projects/", include("npulab.projects.urls")),
     path("account/", include("npulab.accounts.urls")),
     path("login/", SignInView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
+    # MLflow's REST tracking API for outside clients (docs/metrics.md).
+    path("mlflow/", include("npulab.mlflow.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     # The split view serves Swagger UI's start-up code as a script file, not inline.
     path("api/docs/", SpectacularSwaggerSplitView.as_view(url_name="schema"), name="api-docs"),

@@ -39,7 +39,7 @@ def test_lines_are_stored_like_the_json_form_and_acknowledged(host_api, run) -> 
     )
     response = post_lines(host_api, run, 0, body)
     assert response.status_code == 200, response.content
-    assert response.json() == {"ack": len(body), "cancel": False, "pinned": []}
+    assert response.json() == {"ack": len(body), "cancel": False}
     rows = list(RunEvent.objects.filter(run=run).order_by("pk").values_list("type", "data"))
     assert rows == [
         ("log", {"stream": "stdout", "line": "hello"}),

@@ -7,7 +7,8 @@ from django.core.files.base import ContentFile
 
 from npulab.artifacts.models import Artifact
 from npulab.artifacts.storage import artifact_storage
-from npulab.runs.models import Checkpoint, Run
+from npulab.checkpoints.models import Checkpoint
+from npulab.runs.models import Run
 from npulab.runs.scheduler import place_queued_runs
 from tests.artifacts.test_checkpoints import checkpoint, chunked, pytestmark  # noqa: F401
 from tests.artifacts.test_uploads import sha

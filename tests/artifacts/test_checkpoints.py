@@ -10,8 +10,9 @@ import pytest
 
 from npulab.artifacts.models import Artifact
 from npulab.artifacts.services import do_apply_retention, retention_drops
-from npulab.runs.checkpoints import record_checkpoint
-from npulab.runs.models import Checkpoint, Run
+from npulab.checkpoints.models import Checkpoint
+from npulab.checkpoints.services import record_checkpoint
+from npulab.runs.models import Run
 from npulab.runs.scheduler import place_queued_runs
 from tests.artifacts.test_uploads import send, sha
 from tests.runs.test_attempts import crash, started

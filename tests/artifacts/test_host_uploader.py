@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from npulab.artifacts.models import Artifact
+from npulab.checkpoints.models import Checkpoint
+from npulab.checkpoints.services import record_checkpoint
 from npulab.hosts.services import do_issue_host_token
-from npulab.runs.checkpoints import record_checkpoint
-from npulab.runs.models import Checkpoint
 from tests.artifacts.test_uploads import PAYLOAD, sha
 from tests.runs.test_attempts import started
 from workers.host.checkpoints import CheckpointUploader

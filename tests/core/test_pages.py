@@ -37,17 +37,6 @@ def test_login_page_renders_and_logs_in(client: Client, owner) -> None:
     assert response["Location"] == "/"
 
 
-def test_dashboard_lists_hosts_and_runs(browser: Client, owner, cpu_host) -> None:
-    run = do_submit_run(owner, {**SMOKE, "name": "nightly"})
-    page = browser.get("/").content.decode()
-    assert "cpu-01" in page
-    assert f'data-run="{run.pk}"' in page
-    assert "nightly" in page
-    fragment = browser.get("/", HTTP_HX_REQUEST="true").content.decode()
-    assert "<html" not in fragment
-    assert "cpu-01" in fragment
-
-
 def test_the_form_submits_a_run(browser: Client, cpu_host) -> None:
     form = browser.get("/runs/new/").content.decode()
     assert 'name="train_steps"' in form

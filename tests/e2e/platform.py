@@ -235,14 +235,14 @@ class Platform:
     def stop_web(self) -> None:
         self.processes["web"].stop()
 
-    def start_worker(self, host: str = HOST, *extra: str) -> None:
+    def start_worker(self, host: str = HOST, *extra: str, devices: int | None = None) -> None:
         """The host worker of ``host`` (a second one gets its own token and work directory);
         ``extra``: more of its command-line flags."""
         token = self.var_dir / f"{host}.token"
         if not token.exists():
             token.write_text(self.manage("host_token", host))
         work = self.run_dir(0, host=host).parents[2]
-        argv = stack.host_worker_argv(self.url, token, self.broker_url, work)
+        argv = stack.host_worker_argv(self.url, token, self.broker_url, work, devices=devices)
         self.start(f"worker-{host}", [*argv, *extra])
 
     def kill_worker(self, host: str = HOST) -> None:

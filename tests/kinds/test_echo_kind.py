@@ -11,13 +11,14 @@ from typing import Any
 
 import pytest
 from django.test import Client
+from django.urls import reverse
 from rest_framework.test import APIClient
 
 from npulab.runs.models import Run, RunEvent
 from tests.kinds.echo import ECHO, REFUSED
 from tests.kinds.echo.models import EchoWord
 from tests.paths import REPO_DIR
-from workers.contract import exits
+from workers.contract import exits, kinds
 from workers.contract.events import EVENTS_FILE
 from workers.events import iter_events
 
@@ -111,13 +112,9 @@ def test_a_cause_only_the_test_kind_declares_is_recorded_as_it_is(
 
 def test_the_kinds_endpoint_lists_the_test_kind_with_its_fields(api: APIClient) -> None:
     listed = api.get("/api/v1/kinds/").json()
-    assert [kind["name"] for kind in listed] == [
-        "coverage",
-        "echo",
-        "smoke",
-        "stability",
-        "training",
-    ]
+    # Every registered kind, the test-only one among them.
+    assert [kind["name"] for kind in listed] == kinds.names()
+    assert "echo" in kinds.names()
     echo = api.get("/api/v1/kinds/echo/").json()
     assert echo["causes"] == [REFUSED]
     assert echo["event_types"] == [ECHO]
@@ -133,3 +130,44 @@ def test_the_kinds_endpoint_lists_the_test_kind_with_its_fields(api: APIClient) 
         "help": "Times each word.",
     }
     assert api.get("/api/v1/kinds/nope/").status_code == 404
+
+
+def test_the_test_kind_brings_its_page_and_api_route(
+    api: APIClient, host_api: APIClient, owner: Any, tmp_path: Path
+) -> None:
+    submitted = api.post(
+        "/api/v1/runs/", {"kind": "echo", "device_type": "cpu", "words": ["gamma"]}, format="json"
+    )
+    run = execute_on_host(host_api, submitted.json()["id"], tmp_path / "run")
+
+    assert api.get(f"/api/v1/runs/{run.pk}/echo/").json() == [{"index": 0, "word": "gamma"}]
+    assert reverse("api:run-echo", args=[run.pk]) == f"/api/v1/runs/{run.pk}/echo/"
+    page = Client()
+    page.force_login(owner)
+    html = page.get(reverse("echo:words", args=[run.pk])).content.decode()
+    assert f"Words of run #{run.pk}" in html
+    assert 'data-index="0">gamma</span>' in html
+
+
+def test_nothing_outside_the_kinds_folder_names_it() -> None:
+    """One folder and one registration (NPULAB_KINDS): no setting, URL list, template folder,
+    import contract or generic module names the test-only kind."""
+    folder = REPO_DIR / "tests" / "kinds" / "echo"
+    registration = REPO_DIR / "tests" / "settings.py"
+    places = [
+        *(REPO_DIR / "platform").rglob("*.py"),
+        *(REPO_DIR / "platform").rglob("*.html"),
+        *(REPO_DIR / "templates").rglob("*.html"),
+        *(REPO_DIR / "workers").rglob("*.py"),
+        REPO_DIR / "pyproject.toml",
+        REPO_DIR / "Makefile",
+        registration,
+    ]
+    naming = [
+        str(path.relative_to(REPO_DIR))
+        for path in places
+        if folder not in path.parents and "tests.kinds.echo" in path.read_text()
+    ]
+    assert naming == ["tests/settings.py"]
+    assert registration.read_text().count("tests.kinds.echo") == 1
+    assert not (REPO_DIR / "templates" / "echo").exists()

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from workers.training.msrun import LAUNCH_SCRIPT, Placement, msrun_command, single_host
+from workers.training.msrun import LAUNCH_SCRIPT, LOCALHOST, Placement, across_hosts, msrun_command
 
 
 def test_one_host_with_four_devices() -> None:
-    command = msrun_command(single_host(4), 0, ["train.py", "--lr", "0.1"], "/runs/7", python="py")
+    command = msrun_command(
+        across_hosts(LOCALHOST, 1, 4), 0, ["train.py", "--lr", "0.1"], "/runs/7", python="py"
+    )
     assert command == [
         "py",
         "-m",

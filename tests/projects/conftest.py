@@ -15,13 +15,14 @@ import pytest
 from rest_framework.test import APIClient
 
 from npulab.artifacts.models import Artifact
+from npulab.checkpoints.models import Checkpoint
+from npulab.checkpoints.services import record_checkpoint
 from npulab.coverage.models import OpResult
 from npulab.hosts.models import Host
 from npulab.hosts.services import do_issue_host_token, do_move_host_to_pool
 from npulab.profiles.models import Profile
 from npulab.projects.models import Membership, Pool, Project
-from npulab.runs.checkpoints import record_checkpoint
-from npulab.runs.models import Checkpoint, Run
+from npulab.runs.models import Run
 from npulab.runs.scheduler import place_queued_runs
 from npulab.runs.services import do_claim_run, do_submit_run
 from tests.conftest import make_operator, register

@@ -9,8 +9,9 @@ import pytest
 from django.utils import timezone
 from rest_framework.test import APIClient
 
+from npulab.checkpoints.models import Checkpoint
 from npulab.hosts.services import do_issue_host_token
-from npulab.runs.models import Checkpoint, Run, RunAttempt
+from npulab.runs.models import Run, RunAttempt
 from npulab.runs.scheduler import place_queued_runs
 from npulab.runs.services import (
     do_claim_run,

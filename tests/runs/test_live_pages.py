@@ -10,7 +10,8 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
-from npulab.runs.models import Checkpoint, Run, RunEvent
+from npulab.checkpoints.models import Checkpoint
+from npulab.runs.models import Run, RunEvent
 from npulab.runs.scheduler import place_queued_runs
 from npulab.runs.selectors import LOG_PAGE_LINES, cancel_warning, metric_keys, progress
 from npulab.runs.services import do_claim_run, do_ingest_events, do_submit_run
@@ -344,3 +345,55 @@ def test_the_run_page_links_the_full_log(browser, logged) -> None:
     page = browser.get(f"/runs/{logged.pk}/").content.decode()
     assert f'id="full-log-link" href="/runs/{logged.pk}/log/"' in page
     assert f'href="/runs/{logged.pk}/log.txt"' in page
+
+
+def test_the_log_filters_by_stream_and_keeps_line_numbers(browser, logged) -> None:
+    RunEvent.objects.create(
+        run=logged,
+        attempt=2,
+        type="log",
+        time=timezone.now(),
+        data={"stream": "runner", "line": "the runner speaks"},
+    )
+    page = browser.get(f"/runs/{logged.pk}/log/", {"attempt": 2, "stream": "runner"})
+    html = page.content.decode()
+    assert lines_on(html) == [4]
+    assert "the runner speaks" in html
+    assert "on runner" in html
+    bad = browser.get(f"/runs/{logged.pk}/log/", {"attempt": 2, "stream": "../etc"})
+    assert bad.status_code == 400
+    assert "stream: one of stdout, stderr, runner" in bad.content.decode()
+
+
+def test_a_live_log_follows_its_newest_page_and_marks_errors_and_matches(browser, logged) -> None:
+    now = timezone.now()
+    for text in ("\x1b[1;31mred and bold\x1b[0m plain <b>not markup</b>", "EL0004: alloc failed"):
+        RunEvent.objects.create(
+            run=logged, attempt=2, type="log", time=now, data={"stream": "stderr", "line": text}
+        )
+    html = browser.get(f"/runs/{logged.pk}/log/").content.decode()
+    assert 'data-following="1"' in html
+    assert '<span class="ansi-bold ansi-fg-red">red and bold</span>' in html
+    assert "&lt;b&gt;not markup&lt;/b&gt;" in html
+    assert 'id="first-error" href="?attempt=2&amp;page=1#L5"' in html
+    found = browser.get(f"/runs/{logged.pk}/log/", {"attempt": 2, "q": "ALLOC"}).content.decode()
+    assert "<mark>alloc</mark> failed" in found
+    assert 'data-following="1"' not in found  # a search is not a live view
+    fragment = browser.get(
+        f"/runs/{logged.pk}/log/", {"attempt": 2, "page": "last"}, HTTP_HX_REQUEST="true"
+    ).content.decode()
+    assert fragment.lstrip().startswith('<div class="card" id="log-card"')
+
+
+def test_the_log_links_the_diagnosis_evidence(browser, logged) -> None:
+    Run.objects.filter(pk=logged.pk).update(
+        diagnosis={
+            "category": "oom",
+            "evidence": [{"file": "stdout", "line_no": 2, "text": "step 00001"}],
+        }
+    )
+    html = browser.get(f"/runs/{logged.pk}/log/", {"attempt": 2}).content.decode()
+    assert (
+        'class="btn btn-sm btn-outline-warning evidence-link" href="?attempt=2&amp;q=step%2000001"'
+        in html
+    )

@@ -9,6 +9,7 @@ import click
 
 from workers.cli import junit, output, runs
 from workers.cli.base import complete_host, complete_kind, handled, json_option, state_of
+from workers.cli.diagnose import diagnosis_lines
 from workers.cli.follow import follow_run, log_tail_events, steps_table, wait_options
 from workers.contract.devices import DEVICE_TYPES
 
@@ -73,7 +74,7 @@ def runs_list(
     rows = [
         dict(
             run,
-            devices=f"{run.get('devices')}×{run.get('device_type')}",
+            devices=run.get("shape") or f"{run.get('devices')}×{run.get('device_type')}",
             created=str(run.get("created") or "")[:19].replace("T", " "),
             duration=output.duration(run.get("duration_s")),
         )
@@ -114,7 +115,7 @@ def runs_show(ctx: click.Context, run_id: int, junit_path: str | None, log_lines
                 ("kind", run.get("kind")),
                 ("status", output.status(run.get("status"))),
                 ("host", run.get("host")),
-                ("devices", f"{run.get('devices')}×{run.get('device_type')}"),
+                ("devices", run.get("shape") or f"{run.get('devices')}×{run.get('device_type')}"),
                 ("attempt", run.get("attempt")),
                 ("submitted by", run.get("submitted_by")),
                 ("created", run.get("created")),
@@ -128,6 +129,7 @@ def runs_show(ctx: click.Context, run_id: int, junit_path: str | None, log_lines
                 ),
                 ("snapshot", run.get("snapshot")),
                 ("url", run.get("web_url")),
+                *diagnosis_lines(run.get("diagnosis")),
             ]
         )
     )
@@ -151,6 +153,26 @@ def runs_show(ctx: click.Context, run_id: int, junit_path: str | None, log_lines
                 colour={"status": output.status},
             )
         )
+    metrics = state.client.get(f"runs/{run_id}/metrics/").get("metrics") or []
+    if metrics:
+        click.echo()
+        click.echo(
+            output.table(
+                metrics,
+                [
+                    ("key", "metric"),
+                    ("source", "source"),
+                    ("points", "points"),
+                    ("last_step", "last step"),
+                ],
+            )
+        )
+    logged = [("param", key, value) for key, value in (run.get("params") or {}).items()]
+    logged += [("tag", key, value) for key, value in (run.get("logged_tags") or {}).items()]
+    if logged:
+        click.echo()
+        rows = [{"what": what, "key": key, "value": value} for what, key, value in logged]
+        click.echo(output.table(rows, [("what", ""), ("key", "name"), ("value", "value")]))
     for line in tail:
         click.echo(line)
 

@@ -15,7 +15,7 @@ from typing import Any, Sequence
 import click
 
 # coverage registers its JUnit case builder on import.
-from workers.cli import browse, coverage, gates, output, submit  # noqa: F401
+from workers.cli import browse, coverage, diagnose, gates, output, parity, submit  # noqa: F401
 from workers.cli.base import State, handled, json_option, report_error, state_of
 from workers.cli.client import (
     DEFAULT_URL,
@@ -79,6 +79,7 @@ EXIT_CODES = [
     (exits.CLI_GAVE_UP, "gave up waiting (--timeout); the run goes on"),
     (exits.CLI_CANCELLED, "cancelled"),
     (exits.CLI_UNREACHABLE, "could not reach the platform, or not authorised"),
+    (exits.CLI_STACK_FAILED, "the stack failed (CANN, driver, torch_npu), not the script"),
 ]
 HELP = (
     "Submit runs to npulab, follow them, and gate CI pipelines on how they end.\n\n"
@@ -170,6 +171,8 @@ for group in (browse.runs_group, browse.hosts_group, browse.kinds_group, browse.
     cli.add_command(group)
 cli.add_command(gates.review)
 cli.add_command(gates.compare)
+cli.add_command(diagnose.diagnose)
+cli.add_command(parity.parity)
 
 
 def main() -> None:

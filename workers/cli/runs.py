@@ -11,6 +11,7 @@ from typing import Any, Callable
 
 from workers.cli.client import ApiError, Client
 from workers.contract import exits
+from workers.contract.diagnosis import HOST_BLAMES, STACK
 
 SUCCEEDED, FAILED, CANCELLED, LOST = "succeeded", "failed", "cancelled", "lost"
 # Waited for a host that could take it (wait_for_host) and none came in time.
@@ -24,6 +25,7 @@ OUTCOMES = {
     exits.CLI_INFRASTRUCTURE: "infrastructure_failure",
     exits.CLI_GAVE_UP: "gave_up",
     exits.CLI_CANCELLED: "cancelled",
+    exits.CLI_STACK_FAILED: "stack_failure",
 }
 LOG_PAGE = 500
 # While waiting, the platform may be unreachable this long (a web restart, a
@@ -50,6 +52,13 @@ def exit_code(run: dict[str, Any]) -> int | None:
         or run.get("exit_cause") == exits.TIMEOUT
     ):
         return exits.CLI_INFRASTRUCTURE
+    # The diagnosis says whose failure it was: the host's hardware or network is as
+    # safe to retry as a lost worker; the stack's is not the script's either.
+    blame = (run.get("diagnosis") or {}).get("blame")
+    if blame in HOST_BLAMES:
+        return exits.CLI_INFRASTRUCTURE
+    if blame == STACK:
+        return exits.CLI_STACK_FAILED
     return exits.CLI_JOB_FAILED
 
 

@@ -12,6 +12,8 @@ from __future__ import annotations
 import math
 from typing import Any, Callable
 
+from workers.contract.capture import PARAM, SOURCE_FIELD, TAG
+
 EVENTS_FILE = "events.jsonl"
 
 # An events batch as the file's own bytes (docs/events.md#forwarding): the request body is
@@ -24,7 +26,9 @@ MAX_LINE_CHARS = 16384
 LOG, METRIC, STEP, HEARTBEAT = "log", "metric", "step", "heartbeat"
 # A step began; its ``step`` event follows when it ends (the live page's "running: <step>").
 STEP_STARTED = "step_started"
+# ``checkpoint`` is declared by the checkpoints capability (workers.contract.capabilities).
 CHECKPOINT, ARTIFACT, RESULT = "checkpoint", "artifact", "result"
+DIAGNOSIS = "diagnosis"
 
 # The ``kind`` of an artifact event that announces a profiler trace (docs/profiles.md), and
 # the trace formats: a Kineto/Chrome trace travels as ``*.json.gz``, a torch_npu profiler
@@ -125,9 +129,27 @@ CORE_EVENT_TYPES = {
                 "step": ("integer",),
                 "value": ("number", "null"),
                 "nonfinite": ("string",),
+                SOURCE_FIELD: ("string",),
             },
             ("key", "step", "value"),
             "one point of a metric series",
+        ),
+        EventType(
+            PARAM,
+            {"key": ("string",), "value": ("string",), SOURCE_FIELD: ("string",)},
+            ("key", "value"),
+            "a parameter of the run (an MLflow param)",
+        ),
+        EventType(
+            TAG,
+            {
+                "key": ("string",),
+                "value": ("string",),
+                "deleted": ("boolean",),
+                SOURCE_FIELD: ("string",),
+            },
+            ("key", "value"),
+            "a tag of the run (an MLflow tag); deleted: true removes it",
         ),
         EventType(
             STEP,
@@ -149,17 +171,6 @@ CORE_EVENT_TYPES = {
         ),
         EventType(HEARTBEAT, help="the runner is alive"),
         EventType(
-            CHECKPOINT,
-            {
-                "step": ("integer",),
-                "path": ("string",),
-                "bytes": ("integer",),
-                "sha256": ("string",),
-            },
-            ("step", "bytes", "sha256"),
-            "a checkpoint written on the host",
-        ),
-        EventType(
             ARTIFACT,
             {
                 "name": ("string",),
@@ -170,6 +181,13 @@ CORE_EVENT_TYPES = {
             },
             ("name", "path", "bytes", "sha256"),
             "a file the run produced (a trace, a report)",
+        ),
+        EventType(
+            DIAGNOSIS,
+            {"diagnosis": ("object", "null"), "findings": ("array",)},
+            ("findings",),
+            "why the run failed (docs/diagnosis.md) and its training-health findings; "
+            "just before result",
         ),
         EventType(
             RESULT,

@@ -31,6 +31,12 @@ START_FAILED = "start_failed"
 # script, an import error, a traceback before the first step): the user's
 # to fix, never restarted, and no evidence against the environment.
 JOB_ERROR = "job_error"
+# No progress for the spec's hang_timeout_s (docs/diagnosis.md): on_hang=fail ends the run,
+# on_hang=requeue ends the attempt as a restartable failure.
+HANG = "hang"
+HANG_REQUEUED = "hang_requeued"
+# stop_on_nan: the first NaN/Inf in a tracked loss ended the run.
+NAN_LOSS = "nan_loss"
 
 
 class Cause:
@@ -84,6 +90,9 @@ CORE_CAUSES = {
             START_FAILED, "Could not start", infrastructure=True, restartable=True, blames_host=True
         ),
         Cause(JOB_ERROR, "Job error"),
+        Cause(HANG, "Hung (no progress)"),
+        Cause(HANG_REQUEUED, "Hung, requeued", restartable=True),
+        Cause(NAN_LOSS, "Stopped on a NaN loss"),
     )
 }
 
@@ -96,3 +105,6 @@ CLI_INFRASTRUCTURE = 3  # worker lost, host unhealthy, timeout on the host: safe
 CLI_GAVE_UP = 4  # --timeout passed before the run ended; it goes on
 CLI_CANCELLED = 5
 CLI_UNREACHABLE = 6  # the platform could not be reached, or refused the token
+# The run failed and its diagnosis blames the stack (CANN, driver, torch_npu), not the
+# script: a CI job reports it to whoever keeps the hosts (docs/diagnosis.md).
+CLI_STACK_FAILED = 7

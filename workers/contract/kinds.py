@@ -17,6 +17,7 @@ import pkgutil
 import threading
 from typing import Any, Callable
 
+from workers.contract import capabilities as contract_capabilities
 from workers.contract.events import CORE_EVENT_TYPES, EventType
 from workers.contract.exits import CORE_CAUSES, Cause
 from workers.contract.spec import Field, SpecError, clean_fields
@@ -33,6 +34,9 @@ class Kind:
     reports. ``event_types``: the event types it adds to events.jsonl.
     ``check``: what is wrong across fields of a spec whose fields are each
     valid (``ops`` is required when ``op_set`` is ``list``), by field name.
+    ``capabilities``: names from ``workers.contract.capabilities`` (checkpoints,
+    profiling); the kind gets each one's spec fields, and its event types may
+    be written by its runs.
     ``host_labels``: the host labels a run of this spec needs beyond those it asks
     for (a MindSpore training run: a host with MindSpore).
     """
@@ -46,12 +50,21 @@ class Kind:
         causes: tuple[Cause, ...] = (),
         event_types: tuple[EventType, ...] = (),
         check: Callable[[dict[str, Any]], dict[str, str]] | None = None,
+        capabilities: tuple[str, ...] = (),
         host_labels: Callable[[dict[str, Any]], list[str]] | None = None,
     ) -> None:
         self.name = name
         self.title = title
         self.runner = runner
-        self.fields = [Field("kind", "string", choices=(name,)), *fields]
+        self.capabilities = tuple(capabilities)
+        # The module that declared it (set by ``load``).
+        self.module = ""
+        extra = [
+            field
+            for capability in self.capabilities
+            for field in contract_capabilities.get(capability).fields
+        ]
+        self.fields = [Field("kind", "string", choices=(name,)), *fields, *extra]
         self.by_name = {field.name: field for field in self.fields}
         self.causes = {cause.name: cause for cause in causes}
         self.event_types = {event_type.name: event_type for event_type in event_types}
@@ -85,7 +98,12 @@ class Kind:
             "fields": [field.describe() for field in self.fields],
             "causes": sorted(self.causes),
             "event_types": sorted(self.event_types),
+            "capabilities": list(self.capabilities),
         }
+
+    def can(self, capability: str) -> bool:
+        """Whether the kind declares ``capability``."""
+        return capability in self.capabilities
 
 
 class KindConflict(ValueError):
@@ -96,6 +114,12 @@ _kinds: dict[str, Kind] = {}
 # Merged once per registration: ingestion and every serialized run ask for them.
 _causes: dict[str, Cause] = dict(CORE_CAUSES)
 _event_types: dict[str, EventType] = dict(CORE_EVENT_TYPES)
+# A capability's event types, by the capability: a run may write them if its kind declares it.
+_event_type_capabilities: dict[str, str] = {}
+for _capability in contract_capabilities.CAPABILITIES.values():
+    _event_types.update(_capability.event_types)
+    _event_type_capabilities.update(dict.fromkeys(_capability.event_types, _capability.name))
+_RESERVED = {*CORE_EVENT_TYPES, *_event_type_capabilities}
 # A kind's own event types, by the kind that declares them (core types are anyone's).
 _event_type_owners: dict[str, str] = {}
 _loaded = False
@@ -111,9 +135,7 @@ def register(kind: Kind) -> Kind:
             if name in CORE_CAUSES or any(name in other.causes for other in _others(kind)):
                 raise KindConflict(f"exit cause {name!r} of kind {kind.name} is taken")
         for name in kind.event_types:
-            taken = name in CORE_EVENT_TYPES or any(
-                name in other.event_types for other in _others(kind)
-            )
+            taken = name in _RESERVED or any(name in other.event_types for other in _others(kind))
             if taken:
                 raise KindConflict(f"event type {name!r} of kind {kind.name} is taken")
         _kinds[kind.name] = kind
@@ -145,6 +167,8 @@ def load() -> None:
             kind = getattr(module, "KIND", None)
             if not isinstance(kind, Kind):
                 raise KindConflict(f"{module_name} declares no KIND = Kind(...)")
+            # Where it was declared: a kind outside workers.kinds may bring its web app there.
+            kind.module = module_name
             register(kind)
         _loaded = True
 
@@ -184,6 +208,11 @@ def event_type_owners() -> dict[str, str]:
     """Each kind-declared event type and the kind it belongs to (do not change it)."""
     load()
     return _event_type_owners
+
+
+def event_type_capabilities() -> dict[str, str]:
+    """Each capability's event type and the capability it belongs to (do not change it)."""
+    return _event_type_capabilities
 
 
 def validate(doc: Any) -> dict[str, Any]:

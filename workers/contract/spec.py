@@ -12,7 +12,11 @@ import math
 import re
 from typing import Any, Callable
 
+from workers.contract import diagnosis
+from workers.contract.capture import METRIC_PATTERNS, STDOUT_METRICS, TENSORBOARD_DIRS
 from workers.contract.devices import DEVICE_TYPES, MAX_DEVICES, VISIBLE_DEVICES_ENV
+from workers.contract.gang import HOSTS, MAX_HOSTS
+from workers.contract.gang import RESERVED_ENV as GANG_ENV
 
 # Keys of a submission that say where and how a run is queued, not what it
 # does. The API reads them; the runner ignores them, so one file serves both.
@@ -21,7 +25,9 @@ SUBMISSION_FIELDS = ("project", "host", "labels", "name", "tags", "priority", "w
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # Set by npulab from the spec and the device lease; a spec's env may not override them.
 _RESERVED_ENV = re.compile(
-    "^(NPULAB_.*|" + "|".join(sorted(name for name in VISIBLE_DEVICES_ENV.values() if name)) + ")$"
+    "^(NPULAB_.*|"
+    + "|".join(sorted([name for name in VISIBLE_DEVICES_ENV.values() if name] + list(GANG_ENV)))
+    + ")$"
 )
 _NO_DEFAULT = object()
 
@@ -54,6 +60,16 @@ def host_path_problem(value: str) -> str | None:
     if ".." in value.replace("\\", "/").split("/"):
         return "must not contain '..': an absolute path on the host, or one inside the run dir"
     return None
+
+
+def host_inputs(fields: list[Field], spec: dict[str, Any]) -> list[str]:
+    """The host folders a spec names in its ``host_input`` fields (a file: its folder)."""
+    found = []
+    for field in fields:
+        value = spec.get(field.name)
+        if field.host_input and isinstance(value, str) and value.startswith("/"):
+            found.append(value if not value.endswith(".py") else value.rsplit("/", 1)[0] or "/")
+    return found
 
 
 def _interpreter_problem(value: str) -> str | None:
@@ -91,6 +107,7 @@ class Field:
         choices: tuple[str, ...] | None = None,
         check: Callable[[Any], str | None] | None = None,
         help: str = "",
+        host_input: bool = False,
     ) -> None:
         self.name = name
         self.type = type
@@ -101,6 +118,9 @@ class Field:
         # Says what is wrong with a well-typed value, or None when it is fine.
         self.check = check
         self.help = help
+        # An absolute path here names a host folder (or a file's folder) the run reads:
+        # mounted read-only in its sandbox, which mounts nothing else of the host's.
+        self.host_input = host_input
 
     @property
     def required(self) -> bool:
@@ -228,7 +248,13 @@ class Field:
         return schema
 
 
-def common_fields(default_timeout_s: int) -> list[Field]:
+# A run that shows no progress this long is hung (docs/diagnosis.md); 0 turns it off.
+DEFAULT_HANG_TIMEOUT_S = 1800
+
+
+def common_fields(
+    default_timeout_s: int, default_hang_timeout_s: int = DEFAULT_HANG_TIMEOUT_S
+) -> list[Field]:
     """Keys every run kind accepts."""
     return [
         Field("device_type", "string", choices=DEVICE_TYPES, help="Accelerator type to run on."),
@@ -238,7 +264,7 @@ def common_fields(default_timeout_s: int) -> list[Field]:
             default=1,
             minimum=1,
             maximum=MAX_DEVICES,
-            help="Devices the run leases on one host.",
+            help="Devices the run leases on each host.",
         ),
         Field(
             "timeout_s",
@@ -257,7 +283,78 @@ def common_fields(default_timeout_s: int) -> list[Field]:
             "empty: the worker's default.",
         ),
         Field("env", "env", default={}, help="Extra environment variables for the run."),
+        Field(
+            diagnosis.HANG_TIMEOUT_FIELD,
+            "integer",
+            default=default_hang_timeout_s,
+            minimum=0,
+            maximum=7 * 24 * 3600,
+            help="Seconds without a metric, log or checkpoint event after which the run is "
+            "diagnosed hung (its stacks captured first); 0: never.",
+        ),
+        Field(
+            diagnosis.ON_HANG_FIELD,
+            "string",
+            default=diagnosis.ON_HANG_FAIL,
+            choices=diagnosis.ON_HANG,
+            help="What a hang does: fail the run, requeue it (a restartable failure), or keep "
+            "it running with the diagnosis recorded.",
+        ),
+        Field(
+            diagnosis.STOP_ON_NAN_FIELD,
+            "boolean",
+            default=False,
+            help="End the run at the first NaN/Inf in a tracked loss.",
+        ),
+        *capture_fields(),
     ]
+
+
+def capture_fields() -> list[Field]:
+    """How metrics are taken from a script that does not use workers.track (docs/metrics.md)."""
+    return [
+        Field(
+            TENSORBOARD_DIRS,
+            "strings",
+            default=[],
+            check=_directories_problem,
+            help="Directories whose TensorBoard event files become metrics; empty: the run's "
+            "working directory.",
+        ),
+        Field(
+            METRIC_PATTERNS,
+            "strings",
+            default=[],
+            check=_patterns_problem,
+            help="Regular expressions with named groups that replace the default recogniser of "
+            "printed metrics; a group named step gives the step.",
+        ),
+        Field(
+            STDOUT_METRICS,
+            "boolean",
+            default=True,
+            help="Take metrics from the lines the script prints.",
+        ),
+    ]
+
+
+def _directories_problem(value: list[str]) -> str | None:
+    for item in value:
+        problem = host_path_problem(item) if item else "must not be empty"
+        if problem:
+            return f"{item!r} {problem}"
+    return None
+
+
+def _patterns_problem(value: list[str]) -> str | None:
+    for item in value:
+        try:
+            compiled = re.compile(item)
+        except re.error as exc:
+            return f"{item[:60]!r} is not a regular expression: {exc}"
+        if not [name for name in compiled.groupindex if name != "step"]:
+            return f"{item[:60]!r} needs a named group, such as (?P<loss>[0-9.]+)"
+    return None
 
 
 # A run's profiling window (docs/profiles.md): torch.profiler's schedule vocabulary, the
@@ -336,6 +433,19 @@ def profile_field() -> Field:
         help="Profile a window of the training loop: {wait, warmup, active, repeat} steps "
         "(torch.profiler.schedule), record_shapes, with_stack, profile_memory; on an NPU also "
         "level (Level0-2) and aic_metrics. Empty: no profiling.",
+    )
+
+
+def hosts_field() -> Field:
+    """The ``hosts`` key of a kind whose runs may span hosts (training, collectives)."""
+    return Field(
+        HOSTS,
+        "integer",
+        default=1,
+        minimum=1,
+        maximum=MAX_HOSTS,
+        help="Hosts the run spans, each with `devices` devices (one rank per device); "
+        "all are leased together.",
     )
 
 

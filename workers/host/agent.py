@@ -16,19 +16,29 @@ import time
 from typing import Any
 
 from workers import __version__
-from workers.contract import script_env
+from workers.contract import kinds, script_env
 from workers.contract.devices import VISIBLE_DEVICES_ENV
-from workers.contract.events import EVENTS_FILE, RUNNER
+from workers.contract.events import ARTIFACT, EVENTS_FILE, RUNNER
 from workers.contract.exits import EXIT_INVALID_SPEC, EXIT_RUN_DIR_BUSY
+from workers.contract.gang import (
+    GANG,
+    RANK_TABLE_FILE,
+    RANK_TABLE_NAME,
+    dumps_rank_table,
+    launch_env,
+)
+from workers.contract.spec import host_inputs
 from workers.events import EventWriter
+from workers.host import capabilities
 from workers.host.artifacts import ArtifactUploader
-from workers.host.checkpoints import CheckpointUploader, apply_pins, fetch_for_resume
 from workers.host.client import PlatformClient, PlatformRejected, PlatformUnavailable
 from workers.host.config import HostConfig
 from workers.host.devices import detect
 from workers.host.forwarder import Forwarder, RunGone, max_batch_events
+from workers.host.preflight import preflight
 from workers.host.runenv import clean_env
 from workers.host.runuser import RunUser
+from workers.host.sandbox import Sandbox
 from workers.host.snapshots import SnapshotFailed, collect_and_send
 from workers.processes import CHILD_PID_FILE, kill_group, kill_registered, write_pid_file
 
@@ -46,10 +56,17 @@ CANCEL_GRACE_S = 15.0
 class HostAgent:
     """One per host worker process; runs execute in Celery's worker threads."""
 
-    def __init__(self, config: HostConfig, client: PlatformClient, run_user: RunUser | None = None):
+    def __init__(
+        self,
+        config: HostConfig,
+        client: PlatformClient,
+        run_user: RunUser | None = None,
+        sandbox: Sandbox | None = None,
+    ):
         self.config = config
         self.client = client
         self.run_user = run_user
+        self.sandbox = sandbox
         self.name = ""
         self.queue = ""
         self.devices: list[dict[str, Any]] = []
@@ -72,6 +89,7 @@ class HostAgent:
             "python": platform.python_version(),
             "run_python": self.config.python,
             "platform": platform.platform(),
+            "network": self.config.network,
         }
 
     def register(self, retry_s: float = 5.0) -> dict[str, Any]:
@@ -191,42 +209,77 @@ class RunExecution:
         self.attempt = attempt
         self.spec: dict[str, Any] = claim["spec"]
         self.devices: list[int] = claim.get("devices", [])
-        self.resume: dict[str, Any] | None = claim.get("resume")
+        self.claim = claim
+        # The rendezvous and this host's ranks; set for a run across hosts only.
+        gang = claim.get(GANG) or {}
+        self.gang: dict[str, Any] | None = gang if gang.get("hosts", 1) > 1 else None
         self.max_events = max_batch_events(claim)
         self.run_dir = os.path.join(
             agent.config.work_dir, "runs", str(run_id), f"attempt-{attempt}"
         )
-        # Shared by the run's attempts on this host: a restart resumes from it.
-        self.checkpoint_dir = os.path.join(
-            agent.config.work_dir, "runs", str(run_id), "checkpoints"
-        )
+        # What the run's kind declares beyond a plain run (checkpoints), made in ``run``.
+        self.capabilities: list[capabilities.AttemptCapability] = []
         self.process: subprocess.Popen | None = None
         self.stop_reason = ""
         self._stopping_since: float | None = None
 
     def run(self) -> None:
         os.makedirs(self.run_dir, exist_ok=True)
+        attempt = capabilities.Attempt(
+            self.agent.client,
+            self.run_id,
+            self.attempt,
+            self.run_dir,
+            os.path.dirname(self.run_dir),
+            self.claim,
+        )
+        self.capabilities = [
+            capability(attempt) for capability in capabilities.for_kind(self.spec["kind"])
+        ]
         spec_path = os.path.join(self.run_dir, "spec.json")
         with open(spec_path, "w", encoding="utf-8") as handle:
             json.dump(self.spec, handle, indent=2)
         python = self.agent.config.python_for(self.spec)
+        if self.gang is not None:
+            problems = preflight(self.gang, self.devices, self.spec["device_type"])
+            if problems:
+                # Refused before it started: the platform ends the gang on every host.
+                self._finish({"exit_code": None, "error": "pre-flight: " + "; ".join(problems)})
+                return
         self._prepare(python)
         env = self._env()
         become = None
         run_user = self.agent.run_user
+        home = os.path.join(os.path.dirname(self.run_dir), "home")
+        directories = [path for c in self.capabilities for path in c.directories()]
+        for path in (*directories, home):
+            os.makedirs(path, exist_ok=True)
         if run_user is not None:
-            # Its own directories, and a home of its own: never the worker's.
-            home = os.path.join(os.path.dirname(self.run_dir), "home")
-            for path in (self.checkpoint_dir, home):
-                os.makedirs(path, exist_ok=True)
-            run_user.give([self.run_dir, self.checkpoint_dir, home])
+            # Its own directories, and a home of its own: never the worker's (the run's
+            # folder above them too, for a host without the sandbox).
+            run_user.give([os.path.dirname(self.run_dir)])
             env.update(run_user.env(home))
+        else:
+            env["HOME"] = home
+        command = [python, "-m", "workers.run", spec_path, "--run-dir", self.run_dir]
+        sandbox = self.agent.sandbox
+        if sandbox is not None:
+            kind = kinds.get(self.spec["kind"])
+            command = sandbox.argv(
+                command,
+                python,
+                writable=[self.run_dir, *directories, home],
+                readable=host_inputs(kind.fields, self.spec) if kind else [],
+                run_user=run_user,
+                cwd=self.run_dir,
+            )
+        elif run_user is not None:
             become = run_user.become()
         log.info("run %s attempt %s: starting in %s", self.run_id, self.attempt, self.run_dir)
         with open(os.path.join(self.run_dir, SUPERVISOR_LOG), "ab") as output:
             try:
                 self.process = subprocess.Popen(
-                    [python, "-m", "workers.run", spec_path, "--run-dir", self.run_dir],
+                    command,
                     cwd=self.run_dir,
                     env=env,
                     stdin=subprocess.DEVNULL,
@@ -241,11 +294,15 @@ class RunExecution:
         pid_file = os.path.join(self.run_dir, SUPERVISOR_PID)
         write_pid_file(pid_file, self.process.pid)
         forwarder = Forwarder(
-            self.agent.client, self.run_id, self.attempt, self.run_dir, max_events=self.max_events
+            self.agent.client,
+            self.run_id,
+            self.attempt,
+            self.run_dir,
+            max_events=self.max_events,
+            acted_on=tuple(t for c in self.capabilities for t in c.acted_on),
         )
-        uploader = CheckpointUploader(self.agent.client, self.run_id, self.checkpoint_dir)
         self.artifacts = ArtifactUploader(self.agent.client, self.run_id, self.run_dir)
-        exit_code = self._supervise(forwarder, uploader)
+        exit_code = self._supervise(forwarder)
         report: dict[str, Any] = {"exit_code": exit_code, "exited_at": time.time()}
         try:
             forwarder.drain(give_up=self.agent.shutting_down)
@@ -254,12 +311,10 @@ class RunExecution:
         except PlatformUnavailable:
             log.warning("run %s: shutting down with events still spooled", self.run_id)
             return
-        # A new attempt, perhaps on another host, resumes from what is stored.
-        self._hand_over(forwarder, uploader)
-        uploader.sweep()
-        if not uploader.drain(give_up=self.agent.shutting_down):
-            log.warning("run %s: shutting down with checkpoints not uploaded", self.run_id)
-            return
+        self._hand_over(forwarder)
+        for capability in self.capabilities:
+            if not capability.finish(self.agent.shutting_down):
+                return
         if not self._send_artifacts(forwarder):
             return
         if self.stop_reason:
@@ -272,7 +327,8 @@ class RunExecution:
         os.unlink(pid_file)
 
     def _prepare(self, python: str) -> None:
-        """Snapshot the run's interpreter and fetch its checkpoint; the run's log says how."""
+        """Snapshot the run's interpreter, then what its capabilities prepare (fetch the
+        checkpoint to resume from); the run's log says how."""
         events = EventWriter(os.path.join(self.run_dir, EVENTS_FILE))
         try:
             reply = collect_and_send(self.agent.client, python, self.run_id)
@@ -280,11 +336,8 @@ class RunExecution:
             events.log(RUNNER, f"environment snapshot {reply['hash'][:12]} ({change})")
         except SnapshotFailed as exc:
             events.log(RUNNER, f"no environment snapshot: {exc}")
-        if self.resume is not None:
-            note = fetch_for_resume(
-                self.agent.client, self.run_id, self.checkpoint_dir, self.resume
-            )
-            events.log(RUNNER, f"attempt {self.attempt}: {note}")
+        for capability in self.capabilities:
+            capability.prepare(events)
         events.close()
 
     def _send_artifacts(self, forwarder: Forwarder) -> bool:
@@ -292,8 +345,7 @@ class RunExecution:
 
         False when the worker shuts down first (the uploads resume with the next start).
         """
-        for event in forwarder.take_artifacts():
-            self.artifacts.add(event)
+        self._hand_over(forwarder)
         if not self.artifacts.drain(give_up=self.agent.shutting_down):
             log.warning("run %s: shutting down with artifacts not uploaded", self.run_id)
             return False
@@ -309,14 +361,16 @@ class RunExecution:
                 log.warning("run %s: refusals not forwarded: %s", self.run_id, exc)
         return True
 
-    def _hand_over(self, forwarder: Forwarder, uploader: CheckpointUploader) -> None:
-        """Queue the checkpoints the forwarder saw for upload; keep what the platform pinned."""
-        for step in forwarder.take_checkpoints():
-            uploader.add(step)
-        for event in forwarder.take_artifacts():
-            self.artifacts.add(event)
-        if forwarder.pinned is not None:
-            apply_pins(self.checkpoint_dir, forwarder.pinned)
+    def _hand_over(self, forwarder: Forwarder) -> None:
+        """Give what the platform acknowledged to the artifact uploader and the capabilities
+        (checkpoints to upload), with its last reply (the steps it pinned)."""
+        events = forwarder.take_acknowledged()
+        for event in events:
+            if event.get("type") == ARTIFACT:
+                self.artifacts.add(event)
+        for capability in self.capabilities:
+            mine = [event for event in events if event.get("type") in capability.acted_on]
+            capability.acknowledged(mine, forwarder.reply)
 
     def stop(self, reason: str) -> None:
         """Ask the supervisor to stop; it is killed if it has not after the grace period."""
@@ -327,7 +381,7 @@ class RunExecution:
         self._stopping_since = time.monotonic()
         kill_group(self.process.pid, signal.SIGTERM)
 
-    def _supervise(self, forwarder: Forwarder, uploader: CheckpointUploader) -> int:
+    def _supervise(self, forwarder: Forwarder) -> int:
         assert self.process is not None
         hard_deadline = time.monotonic() + self.spec["timeout_s"] + HARD_KILL_GRACE_S
         while self.process.poll() is None:
@@ -340,7 +394,7 @@ class RunExecution:
             except RunGone as exc:
                 self.stop(f"platform refused the run: {exc}")
                 back_off = True
-            self._hand_over(forwarder, uploader)
+            self._hand_over(forwarder)
             if forwarder.cancel_requested:
                 self.stop("cancel requested")
             if self.agent.shutting_down.is_set():
@@ -375,10 +429,18 @@ class RunExecution:
         )
         env[script_env.RUN_ID] = str(self.run_id)
         env[script_env.ATTEMPT] = str(self.attempt)
-        env[script_env.CHECKPOINT_DIR] = self.checkpoint_dir
+        for capability in self.capabilities:
+            env.update(capability.env())
         variable = VISIBLE_DEVICES_ENV[self.spec["device_type"]]
         if variable:
             env[variable] = ",".join(str(index) for index in self.devices)
+        if self.gang is not None:
+            env.update(launch_env(self.gang))
+            if self.gang.get("rank_table"):
+                path = os.path.join(self.run_dir, RANK_TABLE_NAME)
+                with open(path, "w", encoding="utf-8") as handle:
+                    handle.write(dumps_rank_table(self.gang["rank_table"]))
+                env[RANK_TABLE_FILE] = path
         return env
 
     def _supervisor_output(self) -> str:

@@ -5,7 +5,8 @@ every attempt of the run here. The uploader sends each new one to the
 platform as soon as its event has been forwarded, in chunks through the
 artifact store (workers.host.uploads), so a restarted attempt can resume on
 another host; ``fetch_for_resume`` brings the platform's newest one
-here when this host does not have it.
+here when this host does not have it. ``CheckpointsOnHost`` is the checkpoints
+capability's host side (workers.host.capabilities).
 """
 
 from __future__ import annotations
@@ -18,6 +19,11 @@ import shutil
 import threading
 from typing import Any
 
+from workers.contract import script_env
+from workers.contract.capabilities import CHECKPOINTS, PINNED, RESUME_POINT
+from workers.contract.events import CHECKPOINT, RUNNER
+from workers.events import EventWriter
+from workers.host.capabilities import Attempt, AttemptCapability, register
 from workers.host.client import PlatformClient, PlatformRejected, PlatformUnavailable
 from workers.host.uploads import CHUNK_BYTES, ChunkedUpload, UploadRefused, UploadStopped
 from workers.track import checkpoint as checkpoints
@@ -172,3 +178,48 @@ def fetch_for_resume(
         shutil.rmtree(temporary, ignore_errors=True)
         return f"could not fetch the checkpoint of step {step}: {exc}"
     return f"fetched the checkpoint of step {step} from the platform"
+
+
+@register
+class CheckpointsOnHost(AttemptCapability):
+    """Checkpoints in a directory shared by the run's attempts on this host; each one the
+    platform acknowledged is uploaded; a new attempt's resume point is fetched first."""
+
+    name = CHECKPOINTS
+    acted_on = (CHECKPOINT,)
+
+    def __init__(self, attempt: Attempt) -> None:
+        super().__init__(attempt)
+        # Shared by the run's attempts on this host: a restart resumes from it.
+        self.directory = os.path.join(attempt.work_dir, "checkpoints")
+        self.uploader = CheckpointUploader(attempt.client, attempt.run_id, self.directory)
+
+    def directories(self) -> list[str]:
+        return [self.directory]
+
+    def env(self) -> dict[str, str]:
+        return {script_env.CHECKPOINT_DIR: self.directory}
+
+    def prepare(self, events: EventWriter) -> None:
+        resume = self.attempt.claim.get(RESUME_POINT)
+        if resume is not None:
+            attempt = self.attempt
+            note = fetch_for_resume(attempt.client, attempt.run_id, self.directory, resume)
+            events.log(RUNNER, f"attempt {attempt.attempt}: {note}")
+
+    def acknowledged(self, events: list[dict[str, Any]], reply: dict[str, Any]) -> None:
+        """Queue the acknowledged checkpoints for upload; keep what the platform pinned."""
+        for event in events:
+            if event.get("type") == CHECKPOINT and isinstance(event.get("step"), int):
+                self.uploader.add(event["step"])
+        pinned = reply.get(PINNED)
+        if isinstance(pinned, list):
+            apply_pins(self.directory, pinned)
+
+    def finish(self, give_up: threading.Event) -> bool:
+        """A new attempt, perhaps on another host, resumes from what is stored."""
+        self.uploader.sweep()
+        if not self.uploader.drain(give_up=give_up):
+            log.warning("run %s: shutting down with checkpoints not uploaded", self.attempt.run_id)
+            return False
+        return True

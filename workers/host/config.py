@@ -9,6 +9,7 @@ from typing import Mapping, Sequence
 
 from workers.contract.devices import DEVICE_TYPES
 from workers.contract.frameworks import MINDSPORE, MINDSPORE_LABEL
+from workers.contract.gang import ADVERTISE_ADDRESS, HCCL_CONNECT_TIMEOUT_RANGE
 from workers.contract.telemetry import DEFAULT_INTERVAL_S, DEFAULT_SEND_S
 from workers.host.runenv import DEFAULT_ALLOW, parse_allow
 
@@ -34,6 +35,10 @@ class HostConfig:
         telemetry_send_s: float = DEFAULT_SEND_S,
         run_env_allow: Sequence[str] = DEFAULT_ALLOW,
         run_user: str | None = None,
+        network: dict | None = None,
+        sandbox: str = "auto",
+        sandbox_read: Sequence[str] = (),
+        token_file: str = "",
         mindspore_python: str = "",
     ):
         self.url = url
@@ -58,6 +63,14 @@ class HostConfig:
         self.run_env_allow = list(run_env_allow)
         # Who runs execute as (workers.host.runuser); None: the worker's own user.
         self.run_user = run_user
+        # How other hosts reach this one, for runs across hosts (docs/multihost.md).
+        self.network = dict(network or {})
+        # Whether runs execute in a filesystem sandbox (workers.host.sandbox), and the
+        # host's folders every run may read there besides its own (datasets, a site's code).
+        self.sandbox = sandbox
+        self.sandbox_read = list(sandbox_read)
+        # Never mounted in a run's sandbox.
+        self.token_file = token_file
 
     def python_for(self, spec: dict) -> str:
         """The interpreter a run executes in: its spec's, else the one for its framework."""
@@ -133,10 +146,44 @@ class HostConfig:
         )
         parser.add_argument(
             "--run-user",
-            default=env.get("NPULAB_RUN_USER", ""),
+            default=env.get("NPULAB_RUN_USER", "auto"),
             help="the unprivileged user runs execute as (with its groups, e.g. HwHiAiUser); "
-            "'auto': nobody when the worker is root and nobody can run the interpreter; "
-            "default: the worker's own user",
+            "'auto' (the default): npulab-run, else nobody, when the worker is root; the "
+            "worker's own user otherwise. A root worker never starts runs as root",
+        )
+        parser.add_argument(
+            "--sandbox",
+            choices=("auto", "on", "off"),
+            default=env.get("NPULAB_SANDBOX", "auto"),
+            help="run each run in a bubblewrap filesystem sandbox: 'auto' (the default) where "
+            "bwrap works, 'on' refuses to start without one",
+        )
+        parser.add_argument(
+            "--sandbox-read",
+            default=env.get("NPULAB_SANDBOX_READ", ""),
+            help="comma-separated host folders every run may read in its sandbox (datasets)",
+        )
+        parser.add_argument(
+            "--advertise-address",
+            default=env.get("NPULAB_ADVERTISE_ADDRESS", ""),
+            help="the address other hosts reach this one at: MASTER_ADDR when it holds rank 0 "
+            "of a run across hosts, its server_id in a rank table",
+        )
+        parser.add_argument(
+            "--hccl-if-ip",
+            default=env.get("NPULAB_HCCL_IF_IP", ""),
+            help="HCCL_IF_IP for runs across hosts (the host NIC HCCL opens its sockets on)",
+        )
+        parser.add_argument(
+            "--hccl-socket-ifname",
+            default=env.get("NPULAB_HCCL_SOCKET_IFNAME", ""),
+            help="HCCL_SOCKET_IFNAME for runs across hosts (instead of --hccl-if-ip)",
+        )
+        parser.add_argument(
+            "--hccl-connect-timeout",
+            type=int,
+            default=_int_or_none(env.get("NPULAB_HCCL_CONNECT_TIMEOUT")),
+            help="HCCL_CONNECT_TIMEOUT in seconds, 120-7200 (default 600)",
         )
         parser.add_argument("--log-level", default=env.get("NPULAB_LOG_LEVEL", "INFO"))
         args = parser.parse_args(argv)
@@ -154,6 +201,9 @@ class HostConfig:
             parser.error("no broker: set NPULAB_BROKER_URL or --broker-url")
         if args.devices is not None and args.devices < 1:
             parser.error("--devices must be at least 1")
+        low, high = HCCL_CONNECT_TIMEOUT_RANGE
+        if args.hccl_connect_timeout is not None and not low <= args.hccl_connect_timeout <= high:
+            parser.error(f"--hccl-connect-timeout must be from {low} to {high} seconds")
         if not args.telemetry_s >= 0 or args.telemetry_s == float("inf"):
             parser.error("--telemetry-s must be 0 (off) or a positive number of seconds")
         if not args.telemetry_send_s >= 0 or args.telemetry_send_s == float("inf"):
@@ -173,6 +223,19 @@ class HostConfig:
             telemetry_send_s=args.telemetry_send_s,
             run_env_allow=parse_allow(args.run_env_allow),
             run_user=args.run_user or None,
+            network={
+                key: value
+                for key, value in (
+                    (ADVERTISE_ADDRESS, args.advertise_address),
+                    ("hccl_if_ip", args.hccl_if_ip),
+                    ("hccl_socket_ifname", args.hccl_socket_ifname),
+                    ("hccl_connect_timeout", args.hccl_connect_timeout),
+                )
+                if value
+            },
+            sandbox=args.sandbox,
+            sandbox_read=parse_allow(args.sandbox_read),
+            token_file=os.path.abspath(args.token_file) if args.token_file else "",
             mindspore_python=args.mindspore_python,
         )
 

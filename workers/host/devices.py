@@ -7,6 +7,7 @@ import subprocess
 from typing import Any, Dict
 
 from workers.backends.cpu import cpu_model_name
+from workers.collect import hccn
 from workers.collect.npu_smi import NpuSmiParseError, parse_chip_mapping
 
 Device = Dict[str, Any]
@@ -50,11 +51,18 @@ def _npu_devices() -> list[Device]:
     except NpuSmiParseError as exc:
         raise DeviceDetectionError(f"npu-smi info -m: {exc}; set the device count") from exc
     # Mcu rows have no logic id: they are not devices torch can use.
-    return [
+    devices = [
         {"index": row["logic_id"], "name": row["name"], "npu": row["npu"], "chip": row["chip"]}
         for row in rows
         if row["logic_id"] is not None
     ]
+    # Each device's own network port's address (hccn_tool), for the rank tables of runs
+    # across hosts; a host without hccn_tool registers none.
+    ips = hccn.device_ips([device["index"] for device in devices])
+    for device in devices:
+        if device["index"] in ips:
+            device["ip"] = ips[device["index"]]
+    return devices
 
 
 def _cuda_devices() -> list[Device]:

@@ -10,9 +10,12 @@ It ships like a streaming log shipper: ``wait`` polls the file (often while
 it grows, backing off while it does not) until a batch is worth a request
 (``min_bytes`` waiting, or lines ``linger_s`` old), and ``pump`` sends it;
 what arrived while one request was in flight is the next batch, sent as soon
-as its reply comes. The lines travel as the file's own bytes (NDJSON): only
-the checkpoint and artifact events, which the host acts on once they are
-acknowledged, are parsed here.
+as its reply comes. The lines travel as the file's own bytes, their runs of
+metric lines packed as columns (workers.host.packing): only those, and the
+events the host acts on once they are acknowledged (artifacts, and the types
+its capabilities name: checkpoints), are parsed here. A platform from before
+the compact form gets the lines as they are (NDJSON), one from before that a
+JSON array.
 """
 
 from __future__ import annotations
@@ -23,9 +26,10 @@ import threading
 import time
 from typing import Any, Callable
 
-from workers.contract.events import ARTIFACT, CHECKPOINT, EVENTS_FILE
+from workers.contract.events import ARTIFACT, EVENTS_FILE
 from workers.events import parse_line, read_batch, read_lines
 from workers.host.client import PlatformClient, PlatformRejected, PlatformUnavailable
+from workers.host.packing import pack
 
 log = logging.getLogger(__name__)
 
@@ -39,8 +43,6 @@ MIN_BATCH_BYTES = 64 * 1024
 LINGER_S = 0.05
 # How often ``wait`` looks at the file: at once again while it grows, then less often.
 POLL_MIN_S, POLL_MAX_S = 0.005, 0.1
-# Lines that hold one of these are parsed: the events the host acts on.
-_ACTED_ON = tuple(f'"{name}"'.encode() for name in (CHECKPOINT, ARTIFACT))
 # The platform's answer to a body type it does not know: it predates the lines form.
 _UNSUPPORTED_MEDIA_TYPE = 415
 
@@ -75,6 +77,7 @@ class Forwarder:
         max_bytes: int = MAX_BATCH_BYTES,
         min_bytes: int = MIN_BATCH_BYTES,
         linger_s: float = LINGER_S,
+        acted_on: tuple[str, ...] = (),
     ):
         self.client = client
         self.run_id = run_id
@@ -86,18 +89,23 @@ class Forwarder:
         self.max_bytes = max_bytes
         self.min_bytes = min_bytes
         self.linger_s = linger_s
-        # Lines go as the file's bytes until the platform says it takes only the JSON form.
+        # Events of these types are parsed from the lines: the events the host acts on.
+        self._types = {ARTIFACT, *acted_on}
+        self._needles = tuple(f'"{name}"'.encode() for name in sorted(self._types))
+        # Lines go as the file's bytes until the platform says it takes only the JSON form,
+        # their metrics packed until it says it does not take the compact form.
         self.lines = True
+        self.compact = True
+        self._compact_sent = False
         self.offset = self._load_offset()
         # When bytes past the offset were first seen waiting (None: none were).
         self._waiting_since: float | None = None
         # The file's size when all that waited was a line without its newline.
         self._unfinished_at = -1
         self.cancel_requested = False
-        # What the platform said with its last reply: checkpoint steps to keep.
-        self.pinned: list[int] | None = None
-        self._checkpoints: list[int] = []
-        self._artifacts: list[dict] = []
+        # The platform's last reply (what a capability reads: the checkpoint steps to keep).
+        self.reply: dict[str, Any] = {}
+        self._acknowledged: list[dict[str, Any]] = []
         self._last_contact = 0.0
 
     def pump(self) -> bool:
@@ -121,24 +129,36 @@ class Forwarder:
             if sent_at - self._last_contact < self.poll_s:
                 return False
         try:
+            self._compact_sent = False
             if data:
-                reply = self.client.send_lines(self.run_id, self.attempt, start, end, data)
-                events = _acted_on(data)
+                reply = self._send(start, end, data)
+                events = _acted_on(data, self._needles)
             else:
                 reply = self.client.send_events(self.run_id, self.attempt, start, end, events)
         except PlatformRejected as exc:
             return self._refused(exc)
         self._last_contact = time.monotonic()
         self.cancel_requested = bool(reply.get("cancel"))
-        if isinstance(reply.get("pinned"), list):
-            self.pinned = reply["pinned"]
-        self._collect_checkpoints(events)
+        self.reply = reply
+        self._collect(events)
         self._save_offset(int(reply.get("ack", end)))
         # What came while it was in flight has waited since the request began at most.
         self._waiting_since = sent_at if self._size() > self.offset else None
         return end > start
 
+    def _send(self, start: int, end: int, data: bytes) -> dict[str, Any]:
+        if self.compact:
+            frames, packed = pack(data)
+            if packed:
+                self._compact_sent = True
+                return self.client.send_blocks(self.run_id, self.attempt, start, end, frames)
+        return self.client.send_lines(self.run_id, self.attempt, start, end, data)
+
     def _refused(self, exc: PlatformRejected) -> bool:
+        if exc.status == _UNSUPPORTED_MEDIA_TYPE and self._compact_sent:
+            log.info("run %s: the platform takes no compact events", self.run_id)
+            self.compact = False
+            return True
         if exc.status == _UNSUPPORTED_MEDIA_TYPE and self.lines:
             log.info("run %s: the platform takes events only as JSON", self.run_id)
             self.lines = False
@@ -149,8 +169,8 @@ class Forwarder:
             # resume from what it has.
             log.info("run %s: resuming events from offset %s", self.run_id, expected)
             if expected > self.offset:
-                # It stored those bytes from us: their checkpoints are acknowledged.
-                self._collect_checkpoints(_acted_on(self._read(self.offset, expected)))
+                # It stored those bytes from us: their events are acknowledged.
+                self._collect(_acted_on(self._read(self.offset, expected), self._needles))
             self._save_offset(expected)
             return True
         raise RunGone(str(exc)) from exc
@@ -190,22 +210,14 @@ class Forwarder:
             size = grown
         return True
 
-    def _collect_checkpoints(self, events: list[dict]) -> None:
-        self._checkpoints += [
-            event["step"]
-            for event in events
-            if event.get("type") == CHECKPOINT and isinstance(event.get("step"), int)
-        ]
-        self._artifacts += [event for event in events if event.get("type") == ARTIFACT]
+    def _collect(self, events: list[dict]) -> None:
+        # A line that only mentions a type (a log line quoting one) is not one of them.
+        self._acknowledged += [event for event in events if event.get("type") in self._types]
 
-    def take_checkpoints(self) -> list[int]:
-        """Steps of the checkpoint events the platform acknowledged since the last call."""
-        steps, self._checkpoints = self._checkpoints, []
-        return steps
-
-    def take_artifacts(self) -> list[dict]:
-        """The artifact events the platform acknowledged since the last call."""
-        events, self._artifacts = self._artifacts, []
+    def take_acknowledged(self) -> list[dict[str, Any]]:
+        """The acted-on events (artifacts, the capabilities' types) the platform acknowledged
+        since the last call, in order."""
+        events, self._acknowledged = self._acknowledged, []
         return events
 
     def pending(self) -> bool:
@@ -280,14 +292,14 @@ class Forwarder:
         os.replace(temporary, self.offset_path)
 
 
-def _acted_on(data: bytes) -> list[dict[str, Any]]:
-    """The events among ``data``'s lines that may be checkpoints or artifacts, parsed.
+def _acted_on(data: bytes, needles: tuple[bytes, ...]) -> list[dict[str, Any]]:
+    """The events among ``data``'s lines that may be of the acted-on types, parsed.
 
-    Only a line with ``"checkpoint"`` or ``"artifact"`` in it can be one; the
-    others (almost all: metrics, logs) are never decoded.
+    Only a line with one of ``needles`` (``"artifact"``, ``"checkpoint"``) in it can be
+    one; the others (almost all: metrics, logs) are never decoded.
     """
     starts = set()
-    for needle in _ACTED_ON:
+    for needle in needles:
         at = data.find(needle)
         while at >= 0:
             starts.add(data.rfind(b"\n", 0, at) + 1)

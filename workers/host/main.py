@@ -7,7 +7,7 @@ import os
 import sys
 import threading
 
-from workers.host import runuser
+from workers.host import runuser, sandbox
 from workers.host.agent import HostAgent, reap_orphans
 from workers.host.celery_app import app, bind_agent
 from workers.host.client import PlatformClient, PlatformRejected
@@ -43,18 +43,11 @@ def main(argv: list[str] | None = None) -> int:
     for run_dir in reap_orphans(config.work_dir):
         log.warning("killed a run left behind by an earlier worker process: %s", run_dir)
     try:
-        run_user = runuser.resolve(config.run_user, config.python, config.work_dir)
-    except runuser.RunUserError as exc:
+        run_user, run_sandbox = confine(config)
+    except (runuser.RunUserError, sandbox.SandboxError) as exc:
         log.error("%s", exc)
         return 1
-    if run_user is not None:
-        log.info("runs execute as %s (groups %s)", run_user.name, run_user.group_names())
-    elif os.geteuid() == 0:
-        log.warning(
-            "runs execute as root and can read all this worker can (its token included): "
-            "set --run-user / NPULAB_RUN_USER to an unprivileged user"
-        )
-    agent = HostAgent(config, PlatformClient(config.url, config.token), run_user)
+    agent = HostAgent(config, PlatformClient(config.url, config.token), run_user, run_sandbox)
     try:
         agent.register()
     except PlatformRejected as exc:
@@ -103,6 +96,33 @@ def main(argv: list[str] | None = None) -> int:
         stop.set()
         os.close(lock_fd)
     return 0
+
+
+def confine(config: HostConfig) -> tuple[runuser.RunUser | None, sandbox.Sandbox | None]:
+    """Who runs execute as and in which sandbox, checked: an error names what is missing.
+
+    A root worker's runs never execute as root. In the sandbox the run user reaches the
+    interpreter through the sandbox's own mounts; without one, on the host's paths.
+    """
+    run_user = runuser.choose(config.run_user)
+    hidden = [config.token_file] if config.token_file else []
+    run_sandbox = sandbox.resolve(
+        config.sandbox, config.python, config.work_dir, hidden, run_user, config.sandbox_read
+    )
+    if run_sandbox is None and run_user is not None:
+        run_user.check_can_run(config.python, config.work_dir)
+    if run_user is not None:
+        log.info("runs execute as %s (groups %s)", run_user.name, run_user.group_names())
+    else:
+        log.info("runs execute as this worker's user (uid %d)", os.geteuid())
+    if run_sandbox is not None:
+        log.info("runs execute in a bubblewrap sandbox (%s)", run_sandbox.bwrap)
+    else:
+        log.warning(
+            "runs execute without a filesystem sandbox: a run can read what its user can, "
+            "other runs' directories included (docs/security.md)"
+        )
+    return run_user, run_sandbox
 
 
 if __name__ == "__main__":

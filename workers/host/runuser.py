@@ -13,6 +13,7 @@ import logging
 import os
 import pwd
 import subprocess
+import sys
 from typing import Callable, Iterable
 
 log = logging.getLogger(__name__)
@@ -92,30 +93,117 @@ class RunUser:
             )
 
 
-# ``--run-user auto``: an unprivileged user when the worker is root and that user can run
-# the interpreter (``make run`` as root), else the worker's own user, with a warning.
+# ``--run-user auto``: a root worker's runs execute as the dedicated user ``make run`` and
+# deploy/ make, else as nobody; a worker that is not root cannot change user.
 AUTO = "auto"
-AUTO_USER = "nobody"
+AUTO_USERS = ("npulab-run", "nobody")
+DEDICATED_USER = AUTO_USERS[0]
 
 
-def resolve(name: str | None, python: str, work_dir: str) -> RunUser | None:
-    """The run user the setting names, checked; None for "the worker's own user".
+def choose(name: str | None) -> RunUser | None:
+    """The run user the setting names, not yet checked; None for the worker's own user.
 
-    RunUserError for a named user that cannot be used; ``auto`` falls back instead
-    (``log`` says why).
+    RunUserError for an unknown user, and for a root worker left without one: runs never
+    execute as root.
     """
-    if not name:
-        return None
     if name == AUTO:
         if os.geteuid() != 0:
             return None
-        try:
-            user = RunUser(AUTO_USER)
-            user.check_can_run(python, work_dir)
-        except RunUserError as exc:
-            log.warning("runs execute as root: %s", exc)
-            return None
-        return user
+        for candidate in AUTO_USERS:
+            try:
+                return RunUser(candidate)
+            except RunUserError:
+                continue
+        raise RunUserError(
+            f"no run user: runs never execute as root; create {DEDICATED_USER!r} "
+            "(make run does) or set --run-user / NPULAB_RUN_USER"
+        )
+    if not name:
+        if os.geteuid() == 0:
+            raise RunUserError(
+                "runs never execute as root: set --run-user / NPULAB_RUN_USER to an "
+                f"unprivileged user (or 'auto', the default: {DEDICATED_USER} or nobody)"
+            )
+        return None
     user = RunUser(name)
-    user.check_can_run(python, work_dir)
+    if user.uid == 0:
+        raise RunUserError(f"run user {name!r} is root: runs never execute as root")
     return user
+
+
+def grant_traverse(user: str, paths: Iterable[str]) -> list[str]:
+    """Let ``user`` through every folder above ``paths`` (search only, no listing), with an
+    ACL entry where the folder does not let other users through already.
+
+    For a layout without the sandbox: the run user must reach the interpreter and the work
+    directory on the host's own paths (a checkout under /root or in a ``mktemp -d`` folder).
+    Returns the folders changed.
+    """
+    changed = []
+    for path in paths:
+        real = os.path.realpath(path)
+        folder = real if os.path.isdir(real) else os.path.dirname(real)
+        while True:
+            mode = os.stat(folder).st_mode
+            if not mode & 0o001:
+                subprocess.run(
+                    ["setfacl", "-m", f"u:{user}:x", folder],
+                    check=True,
+                    capture_output=True,
+                )
+                changed.append(folder)
+            parent = os.path.dirname(folder)
+            if parent == folder:
+                break
+            folder = parent
+    return changed
+
+
+def ensure_user(name: str, groups: Iterable[str] = ("HwHiAiUser",)) -> RunUser:
+    """The run user, made first if missing: a system user with no home, no shell and no
+    password, in those of ``groups`` the host has (HwHiAiUser: the Ascend devices')."""
+    try:
+        return RunUser(name)
+    except RunUserError:
+        pass
+    present = []
+    for group in groups:
+        try:
+            grp.getgrnam(group)
+            present.append(group)
+        except KeyError:
+            continue
+    command = ["useradd", "--system", "--no-create-home", "--home-dir", "/nonexistent"]
+    command += ["--shell", "/usr/sbin/nologin", "--user-group"]
+    if present:
+        command += ["--groups", ",".join(present)]
+    subprocess.run([*command, name], check=True, capture_output=True)
+    return RunUser(name)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m workers.host.runuser NAME PATH...``: make the run user (``make run`` as
+    root, the worker's systemd unit) and let it through the folders above each PATH (the
+    run interpreter, the work directory), for a host without the sandbox."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m workers.host.runuser")
+    parser.add_argument("name")
+    parser.add_argument("paths", nargs="*")
+    args = parser.parse_args(argv)
+    if os.geteuid() != 0:
+        print("not root: runs execute as this user, no run user to prepare")
+        return 0
+    try:
+        user = ensure_user(args.name)
+        changed = grant_traverse(user.name, args.paths)
+    except (OSError, subprocess.CalledProcessError) as exc:
+        detail = getattr(exc, "stderr", b"") or b""
+        print(f"cannot prepare run user {args.name!r}: {exc} {detail.decode(errors='replace')}")
+        return 1
+    print(f"run user {user.name} (uid {user.uid}); search access granted on {len(changed)} folders")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

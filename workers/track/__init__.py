@@ -34,9 +34,9 @@ import time
 from typing import Any
 
 from workers.contract import script_env
+from workers.contract.capabilities import CHECKPOINT_DAMAGED, RESUME
 from workers.contract.events import CHECKPOINT, EVENTS_FILE
 from workers.events import EventWriter
-from workers.kinds.training import CHECKPOINT_DAMAGED, RESUME
 from workers.track import checkpoint as checkpoints
 from workers.track import rng
 

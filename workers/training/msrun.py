@@ -16,6 +16,7 @@ from typing import NamedTuple, Sequence
 # MindSpore's launcher module (the ``msrun`` console script calls its main).
 MSRUN_MODULE = "mindspore.parallel.cluster.run"
 DEFAULT_MASTER_PORT = 8118
+LOCALHOST = "127.0.0.1"
 # Where msrun writes each worker's log, inside the run directory.
 LOG_DIR = "msrun"
 LAUNCH_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "launch.py")
@@ -66,6 +67,7 @@ def msrun_command(
     return [*command, LAUNCH_SCRIPT, *entry_args]
 
 
-def single_host(devices: int) -> list[Placement]:
-    """The placements of a job on this host alone."""
-    return [Placement("127.0.0.1", devices)]
+def across_hosts(master_addr: str, hosts: int, devices: int) -> list[Placement]:
+    """The placements of a job of ``hosts`` hosts with ``devices`` each, node rank 0 at
+    ``master_addr`` (only its address is msrun's to know)."""
+    return [Placement(master_addr if node == 0 else "", devices) for node in range(hosts)]

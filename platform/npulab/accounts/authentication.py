@@ -8,7 +8,7 @@ from django.utils import timezone
 from django.utils.formats import date_format
 from rest_framework import authentication, exceptions
 
-from npulab.accounts import lockout, tokens
+from npulab.accounts import tokens
 from npulab.accounts.models import ApiToken
 from npulab.core import errors
 
@@ -43,15 +43,8 @@ class TokenAuthentication(authentication.BaseAuthentication):
         key = token_key(request)
         if key is None or key.startswith(tokens.HOST_TOKEN_PREFIX):
             return None
-        wait = lockout.retry_after(request)
-        if wait is not None:
-            raise exceptions.Throttled(wait, "Too many failed authentications from this address.")
-        try:
-            return self._user(key)
-        except exceptions.AuthenticationFailed as failed:
-            if failed.get_codes() == "authentication_failed":  # unknown: a guess, maybe
-                lockout.record_failure(request)
-            raise
+        # Never the sign-in lockout (npulab.accounts.lockout): a token is no password.
+        return self._user(key)
 
     def authenticate_header(self, request) -> str:
         return "Token"

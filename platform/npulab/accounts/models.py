@@ -48,6 +48,11 @@ class ApiToken(models.Model):
     last_used = models.DateTimeField(null=True, blank=True)
     expires = models.DateTimeField(null=True, blank=True, help_text="Empty: never.")
     revoked = models.DateTimeField(null=True, blank=True)
+    # The token that made this one through the API: this one never outlives it, never
+    # has a scope it lacks, and is revoked with it.
+    parent = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="children"
+    )
 
     class Meta:
         ordering = ["-created", "-id"]
@@ -73,3 +78,23 @@ class ApiToken(models.Model):
     def ordered_scopes(self) -> list[str]:
         """The scopes in the order of ``Scope``, for lists and messages."""
         return [scope for scope in Scope.values if scope in self.scopes]
+
+
+class SignInFailure(models.Model):
+    """Failed sign-ins from one client address in one window of NPULAB_AUTH_FAILURE_RATE.
+
+    In the database, so every web process and server counts the same failures: a
+    per-process count let a flood through once per process (npulab.accounts.lockout).
+    """
+
+    address = models.CharField(max_length=64)
+    window = models.BigIntegerField()
+    count = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["address", "window"], name="sign_in_failure_once")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.address}: {self.count} in window {self.window}"

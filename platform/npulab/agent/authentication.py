@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.contrib.auth.models import AnonymousUser
 from rest_framework import authentication, exceptions
 
-from npulab.accounts import lockout, tokens
+from npulab.accounts import tokens
 from npulab.accounts.authentication import TokenAuthentication, token_key
 from npulab.core.sql import fetch_instance
 from npulab.hosts.models import Host
@@ -22,12 +22,10 @@ class HostTokenAuthentication(authentication.BaseAuthentication):
         key = token_key(request)
         if key is None or not key.startswith(tokens.HOST_TOKEN_PREFIX):
             return None
-        wait = lockout.retry_after(request)
-        if wait is not None:
-            raise exceptions.Throttled(wait, "Too many failed authentications from this address.")
+        # Never the sign-in lockout: a flood of failed sign-ins from this address (the
+        # platform's own, for the local worker) must not cut a host off.
         host = _host_of(tokens.digest(key))
         if host is None:
-            lockout.record_failure(request)
             raise exceptions.AuthenticationFailed("Invalid or revoked host token.")
         return AnonymousUser(), host
 

@@ -11,7 +11,11 @@ from typing import Any
 from django.db import transaction
 
 from npulab.hosts.models import Host
-from npulab.hosts.services import do_record_heartbeat, do_register_host
+from npulab.hosts.services import (
+    do_check_host_devices,
+    do_record_heartbeat,
+    do_register_host,
+)
 from npulab.runs.dispatch import request_placement
 from npulab.runs.services import do_attach_snapshot, do_reconcile_host_runs
 from npulab.snapshots.services import Recorded, do_record_snapshot
@@ -39,6 +43,10 @@ def do_upload_snapshot(host: Host, document: Any, run_id: int | None = None) -> 
     rolled back.
     """
     recorded = do_record_snapshot(host, document)
+    held = host.devices_unverified
+    do_check_host_devices(host, recorded.snapshot.data)
+    if held and not host.devices_unverified:
+        transaction.on_commit(request_placement)  # the snapshot backs it: runs may come
     if run_id is not None:
         do_attach_snapshot(host, run_id, recorded.snapshot)
     return recorded

@@ -7,8 +7,9 @@ stay ``api:agent-…``; one block per module of ``agent/api/``.
 from django.urls import path
 
 from npulab.agent.api.artifacts import UploadCreateView, UploadView
+from npulab.agent.api.checkpoints import CheckpointFileView
 from npulab.agent.api.hosts import HeartbeatView, RegisterView
-from npulab.agent.api.runs import CheckpointFileView, ClaimView, EventsView, FinishView
+from npulab.agent.api.runs import ClaimView, EventsView, FinishView
 from npulab.agent.api.snapshots import SnapshotUploadView
 from npulab.agent.api.telemetry import TelemetryView
 

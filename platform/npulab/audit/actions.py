@@ -20,6 +20,7 @@ PROJECT_ADD_MEMBER = "project.add_member"
 PROJECT_CHANGE_MEMBER = "project.change_member"
 PROJECT_REMOVE_MEMBER = "project.remove_member"
 HOST_MOVE_TO_POOL = "host.move_to_pool"
+HOST_ACCEPT_DEVICES = "host.accept_devices"
 
 LABELS = {
     RUN_SUBMIT: "submitted a run",
@@ -40,4 +41,5 @@ LABELS = {
     PROJECT_CHANGE_MEMBER: "changed a project member's role",
     PROJECT_REMOVE_MEMBER: "removed a member from a project",
     HOST_MOVE_TO_POOL: "moved a host to a pool",
+    HOST_ACCEPT_DEVICES: "accepted a host's device type and count",
 }

@@ -7,6 +7,8 @@ class CoverageConfig(AppConfig):
     name = "npulab.coverage"
     label = "coverage"
     verbose_name = "Operator coverage"
+    # Its pages hang under a run: /runs/<id>/coverage/.
+    url_prefix = "runs/"
 
     def ready(self) -> None:
         from npulab.coverage.ingest import on_op_result, on_plan

@@ -13,7 +13,7 @@ from django.db.models import QuerySet
 
 from npulab.coverage.models import OpResult
 from npulab.runs.models import Run
-from workers.kinds.coverage import PASS
+from workers.kinds.coverage import WORKING
 
 # Groups of a comparison, in the order pages and the API list them.
 REGRESSIONS = "regressions"  # passed in the baseline, does not in the candidate
@@ -81,9 +81,11 @@ def group_of(baseline: str | None, candidate: str | None) -> str:
         return NEW
     if candidate is None:
         return MISSING
-    if baseline == PASS and candidate != PASS:
+    # "works, unclaimed" works: losing it is a regression, gaining it a fix, and a pass
+    # that becomes one (or back) a change, never either.
+    if baseline in WORKING and candidate not in WORKING:
         return REGRESSIONS
-    if baseline != PASS and candidate == PASS:
+    if baseline not in WORKING and candidate in WORKING:
         return FIXES
     return UNCHANGED if baseline == candidate else CHANGED
 

@@ -6,7 +6,7 @@ from typing import Any
 
 from npulab.coverage import compare as cell_compare
 from npulab.coverage.matrix import progress
-from npulab.runs.kinds import ComparePanel, Comparison, Panel, RunKind
+from npulab.runs.kinds import ComparePanel, Comparison, HeadlinePanel, RunKind
 from npulab.runs.models import Run
 
 
@@ -45,7 +45,7 @@ def compare_cells(runs: list[Run]) -> dict[str, Any]:
 
 COVERAGE = CoverageKind(
     "coverage",
-    panels=(Panel("coverage/partials/progress.html", progress_panel),),
+    headline=HeadlinePanel("coverage/partials/progress.html", progress_panel),
     headline_keys=frozenset({"pass", "pass_rate"}),
     compare_panels=(ComparePanel("coverage/partials/compare_cells.html", compare_cells),),
 )

@@ -1,16 +1,14 @@
-"""Reads of health for other apps: placement's view of hosts and devices, the pages."""
+"""Reads of health for other apps: a host's health row and reasons (placement's rules are
+in ``npulab.runs.placement``), the pages."""
 
 from __future__ import annotations
 
-from collections import defaultdict
 from typing import Any
 
 from npulab.health.models import (
-    DEVICE_STATES_CLOSED,
     DeviceHealth,
     HealthChange,
     HostHealth,
-    HostState,
 )
 from npulab.hosts.models import Host
 
@@ -23,21 +21,6 @@ def health_of(host: Host) -> HostHealth | None:
         return host.health
     except HostHealth.DoesNotExist:
         return None
-
-
-def placement_block(host: Host) -> str:
-    """Why the scheduler must not place a new run on ``host`` because of its health, or "".
-
-    Read from ``host.health``: load hosts with ``select_related("health")`` to keep it one query.
-    """
-    health = health_of(host)
-    if health is None:
-        return ""
-    if health.state == HostState.DRAINED:
-        return f"is drained: {health.drain_note}" if health.drain_note else "is drained"
-    if health.state in (HostState.UNHEALTHY, HostState.OFFLINE):
-        return f"is {health.state}: {reasons_text(health.reasons)}"
-    return ""
 
 
 def reasons_text(reasons: list[dict[str, Any]]) -> str:
@@ -53,17 +36,6 @@ def reasons_text(reasons: list[dict[str, Any]]) -> str:
         if parts
         else "no reason recorded"
     )
-
-
-def closed_devices() -> dict[int, set[int]]:
-    """Per host id, the device indices no new run may lease (bad or unhealthy): one query."""
-    closed: dict[int, set[int]] = defaultdict(set)
-    rows = DeviceHealth.objects.filter(state__in=DEVICE_STATES_CLOSED).values_list(
-        "host_id", "index"
-    )
-    for host_id, index in rows:
-        closed[host_id].add(index)
-    return closed
 
 
 def host_health_context(host: Host, viewer: Any) -> dict[str, Any]:

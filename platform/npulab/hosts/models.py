@@ -37,7 +37,16 @@ class Host(models.Model):
     device_type = models.CharField(max_length=8, choices=DeviceType.choices, default=DeviceType.CPU)
     device_count = models.PositiveIntegerField(default=0)
     devices = models.JSONField(default=list, blank=True, help_text="As the worker reported them.")
+    # Set by an operator (host_token --labels, the admin): placement trusts these only.
     labels = models.JSONField(default=list, blank=True)
+    # What the host's worker says of itself (NPULAB_LABELS): shown, never trusted.
+    reported_labels = models.JSONField(default=list, blank=True)
+    # The device type and count an operator accepted, or the host's own snapshot backed.
+    accepted_device_type = models.CharField(max_length=8, blank=True)
+    accepted_device_count = models.PositiveIntegerField(null=True, blank=True)
+    # Why the registered device type or count waits for an operator ("" when it does not):
+    # until accepted, no run is placed here.
+    devices_unverified = models.CharField(max_length=200, blank=True)
     enabled = models.BooleanField(
         default=True, help_text="No new runs are placed on a disabled host."
     )
@@ -56,6 +65,13 @@ class Host(models.Model):
         help_text="Runs of the projects using this pool may be placed here.",
     )
     hostname = models.CharField(max_length=255, blank=True)
+    # From the worker's config (docs/multihost.md): how other hosts reach this one.
+    network = models.JSONField(
+        default=dict,
+        blank=True,
+        db_default=models.Value({}, output_field=models.JSONField()),
+        help_text="advertise_address, hccl_if_ip, hccl_socket_ifname, as the worker reported.",
+    )
     worker_version = models.CharField(max_length=32, blank=True)
     python_version = models.CharField(max_length=32, blank=True)
     platform = models.CharField(max_length=255, blank=True)

@@ -65,15 +65,96 @@ def do_register_host(host: Host, facts: dict[str, Any]) -> Host:
     host.device_type = facts["device_type"]
     host.devices = devices
     host.device_count = len(devices)
-    if facts.get("labels"):
-        host.labels = facts["labels"]
+    # The operator's labels stand; a host's own say is kept apart (docs/security.md).
+    host.reported_labels = list(facts.get("labels") or [])
+    host.devices_unverified = devices_problem(host, latest_snapshot_data(host))
     for field in ("hostname", "worker_version", "platform"):
         setattr(host, field, facts.get(field, ""))
     host.python_version = facts.get("python", "")
+    host.network = facts.get("network") or {}
     host.status = Host.Status.ONLINE
     host.last_heartbeat = now
     host.registered = now
     host.save()
+    return host
+
+
+def latest_snapshot_data(host: Host) -> dict[str, Any] | None:
+    """The document of the host's latest snapshot, None before its first."""
+    version = host.versions.select_related("snapshot").order_by("-first_seen", "-id").first()
+    return version.snapshot.data if version is not None else None
+
+
+def _snapshot_devices(device_type: str, data: dict[str, Any]) -> int:
+    """How many devices of ``device_type`` a snapshot shows (npu-smi's chips, nvidia-smi's
+    GPUs)."""
+    section = {"npu": ("npu", "chips"), "cuda": ("cuda", "gpus")}.get(device_type)
+    if section is None:
+        return 0
+    found = (data.get(section[0]) or {}).get(section[1]) if isinstance(data, dict) else None
+    return len(found) if isinstance(found, list) else 0
+
+
+def devices_problem(host: Host, snapshot: dict[str, Any] | None) -> str:
+    """Why the host's registered device type and count are not to be believed yet, or "".
+
+    Believed: a CPU host; what an operator accepted; what the host's own snapshot shows
+    (then it counts as accepted). A worker's word alone (``NPULAB_DEVICE_TYPE=npu``) could
+    draw runs meant for real accelerators, and their secrets.
+    """
+    claim = (host.device_type, host.device_count)
+    if host.device_type == "cpu" or claim == (
+        host.accepted_device_type,
+        host.accepted_device_count,
+    ):
+        return ""
+    shown = _snapshot_devices(host.device_type, snapshot) if snapshot is not None else 0
+    if snapshot is not None and shown >= host.device_count:
+        host.accepted_device_type, host.accepted_device_count = claim
+        return ""
+    seen = "no snapshot yet" if snapshot is None else f"its snapshot shows {shown}"
+    return (
+        f"registered {host.device_count} {host.device_type} device(s), {seen}: "
+        "waiting for an operator to accept"
+    )
+
+
+def do_check_host_devices(host: Host, snapshot: dict[str, Any]) -> None:
+    """A new snapshot of the host: the device claim it backs no longer waits."""
+    problem = devices_problem(host, snapshot)
+    if problem != host.devices_unverified or not problem:
+        host.devices_unverified = problem
+        host.save(
+            update_fields=[
+                "devices_unverified",
+                "accepted_device_type",
+                "accepted_device_count",
+                "updated",
+            ]
+        )
+
+
+@transaction.atomic
+def do_accept_host_devices(host: Host, by: AbstractBaseUser | None) -> Host:
+    """An operator accepts the host's registered device type and count: runs may come."""
+    host.accepted_device_type = host.device_type
+    host.accepted_device_count = host.device_count
+    host.devices_unverified = ""
+    host.save(
+        update_fields=[
+            "accepted_device_type",
+            "accepted_device_count",
+            "devices_unverified",
+            "updated",
+        ]
+    )
+    record(
+        actions.HOST_ACCEPT_DEVICES,
+        target_type="host",
+        target_id=host.name,
+        user=by,
+        data={"device_type": host.device_type, "device_count": host.device_count},
+    )
     return host
 
 

@@ -8,4 +8,5 @@ app_name = "hosts"
 urlpatterns = [
     path("", views.host_list, name="host_list"),
     path("<name:name>/", views.host_detail, name="host_detail"),
+    path("<name:name>/accept-devices/", views.host_accept_devices, name="host_accept_devices"),
 ]

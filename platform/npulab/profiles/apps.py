@@ -24,7 +24,15 @@ class ProfilesConfig(AppConfig):
         post_delete.connect(services.on_profile_deleted, sender=Profile)
         # A trace over the limit is refused when it is declared: nothing of it is stored.
         register_size_limit(TRACE, "PROFILE_MAX_BYTES", "NPULAB_PROFILE_MAX_BYTES", "trace")
+        # On every run page, not only those of kinds with the profiling capability (which
+        # capture traces): a trace may be imported for a run of any kind.
         add_panel(Panel(TEMPLATE, panel_context))
+        # The capability (workers.contract.capabilities.PROFILING) asks nothing more of the
+        # generic run code: a captured trace is an artifact, made a profile once stored.
+        from npulab.runs import capabilities
+        from workers.contract.capabilities import PROFILING
+
+        capabilities.register(capabilities.Capability(PROFILING))
         # A run's profile gives the upgrade review its step time, whatever the run's kind.
         from npulab.profiles import evidence
         from npulab.runs import evidence as run_evidence

@@ -9,19 +9,16 @@ class RunsConfig(AppConfig):
     def ready(self) -> None:
         from npulab.hosts.pages import host_page
         from npulab.projects.pages import project_page
-        from npulab.runs import checkpoints, events, pages, telemetry
+        from npulab.runs import pages, telemetry
         from npulab.runs.selectors import (
             host_runs_context,
             project_runs_context,
             snapshot_runs_context,
         )
         from npulab.snapshots.pages import snapshot_page
-        from workers.contract.events import CHECKPOINT
 
         host_page.add(host_runs_context)
         project_page.add(project_runs_context)
         snapshot_page.add(snapshot_runs_context)
         # The telemetry of the devices a run used, on every run's page.
         pages.add_panel(telemetry.PANEL)
-        # Checkpoints are a core event type: any kind may write them.
-        events.register_handler(CHECKPOINT, checkpoints.on_checkpoint_event)

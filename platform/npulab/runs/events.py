@@ -18,11 +18,16 @@ from typing import Any
 
 from npulab.core.text import storable, storable_json
 from npulab.runs.models import Run, RunAttempt, RunEvent
-from npulab.series.ingest import Point, insert_points
+from npulab.series import chunks
+from npulab.series.blocks import Block
+from npulab.series.chunks import Points
+from npulab.series.ingest import Point, insert_columns
 from npulab.series.owners import Owner
 from npulab.series.rollups import LOWEST_STEP
 from workers.contract import events as contract_events
 from workers.contract import kinds as contract_kinds
+from workers.contract.capture import SOURCE_FIELD, SOURCES, TRACK
+from workers.contract.diagnosis import CATEGORIES
 from workers.contract.redact import REDACTED, is_secret_name, redact_text
 
 MAX_TYPE_CHARS = 32
@@ -41,9 +46,11 @@ class MalformedEvent(ValueError):
 class Batch:
     """One events batch of a run while it is stored: what handlers may use.
 
-    Metric points are gathered and written together at the end; a handler
-    whose event changes the points already stored (a resume cuts them back)
-    calls ``flush_points`` first, so the points before it in the batch are in.
+    Metric points are gathered and written together at the end (``points``,
+    a list of each key's points as the JSON form gives them, ``add_columns``
+    for a block of them); a handler whose event changes the points already
+    stored (a resume cuts them back) calls ``flush_points`` first, so the
+    points before it in the batch are in.
     A handler that stores many rows gathers them with ``pending`` and writes
     them all at once when the batch ends.
     """
@@ -52,14 +59,37 @@ class Batch:
         self.run = run
         self.now = now
         self.points: dict[str, list[Point]] = {}
+        # Points of the other sources (workers.contract.capture), by source and key.
+        self.sourced: dict[str, dict[str, list[Point]]] = {}
+        # Each (source, key)'s points as columns so far, in the order they came.
+        self._columns: dict[tuple[str, str], list[Points]] = {}
         self._pending: dict[str, tuple[list[Any], Callable[[Run, list[Any]], None]]] = {}
         # The step running at the batch's end: (name, began) after a step_started, ("", None)
         # after a step ended; None when the batch says nothing of steps.
         self.current_step: tuple[str, datetime | None] | None = None
 
+    def add_columns(self, key: str, points: Points, source: str = TRACK) -> None:
+        """Add a block of ``key``'s points, after those of the key that came before it."""
+        parts = self._columns.setdefault((source, key), [])
+        listed = self.points if source == TRACK else self.sourced.get(source, {})
+        before = listed.pop(key, None)
+        if before:
+            parts.append(chunks.columns(before))
+        parts.append(points)
+
     def flush_points(self) -> None:
-        insert_points(Owner.of_run(self.run.pk), self.points, attempt=self.run.attempt)
+        for source, listed in ((TRACK, self.points), *self.sourced.items()):
+            for key, before in listed.items():
+                if before:
+                    self._columns.setdefault((source, key), []).append(chunks.columns(before))
+        by_source: dict[str, dict[str, Points]] = {}
+        for (source, key), parts in self._columns.items():
+            by_source.setdefault(source, {})[key] = chunks.joined(parts)
+        for source, found in by_source.items():
+            insert_columns(Owner.of_run(self.run.pk, source), found, attempt=self.run.attempt)
         self.points = {}
+        self.sourced = {}
+        self._columns = {}
 
     def pending(self, name: str, flush: Callable[[Run, list[Any]], None]) -> list[Any]:
         """The batch's list ``name``; ``flush(run, items)`` writes it once, after the last event."""
@@ -108,11 +138,21 @@ def store_events(run: Run, events: list[Any], now: datetime) -> dict[str, Any] |
     secrets = _secret_values(run)
     declared = contract_kinds.event_types()
     owners = contract_kinds.event_type_owners()
+    needs = contract_kinds.event_type_capabilities()
+    run_kind = contract_kinds.get(run.kind)
     batch = Batch(run, now)
     rows: list[RunEvent] = []
     result = None
     stamp = now.timestamp()
     for raw in events:
+        if type(raw) is Block:
+            # Only the compact form makes one: its points, checked as a metric event's are.
+            problem = raw.problem or _block_problem(raw)
+            if problem:
+                rows.append(_malformed(run, raw.header, problem, now))
+            else:
+                batch.add_columns(raw.key, raw.points, raw.source)
+            continue
         kind = raw.get("type") if isinstance(raw, dict) else None
         if kind == contract_events.METRIC:
             # Most of a batch's events, so the common case (a float value and time) is taken
@@ -135,8 +175,15 @@ def store_events(run: Run, events: list[Any], now: datetime) -> dict[str, Any] |
                 key, point = _metric(raw, stamp)
             if point is None:
                 rows.append(_malformed(run, raw, "a metric needs key, integer step and value", now))
-            else:
+                continue
+            source = raw.get(SOURCE_FIELD)
+            if source is None or source == TRACK:
                 batch.points.setdefault(key, []).append(point)
+            elif source in SOURCES:
+                batch.sourced.setdefault(source, {}).setdefault(key, []).append(point)
+            else:
+                problem = f"a metric's source must be one of {', '.join(SOURCES)}"
+                rows.append(_malformed(run, raw, problem, now))
             continue
         if not isinstance(kind, str) or not 0 < len(kind) <= MAX_TYPE_CHARS:
             rows.append(_malformed(run, raw, "no valid type", now))
@@ -148,6 +195,12 @@ def store_events(run: Run, events: list[Any], now: datetime) -> dict[str, Any] |
         owner = owners.get(kind) if declaration else None
         if owner is not None and owner != run.kind:
             problem = f"{kind} events belong to {owner} runs, not to a {run.kind} run"
+        capability = needs.get(kind) if declaration else None
+        if capability is not None and not (run_kind and run_kind.can(capability)):
+            problem = (
+                f"{kind} events belong to runs of kinds with the {capability} capability, "
+                f"which {run.kind} runs do not have"
+            )
         if problem:
             rows.append(_malformed(run, raw, problem, now))
             continue
@@ -165,6 +218,8 @@ def store_events(run: Run, events: list[Any], now: datetime) -> dict[str, Any] |
             data["line"] = _scrub(str(data.get("line", "")), secrets)
         elif kind == contract_events.RESULT:
             result = data
+        elif kind == contract_events.DIAGNOSIS:
+            data = _store_diagnosis(run, data, secrets)
         handler = _handlers.get(kind)
         try:
             if handler is not None and handler(batch, data):
@@ -179,6 +234,38 @@ def store_events(run: Run, events: list[Any], now: datetime) -> dict[str, Any] |
     RunEvent.objects.bulk_create(rows, batch_size=1000)
     batch.finish()
     return result
+
+
+def _store_diagnosis(run: Run, data: dict[str, Any], secrets: Any) -> dict[str, Any]:
+    """The run's diagnosis and findings, as the run API shows them; the event keeps a copy."""
+    diagnosis = data.get("diagnosis")
+    findings = [f for f in data.get("findings") or [] if isinstance(f, dict)][:50]
+    if isinstance(diagnosis, dict):
+        # Evidence quotes the run's own output: scrubbed like its log lines.
+        diagnosis = dict(diagnosis)
+        diagnosis["line"] = _scrub(str(diagnosis.get("line", "")), secrets)
+        diagnosis["evidence"] = [
+            dict(item, text=_scrub(str(item.get("text", "")), secrets))
+            for item in diagnosis.get("evidence") or []
+            if isinstance(item, dict)
+        ][:20]
+        diagnosis["findings"] = findings
+        category = str(diagnosis.get("category", ""))
+        if category not in CATEGORIES:
+            category = "unknown"
+        diagnosis["category"] = category
+    else:
+        diagnosis, category = None, ""
+    data = storable_json({"diagnosis": diagnosis, "findings": findings})
+    Run.objects.filter(pk=run.pk).update(
+        diagnosis=data["diagnosis"], diagnosis_category=category, findings=data["findings"]
+    )
+    run.diagnosis, run.diagnosis_category, run.findings = (
+        data["diagnosis"],
+        category,
+        data["findings"],
+    )
+    return data
 
 
 def _metric(raw: dict[str, Any], stamp: float) -> tuple[str, Point | None]:
@@ -205,6 +292,16 @@ def _metric(raw: dict[str, Any], stamp: float) -> tuple[str, Point | None]:
     if type(time) is not float or not isfinite(time):
         time = _finite(time)
     return key, (step, value, stamp if time is None else time)
+
+
+def _block_problem(block: Block) -> str | None:
+    """What is wrong with a block's key or source (its points are checked as it is read)."""
+    key, source = block.key, block.source
+    if type(key) is not str or not 0 < len(key) <= MAX_KEY_CHARS or not key.isprintable():
+        return f"a block's key is a printable string of 1 to {MAX_KEY_CHARS} characters"
+    if source not in SOURCES:
+        return f"a block's source must be one of {', '.join(SOURCES)}"
+    return None
 
 
 def _finite(number: Any) -> float | None:

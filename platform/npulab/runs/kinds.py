@@ -36,6 +36,15 @@ class Panel:
 
 
 @dataclass(frozen=True)
+class HeadlinePanel(Panel):
+    """The card a run page leads with, full width, before the run's facts: what runs of the
+    kind are for (a training run's curves, a stability run's verdict)."""
+
+    # It draws the run's metric charts itself, so the page does not add its own card below.
+    draws_metrics: bool = False
+
+
+@dataclass(frozen=True)
 class ComparePanel:
     """A section of the compare page for runs of one kind."""
 
@@ -72,6 +81,8 @@ class RunKind:
     """One kind's answers to the generic code; the defaults fit a kind with nothing special."""
 
     name: str
+    # The card the run page leads with; None: the page opens on the run's facts.
+    headline: HeadlinePanel | None = None
     # Cards shown on the run page under the run's facts, in this order.
     panels: tuple[Panel, ...] = ()
     # The right-hand card beside the facts lists the steps, even before any arrived.

@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
 
 from django.conf import settings
@@ -67,15 +66,17 @@ class Run(models.Model):
         Status.LOST: {Status.QUEUED},
         Status.EXPIRED: {Status.QUEUED},
     }
-    # A run is never placed again on a host where it failed this often.
-    FAILURES_BEFORE_AVOIDING = 2
     kind = models.CharField(max_length=32)
     name = models.CharField(max_length=200, blank=True)
     tags = models.JSONField(default=list, blank=True)
     spec = models.JSONField()
     priority = models.IntegerField(default=0)
     device_type = models.CharField(max_length=8, choices=DeviceType.choices)
-    devices = models.PositiveSmallIntegerField(default=1)
+    devices = models.PositiveSmallIntegerField(default=1, help_text="Devices on each host.")
+    # A gang: the run's attempts hold this many placements, one per host, leased together.
+    hosts = models.PositiveSmallIntegerField(
+        default=1, db_default=1, help_text="Hosts the run spans, each with `devices` devices."
+    )
     # A name, not a key: a run that asked for a host that is later deleted
     # must say so, not drift to another host.
     requested_host = models.CharField(max_length=63, blank=True)
@@ -133,6 +134,11 @@ class Run(models.Model):
     exit_reason = models.TextField(blank=True)
     exit_code = models.IntegerField(null=True, blank=True)
     result = models.JSONField(default=dict, blank=True, help_text="The runner's result event.")
+    # Why it failed, in Ascend's codes (docs/diagnosis.md): the supervisor's diagnosis
+    # event; the category is a column of its own for the run list's filter.
+    diagnosis = models.JSONField(null=True, blank=True)
+    diagnosis_category = models.CharField(max_length=32, blank=True, db_index=True)
+    findings = models.JSONField(default=list, blank=True)
     events_offset = models.BigIntegerField(
         default=0, help_text="Bytes of this attempt's events.jsonl stored so far."
     )
@@ -186,97 +192,21 @@ class Run(models.Model):
     def get_absolute_url(self) -> str:
         return reverse("runs:run_detail", args=[self.pk])
 
+    @property
+    def shape(self) -> str:
+        """What the run holds, as the run list shows it: "2 × 8 npu", "1 cpu"."""
+        each = f"{self.devices} {self.device_type}"
+        return f"{self.hosts} × {each}" if self.hosts > 1 else each
+
+    @property
+    def world_size(self) -> int:
+        return self.hosts * self.devices
+
     @cached_property
     def pool_ids(self) -> frozenset[int]:
         """The pools of the run's project: the only hosts it may be placed on."""
         # .all(): a placement pass prefetches the pools of every queued run's project.
         return frozenset(pool.pk for pool in self.project.pools.all())
-
-    def outside_pools(self, host: Host) -> str:
-        """Why ``host`` is not one the run's project may use, or ""."""
-        if host.pool_id in self.pool_ids:
-            return ""
-        return f"is not in a pool of project '{self.project.slug}'"
-
-    def unsuited_host(self, host: Host) -> str:
-        """Why ``host`` can never take this run, whatever its state and load; "" if it can."""
-        outside = self.outside_pools(host)
-        if outside:
-            return outside
-        if host.device_type != self.device_type:
-            return f"has {host.device_type} devices, the run needs {self.device_type}"
-        missing = self._missing_labels(host)
-        if missing:
-            return "lacks label(s) " + ", ".join(missing)
-        if self.host_faults.get(host.name, 0) >= self.FAILURES_BEFORE_AVOIDING:
-            return f"failed this run {self.host_faults[host.name]} times"
-        return ""
-
-    def unplaceable(self, hosts: Iterable[Host]) -> tuple[str, str]:
-        """(field, why) when none of ``hosts`` could ever take this run; ("", "") if one could.
-
-        "Ever": a host's state and load do not matter (a disabled or offline
-        host comes back), only what it is: its device type and count and its
-        labels. A host whose worker never registered is known by name only,
-        so it cannot be held against a run that names it.
-        """
-        hosts = list(hosts)
-        if self.requested_host:
-            return self._unplaceable_on_named(hosts)
-        usable = [host for host in hosts if not self.outside_pools(host)]
-        if hosts and not usable:
-            return "project", f"no host is in a pool of project '{self.project.slug}'"
-        registered = [host for host in usable if host.registered is not None]
-        typed = [host for host in registered if host.device_type == self.device_type]
-        if not typed:
-            if not registered:
-                return (
-                    "device_type",
-                    f"no host is registered yet (the run needs a {self.device_type} host)",
-                )
-            found = _listing(registered, lambda host: f"{host.name} has {_devices(host)}")
-            return "device_type", f"no {self.device_type} host is registered: {found}"
-        labelled = [host for host in typed if not self._missing_labels(host)]
-        if not labelled:
-            found = _listing(
-                typed, lambda host: f"{host.name} has {', '.join(host.labels) or 'none'}"
-            )
-            return (
-                "labels",
-                f"no {self.device_type} host carries label(s) {', '.join(self.labels)}: {found}",
-            )
-        if not any(host.device_count >= self.devices for host in labelled):
-            wanted = f"{self.device_type} host" + (
-                f" with label(s) {', '.join(self.labels)}" if self.labels else ""
-            )
-            found = _listing(labelled, lambda host: f"{host.name} has {host.device_count}")
-            return "devices", f"no {wanted} has {self.devices} devices: {found}"
-        return "", ""
-
-    def _unplaceable_on_named(self, hosts: list[Host]) -> tuple[str, str]:
-        name = self.requested_host
-        host = next((host for host in hosts if host.name == name), None)
-        if host is None:
-            return "host", no_such_host(name, hosts)
-        outside = self.outside_pools(host)
-        if outside:
-            return "host", f"host '{name}' {outside}"
-        if host.registered is None:
-            return "", ""
-        if host.device_type != self.device_type:
-            return (
-                "device_type",
-                f"host '{name}' has {_devices(host)}, the run needs {self.device_type}",
-            )
-        missing = self._missing_labels(host)
-        if missing:
-            return "labels", f"host '{name}' lacks label(s) {', '.join(missing)}"
-        if host.device_count < self.devices:
-            return "devices", f"host '{name}' has {_devices(host)}, the run needs {self.devices}"
-        return "", ""
-
-    def _missing_labels(self, host: Host) -> list[str]:
-        return [label for label in self.labels if label not in host.labels]
 
     @property
     def is_active(self) -> bool:
@@ -338,28 +268,6 @@ class Run(models.Model):
             self.finished_at = now
 
 
-# Hosts a placement refusal names, at most: enough to see what exists.
-HOSTS_LISTED = 4
-
-
-def no_such_host(name: str, hosts: list[Host]) -> str:
-    """Why a run cannot name ``name`` as its host, and which hosts there are."""
-    if not hosts:
-        return f"no host named '{name}'; there are no hosts yet"
-    return f"no host named '{name}'; the hosts are {_listing(hosts, lambda host: host.name)}"
-
-
-def _devices(host: Host) -> str:
-    plural = "s" if host.device_count != 1 else ""
-    return f"{host.device_count} {host.device_type} device{plural}"
-
-
-def _listing(hosts: list[Host], describe: Callable[[Host], str]) -> str:
-    """ "a, b, c, …": what exists, for a placement refusal."""
-    more = ", …" if len(hosts) > HOSTS_LISTED else ""
-    return ", ".join(describe(host) for host in hosts[:HOSTS_LISTED]) + more
-
-
 class RunAttempt(models.Model):
     """One execution of a run on one host; a restarted run has several."""
 
@@ -407,48 +315,6 @@ class RunAttempt(models.Model):
         return (self.finished_at or timezone.now()) - self.started_at
 
 
-class Checkpoint(models.Model):
-    """A checkpoint a training run wrote: on its host, and stored here once uploaded."""
-
-    class Status(models.TextChoices):
-        ON_HOST = "on_host", "On the host"
-        STORED = "stored", "Stored"
-        DAMAGED = "damaged", "Damaged"
-        DELETED = "deleted", "Deleted"
-
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="checkpoints")
-    attempt = models.PositiveIntegerField()
-    step = models.BigIntegerField()
-    bytes = models.BigIntegerField()
-    sha256 = models.CharField(max_length=64)
-    host_path = models.CharField(max_length=1000, help_text="Where the host wrote it.")
-    status = models.CharField(max_length=8, choices=Status.choices, default=Status.ON_HOST)
-    status_reason = models.CharField(max_length=500, blank=True)
-    pinned = models.BooleanField(default=False, help_text="Kept whatever the retention says.")
-    # The stored file, in the artifact store; the artifact's own row says
-    # whether it is stored, damaged or deleted.
-    artifact = models.ForeignKey(
-        "artifacts.Artifact",
-        on_delete=models.SET_NULL,
-        null=True,
-        blank=True,
-        related_name="+",
-        help_text="The uploaded file in the artifact store.",
-    )
-    created = models.DateTimeField(auto_now_add=True)
-    updated = models.DateTimeField(auto_now=True)
-
-    class Meta:
-        ordering = ["-step"]
-        constraints = [
-            # A step saved again by a later attempt replaces the earlier one.
-            models.UniqueConstraint(fields=["run", "step"], name="one_checkpoint_per_step")
-        ]
-
-    def __str__(self) -> str:
-        return f"run {self.run_id} step {self.step}"
-
-
 class RunEvent(models.Model):
     """One event of a run other than a metric: a log line, a step result, a checkpoint ..."""
 
@@ -482,3 +348,72 @@ class DeviceLease(models.Model):
 
     def __str__(self) -> str:
         return f"{self.host}:{self.device_index} -> run {self.run_id}"
+
+
+class Placement(models.Model):
+    """One host's share of a run attempt: its devices, its ranks, and how it went there.
+
+    An attempt holds ``run.hosts`` placements, leased together (a gang) and ended
+    together. Node rank 0 gives the rendezvous (its host's advertised address and
+    ``master_port``); a single-host run is the case of one placement.
+    """
+
+    class State(models.TextChoices):
+        LEASED = "leased", "Leased"
+        RUNNING = "running", "Running"
+        SUCCEEDED = "succeeded", "Succeeded"
+        FAILED = "failed", "Failed"
+        STOPPED = "stopped", "Stopped"
+        LOST = "lost", "Lost"
+
+    ACTIVE = (State.LEASED, State.RUNNING)
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="placements")
+    attempt = models.PositiveIntegerField()
+    node_rank = models.PositiveSmallIntegerField(default=0)
+    host = models.ForeignKey(
+        Host, null=True, blank=True, on_delete=models.SET_NULL, related_name="placements"
+    )
+    # Kept if the host is deleted: the run's history still names it.
+    host_name = models.CharField(max_length=63, blank=True)
+    device_indices = models.JSONField(default=list, blank=True)
+    first_rank = models.PositiveIntegerField(default=0)
+    ranks = models.PositiveIntegerField(default=1, help_text="Processes (ranks) on this host.")
+    master_port = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Node rank 0: the rendezvous port on its host."
+    )
+    state = models.CharField(max_length=10, choices=State.choices, default=State.LEASED)
+    pid = models.IntegerField(null=True, blank=True)
+    exit_code = models.IntegerField(null=True, blank=True)
+    exit_cause = models.CharField(max_length=32, blank=True, default="")
+    exit_reason = models.TextField(blank=True, default="")
+    result = models.JSONField(default=dict, blank=True)
+    events_offset = models.BigIntegerField(
+        default=0, help_text="Bytes of this placement's events.jsonl stored so far."
+    )
+    leased_at = models.DateTimeField(default=timezone.now)
+    started_at = models.DateTimeField(null=True, blank=True)
+    exited_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    last_heartbeat = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["attempt", "node_rank"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["run", "attempt", "node_rank"], name="one_placement_per_node_rank"
+            )
+        ]
+        indexes = [models.Index(fields=["host", "state"], name="placement_host_state")]
+
+    def __str__(self) -> str:
+        return f"run {self.run_id} attempt {self.attempt} node {self.node_rank} on {self.host_name}"
+
+    @property
+    def is_active(self) -> bool:
+        return self.state in self.ACTIVE
+
+    @property
+    def rank_range(self) -> list[int]:
+        """[first, last] rank of this host's processes."""
+        return [self.first_rank, self.first_rank + self.ranks - 1]

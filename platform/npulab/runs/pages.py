@@ -1,12 +1,15 @@
 """Panels of every run page, whatever the run's kind, added by other apps from their ``ready``.
 
-A kind's own cards are its ``RunKind.panels``; what applies to a run of any kind (the
-profile of a run that carried a profiling window, the telemetry of the devices it used)
-is added here, and shown after the kind's cards.
+A kind's own cards are its ``RunKind.panels``, then come its capabilities' (checkpoints);
+what applies to a run of any kind (the profile of a run that carried a profiling window,
+the telemetry of the devices it used) is added here, and shown after those.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
+from npulab.runs.capabilities import Capability
 from npulab.runs.kinds import Panel
 
 _panels: list[Panel] = []
@@ -19,6 +22,8 @@ def add_panel(panel: Panel) -> Panel:
     return panel
 
 
-def run_panels(kind_panels: tuple[Panel, ...]) -> list[Panel]:
-    """The kind's panels, then those of every run."""
-    return [*kind_panels, *_panels]
+def run_panels(
+    kind_panels: tuple[Panel, ...], capabilities: Iterable[Capability] = ()
+) -> list[Panel]:
+    """The kind's panels, those of its capabilities, then those of every run."""
+    return [*kind_panels, *(panel for c in capabilities for panel in c.panels), *_panels]

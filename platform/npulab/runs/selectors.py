@@ -14,13 +14,15 @@ from django.utils import timezone
 from npulab.core.sql import table_name
 from npulab.hosts.models import Host
 from npulab.projects.models import Project
+from npulab.runs import capabilities
 from npulab.runs.access import visible_runs
 from npulab.runs.kinds import get as get_kind
-from npulab.runs.models import Checkpoint, Run, RunAttempt, RunEvent
+from npulab.runs.models import Run, RunAttempt, RunEvent
 from npulab.series import reads
 from npulab.series.models import MetricSeries
 from npulab.snapshots.diff import version_changes
 from npulab.snapshots.models import Snapshot
+from workers.contract.capture import PARAM, TAG, TRACK
 from workers.contract.events import LOG, STEP
 
 LOG_TAIL_LINES = 200
@@ -45,9 +47,40 @@ def steps(run: Run) -> list[RunEvent]:
 
 
 def metric_keys(run: Run) -> list[str]:
-    """The run's metric names in the order its charts are drawn: losses first, then by name."""
-    names = MetricSeries.objects.filter(run=run).values_list("key", flat=True)
-    return sorted(names, key=lambda key: ("loss" not in key.rsplit("/", 1)[-1].lower(), key))
+    """The run's metric names in the order its charts are drawn: losses first, then by name.
+
+    A series of another source than ``track`` is named ``key (source)`` (``loss (stdout)``),
+    as the charts' script reads it back (npulab/charts.js), so one key from two sources is
+    two charts.
+    """
+    names = MetricSeries.objects.filter(run=run).values_list("key", "source")
+    ordered = sorted(
+        names,
+        key=lambda row: ("loss" not in row[0].rsplit("/", 1)[-1].lower(), row[0], row[1]),
+    )
+    return [series_label(key, source) for key, source in ordered]
+
+
+def logged_parameters(run: Run) -> tuple[dict[str, str], dict[str, str]]:
+    """The params and tags the run's script logged (MLflow's ``log_param``, ``set_tag``), the
+    last value of each key; a deleted tag is gone."""
+    params: dict[str, str] = {}
+    tags: dict[str, str] = {}
+    rows = RunEvent.objects.filter(run=run, type__in=(PARAM, TAG)).order_by("id")
+    for kind, data in rows.values_list("type", "data"):
+        key, value = str(data.get("key", "")), str(data.get("value", ""))
+        if kind == PARAM:
+            params[key] = value
+        elif data.get("deleted"):
+            tags.pop(key, None)
+        else:
+            tags[key] = value
+    return dict(sorted(params.items())), dict(sorted(tags.items()))
+
+
+def series_label(key: str, source: str) -> str:
+    """How pages name a run's series: its key, with its source unless it is ``track``."""
+    return key if source == TRACK else f"{key} ({source})"
 
 
 @dataclass
@@ -136,25 +169,17 @@ def cancel_warning(run: Run, now: datetime | None = None) -> str:
     asked = f"Cancel run #{run.pk}?"
     if run.started_at is None:
         return f"{asked} It has not started: nothing is lost."
-    newest = (
-        Checkpoint.objects.filter(
-            run=run, status__in=(Checkpoint.Status.ON_HOST, Checkpoint.Status.STORED)
-        )
-        .order_by("-step")
-        .first()
-    )
-    if newest is not None:
-        since = _duration(now - newest.created)
-        return (
-            f"{asked} The {since} of work since the checkpoint of step {newest.step} will be "
-            "lost; a restart goes on from that checkpoint."
-        )
+    for capability in capabilities.of(run):
+        kept = capability.cancel_warning(run, now)
+        if kept:
+            return f"{asked} {kept}"
     attempt = run.attempts.filter(number=run.attempt).values_list("started_at", flat=True).first()
-    elapsed = _duration(now - (attempt or run.started_at))
+    elapsed = duration_text(now - (attempt or run.started_at))
     return f"{asked} Its {elapsed} of work will be lost: it has no checkpoint to go on from."
 
 
-def _duration(delta: Any) -> str:
+def duration_text(delta: Any) -> str:
+    """A duration as a person reads it: 1 h 5 min, 3 min 2 s, 40 s."""
     seconds = max(0, int(delta.total_seconds()))
     hours, rest = divmod(seconds, 3600)
     minutes, seconds = divmod(rest, 60)
@@ -182,18 +207,29 @@ _LINE_NUMBERS = """
 """
 
 
-def log_page(run: Run, attempt: int, query: str, page: Any) -> Page:
-    """One page of an attempt's log, or of the lines in it that contain ``query``.
+def log_page(
+    run: Run, attempt: int, query: str, page: Any, stream: str = "", node: int | None = None
+) -> Page:
+    """One page of an attempt's log, or of the lines in it that contain ``query``, of one
+    ``stream`` (stdout, stderr, runner) or one ``node`` (a host of a run across hosts).
 
-    Each line gets ``line_no`` (its number in the attempt's log) and ``log_page`` (the page of
-    the whole log it is on), so a search hit links to where it is.
+    ``page`` "last" is the newest page, the one a live log follows. Each line gets
+    ``line_no`` (its number in the attempt's log) and ``log_page`` (the page of the whole
+    log it is on), so a search hit links to where it is.
     """
     lines = RunEvent.objects.filter(run=run, type=LOG, attempt=attempt)
+    narrowed = bool(query or stream or node is not None)
     if query:
         lines = lines.filter(data__line__icontains=query)
-    found = Paginator(lines.order_by("id"), LOG_PAGE_LINES).get_page(page)
+    if stream:
+        lines = lines.filter(data__stream=stream)
+    if node is not None:
+        # Node rank 0's lines carry no node: they are the run's own.
+        lines = lines.filter(data__node=node) if node else lines.exclude(data__has_key="node")
+    paginator = Paginator(lines.order_by("id"), LOG_PAGE_LINES)
+    found = paginator.get_page(paginator.num_pages if page == "last" else page)
     events = list(found.object_list)
-    if query and events:
+    if narrowed and events:
         numbers = _line_numbers(run, attempt, [event.pk for event in events])
     else:
         numbers = {event.pk: n for n, event in enumerate(events, start=found.start_index())}

@@ -17,7 +17,7 @@ from typing import Any
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import PermissionDenied
-from django.db import IntegrityError, connection, transaction
+from django.db import IntegrityError, connection, models, transaction
 from django.utils import timezone
 
 from npulab.audit import actions
@@ -28,13 +28,22 @@ from npulab.health.services import record_infrastructure_failure
 from npulab.hosts.models import HOST_NAME_PATTERN, Host
 from npulab.projects.models import Membership, Project, default_project, role_at_least
 from npulab.projects.selectors import needs_role, role_in
-from npulab.runs.checkpoints import pinned_steps
+from npulab.runs import capabilities, gangs
 from npulab.runs.dispatch import place_submitted, request_placement, send_execute
 from npulab.runs.events import store_events
 from npulab.runs.kinds import get as get_kind
-from npulab.runs.models import Checkpoint, DeviceLease, Run, RunAttempt, no_such_host
+from npulab.runs.models import DeviceLease, Placement, Run, RunAttempt
+from npulab.runs.placement import (
+    FAILURES_BEFORE_AVOIDING,
+    hosts_left,
+    no_such_host,
+    unplaceable,
+    waiting_for_host,
+)
 from npulab.snapshots.models import Snapshot
 from workers.contract import exits, kinds
+from workers.contract.diagnosis import HOST_BLAMES, USER_CODE
+from workers.contract.gang import HOSTS
 from workers.contract.spec import SpecError, split_submission, text_problem
 
 log = logging.getLogger(__name__)
@@ -95,13 +104,14 @@ def do_submit_run(user: AbstractBaseUser | None, document: Any, idempotency_key:
         spec=spec,
         device_type=spec["device_type"],
         devices=spec["devices"],
+        hosts=spec.get(HOSTS, 1),
         submitted_by=user,
         queue_reason="waiting for the scheduler",
         idempotency_key=idempotency_key,
         idempotency_digest=digest,
         **queueing,
     )
-    field, why = run.unplaceable(Host.objects.all())
+    field, why = unplaceable(run, Host.objects.all())
     if why and not run.wait_for_host:
         raise SubmissionInvalid({field: why + NO_HOST_HINT})
     if why:
@@ -114,7 +124,7 @@ def do_submit_run(user: AbstractBaseUser | None, document: Any, idempotency_key:
                 actions.RUN_SUBMIT,
                 run,
                 user,
-                {"device_type": run.device_type, "devices": run.devices},
+                {"device_type": run.device_type, "devices": run.devices, "hosts": run.hosts},
             )
     except IntegrityError:
         # A concurrent submission with the same key committed first: its run is the answer.
@@ -152,14 +162,6 @@ def _wait_for_host(run: Run, why: str, now: datetime) -> None:
     """Queue ``run``, which no registered host could take, until one could, or it expires."""
     run.queue_expires_at = now + timedelta(seconds=settings.NPULAB["QUEUE_EXPIRY_S"])
     run.queue_reason = waiting_for_host(why, run.queue_expires_at)
-
-
-def waiting_for_host(why: str, until: datetime) -> str:
-    """The queue reason of a run waiting for a host that could take it."""
-    return (
-        f"no registered host could take it ({why}); "
-        f"waiting for one until {until.astimezone(UTC):%Y-%m-%d %H:%M} UTC"
-    )
 
 
 def _submission_project(
@@ -243,14 +245,14 @@ def _clean_submission(submission: dict[str, Any], errors: dict[str, str]) -> dic
 # -- placement ----------------------------------------------------------------
 
 
-def do_dispatch_run(run: Run, host: Host, indices: list[int], now: datetime) -> None:
-    """Lease ``indices`` of ``host`` to a queued run and send it there on commit.
+def do_dispatch_run(run: Run, shares: list[tuple[Host, list[int]]], now: datetime) -> None:
+    """Lease each share (a host and its device indices) to a queued run, all in the caller's
+    transaction, and send the run to every host on commit: a gang, node rank 0 first.
 
     The caller (the scheduler) holds the run's row lock inside its transaction.
     """
-    DeviceLease.objects.bulk_create(
-        DeviceLease(host=host, device_index=index, run=run) for index in indices
-    )
+    gangs.create_placements(run, shares, now)
+    host, indices = shares[0]
     run.host = host
     run.device_indices = indices
     run.queue_reason = ""
@@ -265,7 +267,8 @@ def do_dispatch_run(run: Run, host: Host, indices: list[int], now: datetime) -> 
             "updated",
         ]
     )
-    transaction.on_commit(functools.partial(send_execute, run.pk, run.attempt, host.queue))
+    for host, _ in shares:
+        transaction.on_commit(functools.partial(send_execute, run.pk, run.attempt, host.queue))
 
 
 # -- the host worker's side ------------------------------------------------
@@ -281,11 +284,21 @@ def _locked_run_of(host: Host, run_id: int, attempt: int) -> Run:
     run = fetch_instance(Run, _RUN_BY_ID + lock, [run_id])
     if run is None:
         raise Run.DoesNotExist(f"No run {run_id}.")
-    if run.host_id != host.id:
-        raise PermissionDenied(f"run {run_id} is not placed on host {host.name}")
     if run.attempt != attempt:
         raise Conflict(f"attempt {attempt} of run {run_id} is stale; current is {run.attempt}")
+    # A gang's other hosts: their placement says so (node rank 0 is the run's host).
+    if run.host_id != host.id:
+        run.placement = gangs.placement_on(run, host) if run.hosts > 1 else None
+        if run.placement is None:
+            raise PermissionDenied(f"run {run_id} is not placed on host {host.name}")
+    else:
+        run.placement = None
     return run
+
+
+def _placement(run: Run, host: Host) -> Placement | None:
+    """The host's placement of the current attempt (loaded by _locked_run_of for others)."""
+    return run.placement or gangs.placement_on(run, host)
 
 
 _RUN_BY_ID = "SELECT {columns} FROM {table} WHERE id = %s"
@@ -295,15 +308,40 @@ _RUN_BY_ID = "SELECT {columns} FROM {table} WHERE id = %s"
 def do_claim_run(host: Host, run_id: int, attempt: int) -> Run:
     """The host worker takes a dispatched run: it is running from now."""
     run = _locked_run_of(host, run_id, attempt)
-    if run.status != Run.Status.DISPATCHED:
-        raise Conflict(f"run {run_id} is {run.status}, not dispatched")
+    placement = _placement(run, host)
+    # The claim's answer carries the spec with its secret env values: only to a host of a
+    # pool the run's project may use, whatever placed it here (the host moved meanwhile).
+    if not run.project.pools.filter(pk=host.pool_id).exists():
+        raise Conflict(f"host {host.name} is in no pool of run {run_id}'s project")
     now = timezone.now()
-    run.transition_to(Run.Status.RUNNING, now)
-    run.events_offset = 0
-    run.save(update_fields=["status", "started_at", "last_heartbeat", "events_offset", "updated"])
-    RunAttempt.objects.create(
-        run=run, number=attempt, host=host, device_indices=run.device_indices, started_at=now
+    # A gang's first claim starts the run; each of its other hosts claims its own share once.
+    later_share = (
+        run.status == Run.Status.RUNNING
+        and run.hosts > 1
+        and placement is not None
+        and placement.state == Placement.State.LEASED
     )
+    if run.status != Run.Status.DISPATCHED and not later_share:
+        raise Conflict(f"run {run_id} is {run.status}, not dispatched")
+    if run.status == Run.Status.DISPATCHED:
+        run.transition_to(Run.Status.RUNNING, now)
+        run.events_offset = 0
+        run.save(
+            update_fields=["status", "started_at", "last_heartbeat", "events_offset", "updated"]
+        )
+        RunAttempt.objects.create(
+            run=run,
+            number=attempt,
+            host=run.host,
+            device_indices=run.device_indices,
+            started_at=now,
+        )
+    if placement is not None:
+        placement.state = Placement.State.RUNNING
+        placement.started_at = now
+        placement.last_heartbeat = now
+        placement.save(update_fields=["state", "started_at", "last_heartbeat"])
+    run.placement = placement
     return run
 
 
@@ -320,6 +358,8 @@ def do_ingest_events(
     run = _locked_run_of(host, run_id, attempt)
     if run.status != Run.Status.RUNNING:
         raise Conflict(f"run {run_id} is {run.status}; no more events are taken")
+    if run.placement is not None:
+        return _ingest_other_node(run, run.placement, start, end, events)
     if start != run.events_offset:
         if end <= run.events_offset:
             return _ack(run, run.events_offset)
@@ -343,8 +383,49 @@ _BATCH_FIELDS = ("events_offset", "last_heartbeat", "result", "updated")
 
 
 def _ack(run: Run, offset: int) -> dict[str, Any]:
-    """The reply to an events batch: where to go on from, and what the host must know."""
-    return {"ack": offset, "cancel": run.cancel_requested, "pinned": pinned_steps(run)}
+    """The reply to an events batch: where to go on from, and what the host must know.
+
+    A gang's hosts stop as soon as one of its placements failed.
+    """
+    cancel = run.cancel_requested or (run.hosts > 1 and gangs.stop_asked(run))
+    reply = {"ack": offset, "cancel": cancel}
+    for capability in capabilities.of(run):
+        reply.update(capability.acknowledgement(run))
+    return reply
+
+
+def _ingest_other_node(
+    run: Run, placement: Placement, start: int, end: int, events: list[Any]
+) -> dict[str, Any]:
+    """A batch from a gang's host other than node rank 0: its offset is its placement's.
+
+    Its log lines are kept, marked with the node; metrics, checkpoints and the
+    run's result come from node rank 0 (rank 0 logs the metrics), and its own
+    result ends its placement.
+    """
+    if start != placement.events_offset:
+        if end <= placement.events_offset:
+            return _ack(run, placement.events_offset)
+        raise Conflict(
+            f"batch starts at byte {start}, expected {placement.events_offset}",
+            expected_start=placement.events_offset,
+        )
+    now = timezone.now()
+    kept = []
+    for event in events:
+        if not isinstance(event, dict):
+            continue
+        if event.get("type") == "result":
+            placement.result = {k: v for k, v in event.items() if k not in ("type", "time")}
+        elif event.get("type") == "log":
+            kept.append(dict(event, node=placement.node_rank))
+    store_events(run, kept, now)
+    placement.events_offset = end
+    placement.last_heartbeat = now
+    placement.save(update_fields=["events_offset", "last_heartbeat", "result"])
+    run.last_heartbeat = now
+    run.save(update_fields=["last_heartbeat", "updated"])
+    return _ack(run, end)
 
 
 @transaction.atomic
@@ -356,23 +437,103 @@ def do_finish_run(host: Host, run_id: int, attempt: int, report: dict[str, Any])
     if run.status != Run.Status.RUNNING:
         raise Conflict(f"run {run_id} is {run.status}, not running")
     exit_code = report.get("exit_code")
-    run.exit_code = exit_code
     exited_at = report.get("exited_at")
-    if isinstance(exited_at, int | float):
-        run.exited_at = datetime.fromtimestamp(exited_at, tz=UTC)
-    status, cause, reason = _outcome(run, report)
-    _end_attempt(run, status, cause, reason, timezone.now())
+    exited = (
+        datetime.fromtimestamp(exited_at, tz=UTC) if isinstance(exited_at, int | float) else None
+    )
+    now = timezone.now()
+    if run.hosts == 1:
+        run.exit_code = exit_code
+        run.exited_at = exited or run.exited_at
+        status, cause, reason = _outcome(run, report)
+        _end_attempt(run, status, cause, reason, now)
+        return run
+    placement = _placement(run, host)
+    if placement is None or not placement.is_active:
+        return run
+    if placement.node_rank == 0:
+        run.exit_code = exit_code
+        run.exited_at = exited or run.exited_at
+        result = run.result
+    else:
+        result = placement.result
+    stopping = gangs.stop_asked(run)
+    status, cause, reason = _outcome(run, report, result)
+    if stopping and status != Run.Status.SUCCEEDED:
+        state = Placement.State.STOPPED  # stopped because another host failed first
+    else:
+        state = _PLACEMENT_STATE.get(status, Placement.State.FAILED)
+    _end_placement(placement, state, cause, reason, now, exit_code=exit_code, exited=exited)
+    _gang_progress(run, now)
     return run
 
 
-def _outcome(run: Run, report: dict[str, Any]) -> tuple[str, str, str]:
+# A placement's state for each outcome of its host's share.
+_PLACEMENT_STATE = {
+    Run.Status.SUCCEEDED: Placement.State.SUCCEEDED,
+    Run.Status.FAILED: Placement.State.FAILED,
+    Run.Status.CANCELLED: Placement.State.STOPPED,
+    Run.Status.LOST: Placement.State.LOST,
+}
+
+
+def _end_placement(
+    placement: Placement,
+    state: str,
+    cause: str,
+    reason: str,
+    now: datetime,
+    exit_code: int | None = None,
+    exited: datetime | None = None,
+) -> None:
+    placement.state = state
+    placement.exit_code = exit_code
+    placement.exit_cause = cause
+    placement.exit_reason = reason
+    placement.exited_at = exited or now
+    placement.finished_at = now
+    placement.save()
+
+
+def _gang_progress(run: Run, now: datetime) -> None:
+    """After one of a gang's placements ended: end the attempt once all have.
+
+    The first failure decides it (its host and ranks named); while the others
+    still run, their next acknowledgement tells them to stop.
+    """
+    placements = gangs.current(run)
+    if any(placement.is_active for placement in placements):
+        return
+    failed = gangs.first_failure(placements)
+    if run.cancel_requested:
+        _end_attempt(run, Run.Status.CANCELLED, exits.CANCELLED, run.exit_reason, now)
+    elif failed is not None:
+        status = Run.Status.LOST if failed.state == Placement.State.LOST else Run.Status.FAILED
+        _end_attempt(run, status, failed.exit_cause, gangs.failure_reason(failed), now, failed.host)
+    elif all(p.state == Placement.State.SUCCEEDED for p in placements):
+        _end_attempt(run, Run.Status.SUCCEEDED, exits.COMPLETED, run.result.get("reason", ""), now)
+    else:
+        stopped = next(p for p in placements if p.state != Placement.State.SUCCEEDED)
+        _end_attempt(
+            run,
+            Run.Status.FAILED,
+            stopped.exit_cause or exits.PROCESS_EXIT,
+            gangs.failure_reason(stopped),
+            now,
+            stopped.host,
+        )
+
+
+def _outcome(
+    run: Run, report: dict[str, Any], result: dict[str, Any] | None = None
+) -> tuple[str, str, str]:
     exit_code = report.get("exit_code")
     if run.cancel_requested:
         return Run.Status.CANCELLED, exits.CANCELLED, run.exit_reason or "cancelled"
     if report.get("error"):
         cause = exits.SPEC_INVALID if exit_code == exits.EXIT_INVALID_SPEC else exits.START_FAILED
         return Run.Status.FAILED, cause, str(report["error"]).strip()[-2000:]
-    result = run.result
+    result = run.result if result is None else result
     if result.get("status") == exits.SUCCEEDED:
         if exit_code == exits.EXIT_SUCCEEDED:
             return Run.Status.SUCCEEDED, exits.COMPLETED, result.get("reason", "")
@@ -436,14 +597,33 @@ def sweep_runs(now: datetime | None = None, heard_since: datetime | None = None)
     ).values_list("pk", flat=True)
     silent_s = limits["RUN_HEARTBEAT_TIMEOUT_S"]
     cutoff = now - timedelta(seconds=silent_s)
-    silent = Run.objects.filter(status=Run.Status.RUNNING, last_heartbeat__lt=cutoff)
+    # A run an outside MLflow client logs (npulab.mlflow) has no host to fall silent.
+    silent = Run.objects.filter(
+        status=Run.Status.RUNNING, last_heartbeat__lt=cutoff, host__isnull=False
+    )
     if heard_since is not None and heard_since > cutoff:
         silent = silent.none()
     silent = silent.values_list("pk", "host__name")
     waited = Run.objects.filter(status=Run.Status.QUEUED, queue_expires_at__lte=now).values_list(
         "pk", flat=True
     )
+    # A gang's host can fall silent, or never claim, while its other hosts keep the run
+    # alive: its placement is lost on its own, which stops the others.
+    claim_cutoff = now - timedelta(seconds=limits["DISPATCH_TIMEOUT_S"])
+    gone = Placement.objects.filter(run__status=Run.Status.RUNNING, run__hosts__gt=1).filter(
+        models.Q(state=Placement.State.RUNNING, last_heartbeat__lt=cutoff)
+        | models.Q(state=Placement.State.LEASED, leased_at__lt=claim_cutoff)
+    )
+    if heard_since is not None and heard_since > cutoff:
+        gone = gone.none()
     counts = {"requeued": 0, "lost": 0, "expired": 0}
+    for placement_id, state, host in list(gone.values_list("pk", "state", "host_name")):
+        reason = (
+            f"no events or heartbeats from host {host} for {silent_s} s"
+            if state == Placement.State.RUNNING
+            else f"host {host} did not claim its share within {limits['DISPATCH_TIMEOUT_S']} s"
+        )
+        counts["lost"] += do_mark_placement_lost(placement_id, now, reason)
     for run_id in list(unclaimed):
         counts["requeued"] += do_requeue_run(run_id, now, limits["DISPATCH_TIMEOUT_S"])
     for run_id, host in list(silent):
@@ -466,7 +646,7 @@ def do_expire_run(run_id: int, now: datetime) -> int:
         return 0
     if run.queue_expires_at > now:
         return 0
-    _, why = run.unplaceable(Host.objects.all())
+    _, why = unplaceable(run, Host.objects.all())
     if not why:
         run.queue_expires_at = None
         run.save(update_fields=["queue_expires_at", "updated"])
@@ -525,7 +705,31 @@ def do_reconcile_host_runs(host: Host, running: list[int], now: datetime | None 
         .values_list("pk", flat=True)
     )
     reason = f"the host worker on {host.name} is no longer running it (it restarted)"
-    return sum(do_mark_run_lost(run_id, now, reason) for run_id in list(forgotten))
+    lost = sum(do_mark_run_lost(run_id, now, reason) for run_id in list(forgotten))
+    # A gang's other hosts: by their placements (the run's host is node rank 0's).
+    shares = Placement.objects.filter(host=host, run__hosts__gt=1, node_rank__gt=0)
+    shares.filter(state=Placement.State.RUNNING, run_id__in=running).update(last_heartbeat=now)
+    forgotten_shares = (
+        shares.filter(state=Placement.State.RUNNING, started_at__lt=cutoff)
+        .exclude(run_id__in=running)
+        .values_list("pk", flat=True)
+    )
+    return lost + sum(do_mark_placement_lost(pk, now, reason) for pk in list(forgotten_shares))
+
+
+@transaction.atomic
+def do_mark_placement_lost(placement_id: int, now: datetime, reason: str) -> int:
+    """One host of a gang stopped running its share: the attempt fails, the others stop."""
+    placement = Placement.objects.select_related("host").get(pk=placement_id)
+    run = Run.objects.select_for_update().get(pk=placement.run_id)
+    placement.refresh_from_db()
+    if run.status != Run.Status.RUNNING or run.attempt != placement.attempt:
+        return 0
+    if not placement.is_active:
+        return 0
+    _end_placement(placement, Placement.State.LOST, exits.WORKER_LOST, reason, now)
+    _gang_progress(run, now)
+    return 1
 
 
 @transaction.atomic
@@ -542,8 +746,18 @@ def do_mark_run_lost(run_id: int, now: datetime, reason: str) -> int:
     return 1
 
 
-def _end_attempt(run: Run, status: str, cause: str, reason: str, now: datetime) -> None:
-    """Close the running attempt; go on as a new attempt when restarts remain, else end."""
+def _end_attempt(
+    run: Run,
+    status: str,
+    cause: str,
+    reason: str,
+    now: datetime,
+    failed_host: Host | None = None,
+) -> None:
+    """Close the running attempt; go on as a new attempt when restarts remain, else end.
+
+    ``failed_host``: the gang's host that failed first (else the run's host).
+    """
     RunAttempt.objects.filter(run=run, number=run.attempt).update(
         status=status,
         finished_at=now,
@@ -551,38 +765,53 @@ def _end_attempt(run: Run, status: str, cause: str, reason: str, now: datetime) 
         exit_reason=reason,
         exit_code=run.exit_code,
     )
-    host = run.host.name if run.host else "?"
-    # The host uploads an attempt's checkpoints before it reports the end: one still only
-    # on the host will not come (gone from it, or refused); it ends here, with the reason.
-    # A later upload of it (the same host sending what it left) stores it after all.
-    Checkpoint.objects.filter(run=run, status=Checkpoint.Status.ON_HOST).update(
-        status=Checkpoint.Status.DELETED,
-        status_reason=f"not uploaded from {host} before attempt {run.attempt} ended",
-        updated=now,
+    # What is still open ends with the attempt (a one-host run's placement, every one lost).
+    Placement.objects.filter(run=run, attempt=run.attempt, state__in=Placement.ACTIVE).update(
+        state=_PLACEMENT_STATE.get(status, Placement.State.FAILED),
+        exit_code=run.exit_code,
+        exit_cause=cause,
+        exit_reason=reason,
+        exited_at=run.exited_at or now,
+        finished_at=now,
     )
+    blamed = failed_host or run.host
+    host = blamed.name if blamed else "?"
+    for capability in capabilities.of(run):
+        capability.on_attempt_end(run, now)
     max_restarts = get_kind(run.kind).max_restarts(run)
     restarted = False
     declared = kinds.cause(cause)
-    if declared and declared.infrastructure and declared.blames_host and run.host is not None:
+    # The diagnosis says whose failure it was (docs/diagnosis.md): the host's hardware or
+    # network counts against the host and is retried elsewhere; the user's code is not retried.
+    blame = (run.diagnosis or {}).get("blame") if status == Run.Status.FAILED else None
+    host_blamed = blame in HOST_BLAMES
+    if blamed is not None and (
+        host_blamed or (declared and declared.infrastructure and declared.blames_host)
+    ):
         # The host's health counts these (K within a window make it unhealthy).
-        record_infrastructure_failure(run.host, run.pk, cause, now)
-    if status in (Run.Status.FAILED, Run.Status.LOST) and declared and declared.restartable:
+        record_infrastructure_failure(blamed, run.pk, cause, now)
+    if (
+        status in (Run.Status.FAILED, Run.Status.LOST)
+        and declared
+        and (declared.restartable or host_blamed)
+        and blame != USER_CODE
+    ):
         run.failed_hosts = dict(run.failed_hosts, **{host: run.failed_hosts.get(host, 0) + 1})
-        if declared.blames_host:
+        if declared.blames_host or host_blamed:
             run.host_faults = dict(run.host_faults, **{host: run.host_faults.get(host, 0) + 1})
-        if run.restarts < max_restarts and _hosts_left(run):
+        if run.restarts < max_restarts and hosts_left(run):
             run.restarts += 1
             ended = run.attempt
             _requeue_as_new_attempt(run, now)
             run.queue_reason = (
                 f"attempt {ended} ended on {host} ({cause}: {reason}); "
-                f"restart {run.restarts} of {max_restarts} resumes from the last stored checkpoint"
+                f"restart {run.restarts} of {max_restarts}{_resumes(run)}"
             )
             restarted = True
         elif run.restarts < max_restarts:
             reason += (
                 "; not restarted: every host that fits failed this run"
-                f" {Run.FAILURES_BEFORE_AVOIDING} times"
+                f" {FAILURES_BEFORE_AVOIDING} times"
             )
     if not restarted:
         run.exit_cause = cause
@@ -594,16 +823,11 @@ def _end_attempt(run: Run, status: str, cause: str, reason: str, now: datetime) 
         _finished(run)
 
 
-def _hosts_left(run: Run) -> bool:
-    """Whether any host, online or not, could still take the run after its failures.
-
-    Without one, a restart would wait in the queue for ever: a script that
-    crashes every time on the only host must end as failed instead.
-    """
-    candidates = Host.objects.filter(enabled=True, device_type=run.device_type)
-    if run.requested_host:
-        candidates = candidates.filter(name=run.requested_host)
-    return any(not run.unsuited_host(host) for host in candidates)
+def _resumes(run: Run) -> str:
+    """How a restart goes on: from what a capability kept (a stored checkpoint), or anew."""
+    if any(capability.resumable(run) for capability in capabilities.of(run)):
+        return " resumes from what it kept"
+    return ""
 
 
 def _requeue_as_new_attempt(run: Run, now: datetime) -> None:
@@ -622,7 +846,8 @@ def _requeue_as_new_attempt(run: Run, now: datetime) -> None:
 
 @transaction.atomic
 def do_restart_run(run_id: int, user: AbstractBaseUser) -> Run:
-    """Start an ended run again as a new attempt; a training run resumes from its checkpoint."""
+    """Start an ended run again as a new attempt (which resumes from what its capabilities
+    kept: a training run's checkpoint)."""
     run = Run.objects.select_for_update().get(pk=run_id)
     if run.status not in Run.RESTARTABLE:
         raise Conflict(
@@ -633,7 +858,7 @@ def do_restart_run(run_id: int, user: AbstractBaseUser) -> Run:
     run.queue_reason = f"restarted by {user.get_username()} as attempt {run.attempt}"
     _audit(actions.RUN_RESTART, run, user, {"attempt": run.attempt})
     if run.wait_for_host:
-        _, why = run.unplaceable(Host.objects.all())
+        _, why = unplaceable(run, Host.objects.all())
         if why:
             _wait_for_host(run, why, now)
     run.save()
@@ -671,7 +896,10 @@ def _finished(run: Run) -> None:
 
 
 def _release(run: Run) -> None:
-    """Give the run's devices back and let the scheduler use them."""
+    """Give the run's devices back, on every host, and let the scheduler use them."""
+    Placement.objects.filter(run=run, state=Placement.State.LEASED).update(
+        state=Placement.State.STOPPED, finished_at=timezone.now()
+    )
     if DeviceLease.objects.filter(run=run).delete()[0]:
         transaction.on_commit(request_placement)
 

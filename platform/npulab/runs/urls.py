@@ -12,5 +12,4 @@ urlpatterns = [
     path("<id:pk>/log.txt", views.run_log_text, name="run_log_text"),
     path("<id:pk>/cancel/", views.run_cancel, name="run_cancel"),
     path("<id:pk>/restart/", views.run_restart, name="run_restart"),
-    path("<id:pk>/checkpoints/<step:step>/pin/", views.checkpoint_pin, name="checkpoint_pin"),
 ]

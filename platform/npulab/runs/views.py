@@ -8,20 +8,21 @@ from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
-from django.shortcuts import get_object_or_404, redirect, render
+from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
 from npulab.hosts.models import Host
 from npulab.projects.selectors import visible_projects
+from npulab.runs import capabilities, listing, logview
 from npulab.runs.access import change_refused, may_change, run_for, visible_runs
-from npulab.runs.checkpoints import do_pin_checkpoint
 from npulab.runs.forms import RunSubmitForm
 from npulab.runs.kinds import get as get_kind
-from npulab.runs.models import Checkpoint, Run
+from npulab.runs.models import Run
 from npulab.runs.pages import run_panels
 from npulab.runs.selectors import (
+    LOG_PAGE_LINES,
     MAX_LOG_QUERY,
     cancel_warning,
     environment_differences,
@@ -29,6 +30,7 @@ from npulab.runs.selectors import (
     log_page,
     log_tail,
     log_text,
+    logged_parameters,
     metric_keys,
     progress,
     steps,
@@ -54,15 +56,8 @@ SUMMARY_SHOWN_ELSEWHERE = ("steps", "stderr_tail")
 @login_required
 def run_list(request: HttpRequest) -> HttpResponse:
     runs = visible_runs(request.user, Run.objects.select_related("host", "submitted_by", "project"))
-    filters = {key: request.GET.get(key, "") for key in ("status", "kind", "host", "project")}
-    if filters["status"]:
-        runs = runs.filter(status=filters["status"])
-    if filters["kind"]:
-        runs = runs.filter(kind=filters["kind"])
-    if filters["host"]:
-        runs = runs.filter(host__name=filters["host"])
-    if filters["project"]:
-        runs = runs.filter(project__slug=filters["project"])
+    filters = listing.filters_from(request.GET)
+    runs = listing.apply(runs, filters)
     page = Paginator(runs, RUNS_PER_PAGE).get_page(request.GET.get("page"))
     context = {
         "page": page,
@@ -112,14 +107,21 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
     )
     may = may_change(request.user, run)
     kind = get_kind(run.kind)
-    panels = run_panels(kind.panels)
+    panels = run_panels(kind.panels, capabilities.of(run))
+    shows_attempts = len(run.attempts.all()) > 1 or kind.shows_attempts
     context = {
         "run": run,
         "kind": kind,
+        "headline": kind.headline,
         "panels": [panel.template for panel in panels],
+        # The cards under the facts go two a row; an odd last one takes the whole row.
+        "cards": len(panels) + shows_attempts,
+        "cards_odd": (len(panels) + shows_attempts) % 2 == 1,
+        "shows_attempts": shows_attempts,
         "steps": steps(run),
         "log": log_tail(run),
         "metric_summary": metric_keys(run),
+        "logged": logged_parameters(run),
         "progress": progress(run),
         "summary": {
             key: value
@@ -127,7 +129,10 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
             if key not in SUMMARY_SHOWN_ELSEWHERE
         },
         "attempts": list(run.attempts.select_related("host")),
-        "resumable": run.checkpoints.exists(),
+        "placements": list(run.placements.filter(attempt=run.attempt).select_related("host"))
+        if run.hosts > 1
+        else [],
+        "resumable": any(c.resumable(run) for c in capabilities.of(run)),
         "can_cancel": run.is_active and may,
         "can_restart": run.status in Run.RESTARTABLE and may,
         "can_manage": may,
@@ -137,7 +142,7 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
     }
     if context["can_cancel"] and not run.cancel_requested:
         context["cancel_warning"] = cancel_warning(run)
-    for panel in panels:
+    for panel in [*panels, *([kind.headline] if kind.headline else [])]:
         context.update(panel.render_context(run))
     if request.htmx:
         return render(request, "runs/partials/run_live.html", context)
@@ -163,6 +168,21 @@ def _log_request(request: HttpRequest, run: Run) -> tuple[int | None, str, list[
     return attempt, query, errors
 
 
+def _log_view_filters(request: HttpRequest, run: Run, errors: list[str]) -> tuple[str, int | None]:
+    """The stream and the node (a host of a run across hosts) the log page is narrowed to."""
+    stream = request.GET.get("stream", "")
+    if stream and stream not in logview.STREAMS:
+        errors.append(f"stream: one of {', '.join(logview.STREAMS)}")
+        stream = ""
+    asked, node = request.GET.get("node", ""), None
+    if asked:
+        if asked.isascii() and asked.isdigit() and int(asked) < run.hosts:
+            node = int(asked)
+        else:
+            errors.append(f"node: a node rank from 0 to {run.hosts - 1}")
+    return stream, node
+
+
 @login_required
 def run_log(request: HttpRequest, pk: int) -> HttpResponse:
     """The whole log of one attempt, a page at a time, or the lines of it that match a search."""
@@ -171,16 +191,33 @@ def run_log(request: HttpRequest, pk: int) -> HttpResponse:
     attempts = log_attempts(run)
     if attempt is None and attempts:
         attempt = attempts[-1]
+    stream, node = _log_view_filters(request, run, errors)
+    live = run.is_active and attempt == run.attempt
+    page = request.GET.get("page") or ("last" if live else None)
+    # A live log followed on its newest page, unfiltered, refreshes itself.
+    following = live and page == "last" and not (query or stream or node is not None)
     context = {
         "run": run,
         "attempts": attempts,
         "attempt": attempt,
         "query": query,
+        "stream": stream,
+        "node": node,
+        "streams": logview.STREAMS,
+        "nodes": range(run.hosts) if run.hosts > 1 else [],
+        "following": following,
         "errors": errors,
         "max_query": MAX_LOG_QUERY,
-        "page": log_page(run, attempt, query, request.GET.get("page")) if attempt else None,
+        "page": log_page(run, attempt, query, page, stream, node) if attempt else None,
+        "first_error": logview.first_error(run, attempt, LOG_PAGE_LINES) if attempt else None,
+        "evidence": [
+            str(item.get("text", ""))[:MAX_LOG_QUERY]
+            for item in (run.diagnosis or {}).get("evidence") or []
+            if isinstance(item, dict) and item.get("text")
+        ],
     }
-    return render(request, "runs/run_log.html", context, status=400 if errors else 200)
+    template = "runs/partials/log_lines.html" if request.htmx else "runs/run_log.html"
+    return render(request, template, context, status=400 if errors else 200)
 
 
 @login_required
@@ -231,19 +268,6 @@ def run_restart(request: HttpRequest, pk: int) -> HttpResponse:
             messages.warning(request, exc.detail)
         else:
             messages.info(request, f"Run #{run.pk} restarts as attempt {run.attempt}.")
-    return redirect(run)
-
-
-@login_required
-@require_POST
-def checkpoint_pin(request: HttpRequest, pk: int, step: int) -> HttpResponse:
-    run = run_for(request.user, pk)
-    checkpoint = get_object_or_404(Checkpoint, run=run, step=step)
-    refused = change_refused(request.user, run, "pin its checkpoints")
-    if refused:
-        messages.error(request, refused)
-    else:
-        do_pin_checkpoint(checkpoint, request.POST.get("pinned") == "1")
     return redirect(run)
 
 

@@ -9,6 +9,7 @@ columns go to orjson as they are.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import orjson
@@ -33,6 +34,7 @@ from npulab.series.reads import (
     summary,
     whole,
 )
+from workers.contract.capture import SOURCES, TRACK
 
 JSON, COLUMNS, CSV = "json", "columns", "csv"
 _CSV_TYPE = "text/csv; charset=utf-8"
@@ -83,6 +85,15 @@ class FormatNegotiation(DefaultContentNegotiation):
 PARAMETERS = [
     OpenApiParameter("key", str, description="One metric's points."),
     OpenApiParameter(
+        "source",
+        str,
+        enum=list(SOURCES),
+        description=(
+            "With `key`: the series of this source (a key two sources give is two series); "
+            "without it, `track` first, then `mlflow`, `tensorboard`, `stdout`."
+        ),
+    ),
+    OpenApiParameter(
         "points",
         int,
         description=f"Downsample to at most this many buckets (1-{MAX_POINTS}).",
@@ -117,8 +128,9 @@ RESPONSES = {
     (200, "application/json"): OpenApiResponse(
         OpenApiTypes.OBJECT,
         description=(
-            "Without `key`: `metrics`, each metric's name, point count and last step. With "
-            "`key`: `key`, `total`, `downsampled` and the points (`points`, or the columns)."
+            "Without `key`: `metrics`, each metric's name, source, point count and last step. "
+            "With `key`: `key`, `source`, `total`, `downsampled` and the points (`points`, or "
+            "the columns)."
         ),
     ),
     (200, "text/csv"): OpenApiResponse(OpenApiTypes.STR, description="`format=csv`."),
@@ -135,6 +147,12 @@ def respond(request: Request, owner: Owner) -> HttpResponse | StreamingHttpRespo
     form = request.accepted_renderer.format
     try:
         points, after_step, limit = _parameters(request)
+        source = request.query_params.get("source")
+        if source is not None:
+            if source not in SOURCES:
+                raise ValidationError({"source": [f"must be one of {', '.join(SOURCES)}"]})
+            if owner.run_id is not None:
+                owner = replace(owner, source=source)
     except ValidationError:
         # The error body is JSON whatever form was asked for.
         request.accepted_renderer = FastJSONRenderer()
@@ -142,6 +160,8 @@ def respond(request: Request, owner: Owner) -> HttpResponse | StreamingHttpRespo
         raise
     found = find(owner, key)
     head: dict[str, Any] = {"key": key, "total": 0 if found is None else found.points}
+    if owner.run_id is not None:
+        head["source"] = found.source if found is not None else (source or TRACK)
     paged = after_step is not None or limit is not None
     if found is not None and is_downsampled(found, points):
         head["downsampled"] = True

@@ -83,6 +83,18 @@ def columns(points: Sequence[tuple[int, float | None, float]]) -> Points:
     return found
 
 
+def joined(parts: list[Points]) -> Points:
+    """Several parts of a batch's points of one series, in step order; a step logged twice
+    keeps its points in the order of the parts, then of each part."""
+    if len(parts) == 1:
+        found = parts[0]
+    else:
+        found = Points(*(np.concatenate(column) for column in zip(*parts, strict=True)))
+    if len(found) > 1 and not np.all(found.steps[1:] >= found.steps[:-1]):
+        found = found.where(np.argsort(found.steps, kind="stable"))
+    return found
+
+
 def write(series_id: int, attempt: int, points: Points) -> list[tuple]:
     """The rows (as ``insert`` takes them) that store ``points``, sorted by step."""
     rows = []

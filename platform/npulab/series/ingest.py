@@ -23,6 +23,7 @@ from django.db.models.functions import Coalesce
 
 from npulab.core.sql import table_name
 from npulab.series import chunks, rollups
+from npulab.series.chunks import Points
 from npulab.series.models import Metric, MetricChunk, MetricRollup, MetricSeries
 from npulab.series.owners import Owner
 
@@ -68,7 +69,16 @@ def insert_points(owner: Owner, points: dict[str, list[Point]], *, attempt: int 
 
     ``attempt`` is the run attempt that logged them; a host's series has none (0).
     """
-    found = {key: chunks.columns(batch) for key, batch in points.items() if batch}
+    insert_columns(
+        owner,
+        {key: chunks.columns(batch) for key, batch in points.items() if batch},
+        attempt=attempt,
+    )
+
+
+def insert_columns(owner: Owner, points: dict[str, Points], *, attempt: int = 0) -> None:
+    """``insert_points`` of points already in columns, each key's in step order."""
+    found = {key: columns for key, columns in points.items() if len(columns)}
     if not found:
         return
     added = {key: (len(columns), int(columns.steps[-1])) for key, columns in found.items()}

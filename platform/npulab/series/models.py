@@ -10,6 +10,8 @@ from __future__ import annotations
 from django.db import models
 from django.db.models import Q
 
+from workers.contract.capture import TRACK
+
 
 class MetricSeries(models.Model):
     """One metric of one owner: its points' owner, with the counts a page lists.
@@ -32,6 +34,11 @@ class MetricSeries(models.Model):
         null=True, blank=True, help_text="The host's device; empty for the host as a whole."
     )
     key = models.CharField(max_length=200)
+    source = models.CharField(
+        max_length=16,
+        default=TRACK,
+        help_text="Where a run's points came from: track, mlflow, tensorboard or stdout.",
+    )
     points = models.BigIntegerField(default=0)
     last_step = models.BigIntegerField(null=True, blank=True)
 
@@ -45,8 +52,11 @@ class MetricSeries(models.Model):
                 ),
                 name="series_one_owner",
             ),
+            # One key from two sources is two series, told apart by their source.
             models.UniqueConstraint(
-                fields=["run", "key"], condition=Q(run__isnull=False), name="series_run_key"
+                fields=["run", "source", "key"],
+                condition=Q(run__isnull=False),
+                name="series_run_source_key",
             ),
             # Two constraints, not one: NULLs are distinct in a unique index, so a single
             # (host, device_index, key) would let a host-wide key be created twice.
@@ -64,7 +74,7 @@ class MetricSeries(models.Model):
 
     def __str__(self) -> str:
         if self.run_id is not None:
-            return f"{self.key} of run {self.run_id}"
+            return f"{self.key} ({self.source}) of run {self.run_id}"
         if self.device_index is not None:
             return f"{self.key} of host {self.host_id} device {self.device_index}"
         return f"{self.key} of host {self.host_id}"

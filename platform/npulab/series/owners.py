@@ -17,16 +17,22 @@ class Owner:
     run_id: int | None = None
     host_id: int | None = None
     device_index: int | None = None
+    # A run's series by where they came from (workers.contract.capture.SOURCES). Writes name
+    # one; a read without one finds the series of every source (``reads.find`` prefers
+    # ``track``, then the others in SOURCES' order).
+    source: str | None = None
 
     def __post_init__(self) -> None:
         if (self.run_id is None) == (self.host_id is None):
             raise ValueError("a series is owned by a run or by a host, exactly one")
         if self.run_id is not None and self.device_index is not None:
             raise ValueError("a device index belongs to a host, not to a run")
+        if self.host_id is not None and self.source is not None:
+            raise ValueError("a host's telemetry has no source")
 
     @classmethod
-    def of_run(cls, run_id: int) -> Owner:
-        return cls(run_id=run_id)
+    def of_run(cls, run_id: int, source: str | None = None) -> Owner:
+        return cls(run_id=run_id, source=source)
 
     @classmethod
     def of_host(cls, host_id: int, device_index: int | None = None) -> Owner:
@@ -39,5 +45,7 @@ class Owner:
         NULL, so the host's own series never match one of its devices'.
         """
         if self.run_id is not None:
-            return {"run_id": self.run_id}
+            if self.source is None:
+                return {"run_id": self.run_id}
+            return {"run_id": self.run_id, "source": self.source}
         return {"host_id": self.host_id, "device_index": self.device_index}

@@ -18,13 +18,14 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from django.db.models import OuterRef, QuerySet, Subquery
+from django.db.models import Case, OuterRef, QuerySet, Subquery, Value, When
 
 from npulab.core.sql import table_name
 from npulab.series import chunks, rollups
 from npulab.series.columns import FLOAT8, INT4, INT8, as_python, read
 from npulab.series.models import MetricChunk, MetricRollup, MetricSeries
 from npulab.series.owners import Owner
+from workers.contract.capture import SOURCES
 
 DEFAULT_POINTS = 1000
 MAX_POINTS = 20000
@@ -52,6 +53,7 @@ class Found:
     points: int
     first_step: int | None
     last_step: int | None
+    source: str = ""
 
 
 @dataclass(frozen=True)
@@ -64,11 +66,16 @@ class Page:
 
 
 def find(owner: Owner, key: str) -> Found | None:
-    """The owner's series ``key``, with its first step; None if it has none."""
+    """The owner's series ``key``, with its first step; None if it has none.
+
+    An owner without a source finds the key of any: ``track`` first, then the other sources
+    in ``SOURCES``' order (a script's own MLflow loss before one it printed).
+    """
     row = (
         MetricSeries.objects.filter(**owner.fields(), key=key)
+        .order_by(_PREFERENCE)
         .annotate(first_step=Subquery(_first_step(OuterRef("pk"))))
-        .values_list("pk", "points", "first_step", "last_step")
+        .values_list("pk", "points", "first_step", "last_step", "source")
         .first()
     )
     return None if row is None else Found(*row)
@@ -235,14 +242,22 @@ def _combine(
     ]
 
 
+_PREFERENCE = Case(
+    *(When(source=name, then=Value(rank)) for rank, name in enumerate(SOURCES)),
+    default=Value(len(SOURCES)),
+)
+
+
 def summary(owner: Owner) -> list[dict[str, Any]]:
     """Each metric's name, point count and last step, by name."""
-    return list(_of(owner).order_by("key").values("key", "points", "last_step"))
+    return list(
+        _of(owner).order_by("key", _PREFERENCE).values("key", "source", "points", "last_step")
+    )
 
 
 def keys(owner: Owner) -> list[str]:
     """The owner's metric names, sorted."""
-    return list(_of(owner).order_by("key").values_list("key", flat=True))
+    return list(_of(owner).order_by("key").values_list("key", flat=True).distinct())
 
 
 def _of(owner: Owner) -> QuerySet[MetricSeries]:

@@ -8,7 +8,7 @@ from typing import Any
 from django.conf import settings
 
 from npulab.health.services import mark_device_bad
-from npulab.runs.kinds import ComparePanel, Comparison, Panel, RunKind
+from npulab.runs.kinds import ComparePanel, Comparison, HeadlinePanel, RunKind
 from npulab.runs.models import Run
 from npulab.stability.reports import compare_rows, interval_grid
 from npulab.stability.verdicts import RANK, run_verdict
@@ -81,7 +81,7 @@ def compare_panel(runs: list[Run]) -> dict[str, Any]:
 
 STABILITY = StabilityKind(
     "stability",
-    panels=(Panel("stability/partials/verdict.html", verdict_panel),),
+    headline=HeadlinePanel("stability/partials/verdict.html", verdict_panel),
     compare_panels=(ComparePanel("stability/partials/compare.html", compare_panel),),
     headline_keys=HEADLINES,
     lower_is_better=LOWER_IS_BETTER,

@@ -9,10 +9,7 @@ class TrainingConfig(AppConfig):
     verbose_name = "Training runs"
 
     def ready(self) -> None:
-        from npulab.runs import events, kinds
+        from npulab.runs import kinds
         from npulab.training import kind
-        from workers.kinds.training import CHECKPOINT_DAMAGED, RESUME
 
         kinds.register(kind.TRAINING)
-        events.register_handler(CHECKPOINT_DAMAGED, kind.on_checkpoint_damaged)
-        events.register_handler(RESUME, kind.on_resume)

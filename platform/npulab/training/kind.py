@@ -1,5 +1,5 @@
-"""What the training kind adds: restarts, its checkpoints panel, its resume events and the
-numbers it gives the upgrade review."""
+"""What the training kind adds: restarts and the numbers it gives the upgrade review (its
+checkpoints and resume are the checkpoints capability's: npulab.checkpoints)."""
 
 from __future__ import annotations
 
@@ -8,12 +8,10 @@ from typing import Any
 
 import numpy as np
 
-from npulab.runs.checkpoints import mark_damaged
-from npulab.runs.events import Batch
-from npulab.runs.kinds import Headline, Panel, RunKind
-from npulab.runs.models import Run, RunAttempt
+from npulab.runs.kinds import Headline, HeadlinePanel, RunKind
+from npulab.runs.metric_stats import metric_stats
+from npulab.runs.models import Run
 from npulab.series import reads
-from npulab.series.ingest import drop_points_after
 from npulab.series.owners import Owner
 from workers.contract.frameworks import PYTORCH
 
@@ -81,35 +79,15 @@ def seconds_to_loss(run_id: int, threshold: float) -> float | None:
     return max(0.0, (points["time"][reached[0]] - points["time"][0]).item())
 
 
-def checkpoints_panel(run: Run) -> dict[str, Any]:
-    return {"checkpoints": list(run.checkpoints.all())}
-
-
-def on_checkpoint_damaged(batch: Batch, data: dict[str, Any]) -> None:
-    """The run found a checkpoint damaged on its host: never resume from it."""
-    mark_damaged(batch.run, data.get("step"), str(data.get("reason", "")))
-
-
-def on_resume(batch: Batch, data: dict[str, Any]) -> None:
-    """An attempt went on from a checkpoint: drop what it logs anew.
-
-    That is the points after its step, or all of them when it found no
-    checkpoint (step null). Points earlier in this batch were logged by the
-    lost attempt too, so they go in first.
-    """
-    step = data.get("step")
-    batch.flush_points()
-    drop_points_after(Owner.of_run(batch.run.pk), step)
-    RunAttempt.objects.filter(run=batch.run, number=batch.run.attempt).update(
-        resumed_from_step=step
-    )
+def headline_panel(run: Run) -> dict[str, Any]:
+    return {"metric_stats": metric_stats(run)}
 
 
 TRAINING = TrainingKind(
     "training",
     shows_attempts=True,
     total_steps_field="max_steps",
-    panels=(Panel("training/partials/checkpoints.html", checkpoints_panel),),
+    headline=HeadlinePanel("training/partials/headline.html", headline_panel, draws_metrics=True),
     headline_keys=frozenset({"loss_first", "loss_last"}),
     lower_is_better=frozenset({"loss_first", "loss_last"}),
 )

@@ -378,8 +378,16 @@ def control_argv(schedule_file: Path, beat: bool = True) -> list[str]:
 
 
 def host_worker_argv(
-    url: str, token_file: Path, broker_url: str, work_dir: Path, device_type: str = "cpu"
+    url: str,
+    token_file: Path,
+    broker_url: str,
+    work_dir: Path,
+    device_type: str = "cpu",
+    devices: int | None = None,
+    advertise_address: str = "127.0.0.1",
 ) -> list[str]:
+    """A local host worker; other local workers reach it at ``advertise_address``."""
+    extra = ["--devices", str(devices)] if devices else []
     return [
         sys.executable,
         "-m",
@@ -397,6 +405,9 @@ def host_worker_argv(
         # As root, runs execute as nobody where nobody can run the interpreter.
         "--run-user",
         "auto",
+        "--advertise-address",
+        advertise_address,
+        *extra,
     ]
 
 

@@ -9,8 +9,7 @@ from django.shortcuts import render
 from npulab.hosts.models import Host
 from npulab.runs.access import visible_runs
 from npulab.runs.models import Run
-
-RECENT_RUNS = 15
+from npulab.web import morning
 
 
 @login_required
@@ -19,8 +18,11 @@ def dashboard(request: HttpRequest) -> HttpResponse:
     counts = dict(runs.order_by().values_list("status").annotate(n=Count("id")))
     context = {
         "hosts": Host.objects.annotate(busy_devices=Count("leases")),
-        "runs": runs.select_related("host", "submitted_by")[:RECENT_RUNS],
         "counts": [(value, label, counts.get(value, 0)) for value, label in Run.Status.choices],
+        "in_progress": morning.in_progress(runs),
+        "failures": morning.failures(runs),
+        "queue": morning.queue_wait(runs),
+        "snapshots": morning.newest_snapshots(),
     }
     template = "web/partials/dashboard_body.html" if request.htmx else "web/dashboard.html"
     return render(request, template, context)

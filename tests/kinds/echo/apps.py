@@ -6,6 +6,8 @@ class EchoConfig(AppConfig):
 
     name = "tests.kinds.echo"
     label = "echo"
+    # Its page hangs under a run: /runs/<id>/echo/ (mounted by npulab.extensions).
+    url_prefix = "runs/"
 
     def ready(self) -> None:
         from npulab.runs import events, kinds

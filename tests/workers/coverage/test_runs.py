@@ -160,3 +160,35 @@ def test_gradients_are_rows_of_their_own_and_all_samples_can_be_run(tmp_path: Pa
     assert add["status"] == "pass"
     assert add["samples"] > 1  # every sample input OpInfo has for add, not the first only
     assert run.row("add", "float32")["samples"] == add["samples"]
+
+
+def test_an_empty_sample_never_decides_and_unclaimed_dtypes_that_work_say_so(
+    tmp_path: Path,
+) -> None:
+    # Before: linalg.svd in float16 and bfloat16 and searchsorted in bool and complex64
+    # "passed" on the CPU: their only sample tried was empty, so the kernel's dtype
+    # dispatch never ran, and a real input raises "not implemented for 'Half'".
+    run = run_spec(
+        {
+            "op_set": "list",
+            "ops": ["linalg.svd", "searchsorted", "cumsum", "nn.functional.embedding"],
+            "dtypes": ["float32", "float16", "bfloat16", "bool", "complex64", "int64"],
+        },
+        tmp_path / "run",
+    )
+    assert run.code == 0, run.stderr
+    for op, dtype in (
+        ("linalg.svd", "float16"),
+        ("linalg.svd", "bfloat16"),
+        ("searchsorted", "bool"),
+        ("searchsorted", "complex64"),
+    ):
+        assert run.row(op, dtype)["status"] not in ("pass", "unclaimed"), (op, dtype)
+    # Works although OpInfo does not claim it: its own status, never a plain pass.
+    assert run.row("cumsum", "bool")["status"] == "unclaimed"
+    assert run.row("linalg.svd", "float32")["status"] == "pass"
+    for row in run.rows:
+        if row["status"] == "pass":
+            assert row["detail"].get("claimed", True), row
+        if row["status"] == "untested":
+            assert "no elements" in row["error"]

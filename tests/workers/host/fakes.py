@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import collections
 import json
+import math
 import os
+import struct
 import sys
 import threading
 import time
@@ -21,6 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from workers.contract.blocks import BLOCKS, DEFAULT_SOURCE
 from workers.contract.events import NDJSON, line_event
 from workers.host.client import PlatformRejected, PlatformUnavailable
 from workers.host.config import HostConfig
@@ -73,6 +76,8 @@ class FakePlatform:
         self.received: dict[int, bytes] = collections.defaultdict(bytes)
         # False: a platform from before the lines form (it answers 415 to them).
         self.takes_lines = True
+        # True: a platform that takes the compact form; by default one from before it.
+        self.takes_blocks = False
         self.cancel: set[int] = set()
         self.pinned: list[int] = []
         self.claims: dict[int, dict[str, Any]] = {}
@@ -188,6 +193,43 @@ class FakePlatform:
         events = [line_event(line, json.loads, time.time()) for line in lines.split(b"\n")[:-1]]
         return self._store_batch(run_id, attempt, start, end, events, lines)
 
+    def send_blocks(
+        self, run_id: int, attempt: int, start: int, end: int, frames: bytes
+    ) -> dict[str, Any]:
+        """The compact form: recorded as a ``send_events`` call of the events it stands for
+        (a block's points as metric events, a value that was not finite as None)."""
+        if not self.takes_blocks:
+            self._enter("send_blocks", run_id, attempt, start, end, frames)
+            raise PlatformRejected(415, {"detail": f'Unsupported media type "{BLOCKS}"'})
+        events: list[dict[str, Any]] = []
+        at = 0
+        while at < len(frames):
+            newline = frames.index(b"\n", at)
+            header = json.loads(frames[at:newline])
+            payload = frames[newline + 1 : newline + 1 + header["size"]]
+            at = newline + 1 + header["size"]
+            if "key" not in header:
+                events += [line_event(line, json.loads, 0.0) for line in payload.split(b"\n")[:-1]]
+                continue
+            n = header["points"]
+            columns = [
+                struct.unpack(f"<{n}{code}", payload[i * 8 * n : (i + 1) * 8 * n])
+                for i, code in enumerate("qdd")
+            ]
+            source = header.get("source", DEFAULT_SOURCE)
+            events += [
+                {
+                    "type": "metric",
+                    "time": t,
+                    "key": header["key"],
+                    "step": s,
+                    "value": v if math.isfinite(v) else None,
+                    "source": source,
+                }
+                for s, v, t in zip(*columns, strict=True)
+            ]
+        return self._store_batch(run_id, attempt, start, end, events, None)
+
     def _store_batch(
         self,
         run_id: int,
@@ -267,3 +309,14 @@ class FakePlatform:
     def download_checkpoint(self, run_id: int, step: int, destination: str) -> None:
         self._enter("download_checkpoint", run_id, step, destination)
         raise PlatformRejected(404, {"detail": "the fake platform stores no checkpoints"})
+
+
+def checkpoint_steps(forwarder: Any) -> list[int]:
+    """The steps of the checkpoint events a forwarder (made with ``acted_on=(CHECKPOINT,)``)
+    says the platform acknowledged since the last call: what the checkpoints capability
+    uploads."""
+    return [
+        event["step"]
+        for event in forwarder.take_acknowledged()
+        if event.get("type") == "checkpoint" and isinstance(event.get("step"), int)
+    ]

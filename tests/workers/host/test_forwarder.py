@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from tests.waiting import wait_until
-from tests.workers.host.fakes import FakePlatform
-from workers.contract.events import EVENTS_FILE
+from tests.workers.host.fakes import FakePlatform, checkpoint_steps
+from workers.contract.events import CHECKPOINT, EVENTS_FILE
 from workers.events import EventWriter, iter_events
 from workers.host.client import PlatformUnavailable
 from workers.host.forwarder import OFFSET_FILE, Forwarder, RunGone
@@ -52,7 +52,15 @@ def platform() -> FakePlatform:
 def forwarder(
     platform: FakePlatform, run_dir: Path, poll_s: float = 60.0, max_events: int = 5000
 ) -> Forwarder:
-    return Forwarder(platform, RUN, ATTEMPT, str(run_dir), poll_s=poll_s, max_events=max_events)
+    return Forwarder(
+        platform,
+        RUN,
+        ATTEMPT,
+        str(run_dir),
+        poll_s=poll_s,
+        max_events=max_events,
+        acted_on=(CHECKPOINT,),
+    )
 
 
 def test_pump_sends_new_events_from_the_acknowledged_offset_and_persists_it(
@@ -88,14 +96,14 @@ def test_an_empty_poll_when_due_carries_the_cancel_flag_and_pins(
     fw = forwarder(platform, tmp_path, poll_s=0.0)
     fw.pump()
     assert fw.cancel_requested is False
-    assert fw.pinned == []
+    assert fw.reply.get("pinned") == []
 
     platform.cancel.add(RUN)
     platform.pinned = [100, 300]
     assert fw.pump() is False  # nothing new, but the platform was asked
     assert platform.batches(RUN)[-1][2] == 0
     assert fw.cancel_requested is True
-    assert fw.pinned == [100, 300]
+    assert fw.reply.get("pinned") == [100, 300]
 
 
 def test_a_large_spool_is_sent_in_batches_of_max_events(
@@ -300,14 +308,14 @@ def test_checkpoint_steps_are_taken_once_and_only_after_acknowledgement(
     platform.go_down()
     with pytest.raises(PlatformUnavailable):
         fw.pump()
-    assert fw.take_checkpoints() == []
+    assert checkpoint_steps(fw) == []
 
     platform.come_back()
     write_event(tmp_path, "checkpoint", step=200, path="ckpt", bytes=1, sha256="0" * 64)
     write_event(tmp_path, "checkpoint", step="not a step")
     fw.pump()
-    assert fw.take_checkpoints() == [100, 200]
-    assert fw.take_checkpoints() == []
+    assert checkpoint_steps(fw) == [100, 200]
+    assert checkpoint_steps(fw) == []
 
 
 def test_checkpoints_in_a_batch_acknowledged_through_a_resync_are_not_lost(
@@ -325,7 +333,7 @@ def test_checkpoints_in_a_batch_acknowledged_through_a_resync_are_not_lost(
     fw.drain()
 
     assert platform.stored_events(RUN) == file_events(tmp_path)
-    assert fw.take_checkpoints() == [100]
+    assert checkpoint_steps(fw) == [100]
 
 
 def test_drain_seals_a_last_line_left_without_its_newline_and_ends(

@@ -20,10 +20,14 @@ from npulab.runs.models import Run, RunEvent
 from npulab.runs.scheduler import place_queued_runs
 from npulab.runs.services import do_submit_run
 from tests.runs.test_attempts import started
-from workers.contract.events import EVENTS_FILE, RUNNER
+from tests.workers.host.fakes import checkpoint_steps
+from tests.workers.host.test_packing import unpacked
+from workers.contract.blocks import BLOCKS
+from workers.contract.events import CHECKPOINT, EVENTS_FILE, RUNNER
 from workers.events import EventWriter
 from workers.host.client import PlatformClient, PlatformUnavailable
 from workers.host.forwarder import Forwarder, RunGone, max_batch_events
+from workers.host.packing import pack
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -124,7 +128,9 @@ def test_every_event_is_stored_once_through_failures_of_every_kind(
     with open(path, "ab") as handle:
         handle.write(b"a line that is no JSON, with a NUL \x00\n")
     first_part = path.stat().st_size
-    fw = Forwarder(client, run.pk, run.attempt, str(tmp_path), max_events=10_000)
+    fw = Forwarder(
+        client, run.pk, run.attempt, str(tmp_path), max_events=10_000, acted_on=(CHECKPOINT,)
+    )
 
     proxy.faults.extend(["5xx", "lost"])
     for _ in range(2):
@@ -138,7 +144,7 @@ def test_every_event_is_stored_once_through_failures_of_every_kind(
     writer.close()
     assert fw.pump() is True
     assert fw.offset == first_part
-    assert fw.take_checkpoints() == [299]  # acknowledged through the resync
+    assert checkpoint_steps(fw) == [299]  # acknowledged through the resync
 
     proxy.faults.extend(["timeout", "down", "down"])
     fw.drain()
@@ -159,11 +165,11 @@ def test_every_event_is_stored_once_through_failures_of_every_kind(
     assert logs[1][1].startswith("a line that is no JSON")
     assert logs[2] == ("stdout", "the end")
     assert len(logs) == 3
-    # What reached the platform is the file's bytes, every batch in the lines form.
+    # What reached the platform is the file's bytes, its metric lines packed, every batch.
     data = path.read_bytes()
-    assert all(content_type == "application/x-ndjson" for content_type, _ in proxy.bodies)
-    assert proxy.bodies[0][1] == data[:first_part]
-    assert proxy.bodies[-1][1] == data[first_part:]
+    assert all(content_type == BLOCKS for content_type, _ in proxy.bodies)
+    assert proxy.bodies[0][1] == pack(data[:first_part])[0]
+    assert proxy.bodies[-1][1] == pack(data[first_part:])[0]
 
 
 def test_batches_stay_within_the_size_the_platform_says_it_takes(
@@ -193,9 +199,16 @@ def test_batches_stay_within_the_size_the_platform_says_it_takes(
 
     assert fw.offset == path.stat().st_size == Run.objects.get(pk=run.pk).events_offset
     assert [step for step, _ in points(api, run, "loss")] == list(range(1000))
-    sent = [body.count(b"\n") for _, body in proxy.bodies]
+    sent = [events_in(body) for _, body in proxy.bodies]
     assert sum(sent) == 1000
     assert max(sent) == 100
+
+
+def events_in(body: bytes) -> int:
+    """The events a compact body stands for: its lines and its blocks' points."""
+    return sum(
+        len(frame[2]) if kind == "block" else frame.count(b"\n") for kind, frame in unpacked(body)
+    )
 
 
 def test_a_platform_that_names_no_batch_size_gets_the_old_one() -> None:

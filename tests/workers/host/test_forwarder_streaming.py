@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from tests.waiting import wait_until
-from tests.workers.host.fakes import FakePlatform
-from workers.contract.events import EVENTS_FILE, RUNNER
+from tests.workers.host.fakes import FakePlatform, checkpoint_steps
+from workers.contract.events import CHECKPOINT, EVENTS_FILE, RUNNER
 from workers.events import EventWriter, iter_events
 from workers.host.client import PlatformUnavailable
 from workers.host.forwarder import Forwarder
@@ -22,7 +22,7 @@ RUN, ATTEMPT = 7, 1
 
 def forwarder(platform: FakePlatform, run_dir: Path, **options: Any) -> Forwarder:
     options.setdefault("poll_s", 60.0)
-    return Forwarder(platform, RUN, ATTEMPT, str(run_dir), **options)
+    return Forwarder(platform, RUN, ATTEMPT, str(run_dir), acted_on=(CHECKPOINT,), **options)
 
 
 class Streaming:
@@ -204,7 +204,7 @@ def test_the_lines_arrive_byte_identical_and_each_becomes_one_event(
         '{"no": "type"}',
     ]
     # A metric keyed "checkpoint" is read, and is no checkpoint.
-    assert fw.take_checkpoints() == []
+    assert checkpoint_steps(fw) == []
 
 
 def test_a_line_longer_than_a_batch_goes_cut_in_the_json_form(
@@ -243,4 +243,56 @@ def test_a_platform_without_the_lines_form_gets_json_and_every_event_once(
     assert platform.count("send_lines") == 1  # asked once, then JSON
     assert platform.received[RUN] == b""
     assert platform.stored_events(RUN) == list(iter_events(str(tmp_path / EVENTS_FILE)))
-    assert fw.take_checkpoints() == [100]
+    assert checkpoint_steps(fw) == [100]
+
+
+def test_metric_lines_go_packed_and_store_as_their_lines_would(
+    platform: FakePlatform, tmp_path: Path
+) -> None:
+    platform.takes_blocks = True
+    writer = EventWriter(str(tmp_path / EVENTS_FILE))
+    for step in range(50):
+        writer.metrics(step, {"loss": 1.0 / (step + 1), "nan": float("nan")})
+        if step % 20 == 0:
+            writer.log("stdout", f"at {step}")
+            writer.emit("checkpoint", step=step, path="ckpt", bytes=1, sha256="0" * 64)
+    writer.close()
+    fw = forwarder(platform, tmp_path, max_events=30)
+    fw.drain()
+
+    assert platform.count("send_events") > 1
+    assert platform.received[RUN] == b""  # never in the lines form
+    assert platform.offsets[RUN] == (tmp_path / EVENTS_FILE).stat().st_size
+    assert checkpoint_steps(fw) == [0, 20, 40]
+    # Each run of metric lines comes as a block per key: ordered by key within a run.
+    expected = [
+        dict({key: value for key, value in event.items() if key != "nonfinite"}, source="track")
+        if event["type"] == "metric"
+        else event
+        for event in iter_events(str(tmp_path / EVENTS_FILE))
+    ]
+    stored = platform.stored_events(RUN)
+
+    def order(events: list[dict[str, Any]]) -> list[Any]:
+        return sorted(events, key=lambda event: (event.get("step", -1), event.get("key", "")))
+
+    assert order(stored) == order(expected)
+    assert [event["type"] for event in stored if event["type"] != "metric"] == [
+        "log",
+        "checkpoint",
+    ] * 3
+
+
+def test_a_platform_without_the_compact_form_gets_the_lines(
+    platform: FakePlatform, tmp_path: Path
+) -> None:
+    writer = EventWriter(str(tmp_path / EVENTS_FILE))
+    for step in range(10):
+        writer.metrics(step, {"loss": 0.5})
+    writer.close()
+    fw = forwarder(platform, tmp_path, max_events=4)
+    fw.drain()
+
+    assert platform.count("send_blocks") == 1  # asked once, then lines
+    assert platform.received[RUN] == (tmp_path / EVENTS_FILE).read_bytes()
+    assert platform.stored_events(RUN) == list(iter_events(str(tmp_path / EVENTS_FILE)))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import stat
+import subprocess
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,24 +15,28 @@ import pytest
 from tests.workers.host.fakes import FakePlatform, host_config
 from tests.workers.host.test_execution import ATTEMPT, training_claim
 from workers.host.agent import HostAgent
-from workers.host.runuser import AUTO, RunUser, RunUserError, resolve
+from workers.host.runuser import AUTO, RunUser, RunUserError, choose, grant_traverse
 
 # An interpreter outside /root, which the run user cannot enter.
 SYSTEM_PYTHON = "/usr/bin/python3"
 PACKAGE_ROOT = Path(__file__).resolve().parents[3]
 
 
-def others_may_enter(path: Path) -> bool:
-    """Whether every folder down to ``path`` lets any user through (a checkout in a
-    ``mktemp -d`` folder does not: the run user could not import the runner from it)."""
-    return all(folder.stat().st_mode & stat.S_IXOTH for folder in (path, *path.parents))
-
-
 pytestmark = pytest.mark.skipif(
-    os.geteuid() != 0 or not os.path.exists(SYSTEM_PYTHON) or not others_may_enter(PACKAGE_ROOT),
-    reason="changing to another user needs root, a system interpreter and a checkout "
-    "other users may read",
+    os.geteuid() != 0 or not os.path.exists(SYSTEM_PYTHON),
+    reason="changing to another user needs root and a system interpreter",
 )
+
+
+@pytest.fixture(autouse=True)
+def checkout_reachable() -> Iterator[None]:
+    """Let nobody through the folders above this checkout for the test's length: a clone
+    in a ``mktemp -d`` folder (mode 700) is root's alone, and the runner is imported from it."""
+    changed = grant_traverse("nobody", [str(PACKAGE_ROOT / "workers")])
+    yield
+    for folder in changed:
+        subprocess.run(["setfacl", "-x", "u:nobody", folder], check=False)
+
 
 PROBE = """
 import os
@@ -99,14 +104,14 @@ def test_an_unknown_run_user_is_a_clear_error() -> None:
         RunUser("no-such-user")
 
 
-def test_auto_takes_nobody_where_nobody_can_run_the_interpreter(reachable: Path, caplog) -> None:
-    found = resolve(AUTO, SYSTEM_PYTHON, str(reachable))
+def test_auto_takes_an_unprivileged_user_and_never_root() -> None:
+    found = choose(AUTO)
     assert found is not None
-    assert found.name == "nobody"
-    private = reachable / "private"
-    private.mkdir(mode=0o700)
-    (private / "python3").symlink_to(SYSTEM_PYTHON)
-    # ``make run`` as root with its interpreter under /root: the runs stay root's, said loudly.
-    assert resolve(AUTO, str(private / "python3"), str(reachable)) is None
-    assert "runs execute as root: run user 'nobody' cannot start" in caplog.text
-    assert resolve("", SYSTEM_PYTHON, str(reachable)) is None
+    assert found.name in ("npulab-run", "nobody")
+    assert found.uid != 0
+    # Before: a root worker with no run user (or one that could not reach the
+    # interpreter) warned and ran its runs as root.
+    with pytest.raises(RunUserError, match="runs never execute as root"):
+        choose("")
+    with pytest.raises(RunUserError, match="runs never execute as root"):
+        choose("root")

@@ -53,7 +53,16 @@ PASS, MISMATCH, UNSUPPORTED, FALLBACK, ERROR, CRASH, TIMEOUT = (
     "crash",
     "timeout",
 )
-STATUSES = (PASS, FALLBACK, MISMATCH, UNSUPPORTED, ERROR, CRASH, TIMEOUT)
+# Ran and matched in a dtype OpInfo does not claim for the device ("works, unclaimed"):
+# not a pass, which would say the dtype is meant to work there.
+UNCLAIMED = "unclaimed"
+# Every sample had no elements, so the kernel's dtype dispatch never ran: nothing decided.
+UNTESTED = "untested"
+STATUSES = (PASS, UNCLAIMED, FALLBACK, MISMATCH, UNSUPPORTED, ERROR, CRASH, TIMEOUT, UNTESTED)
+# The statuses that say the op works in the dtype: a change between them is no regression.
+WORKING = (PASS, UNCLAIMED)
+# How a page or a report names a status where its name alone is not enough.
+STATUS_TEXT = {UNCLAIMED: "works, unclaimed", UNTESTED: "untested (only empty samples)"}
 # The autograd check of an op is a row of its own, beside the forward one.
 FORWARD, BACKWARD = "forward", "backward"
 PASSES = (FORWARD, BACKWARD)
@@ -97,7 +106,7 @@ def check_spec(spec: dict) -> dict[str, str]:
 
 
 FIELDS = [
-    *common_fields(default_timeout_s=2 * 3600),
+    *common_fields(default_timeout_s=2 * 3600, default_hang_timeout_s=1800),
     Field(
         "op_set",
         "string",

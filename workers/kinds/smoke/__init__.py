@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 from workers.contract import frameworks
+from workers.contract.capabilities import PROFILING
 from workers.contract.kinds import Kind
-from workers.contract.spec import Field, common_fields, profile_field
+from workers.contract.spec import Field, common_fields
 
 KIND = Kind(
     "smoke",
     "Smoke test: is the device visible, does matmul match the CPU, does a model train?",
     "workers.kinds.smoke.runner",
     [
-        *common_fields(default_timeout_s=900),
+        *common_fields(default_timeout_s=900, default_hang_timeout_s=600),
         Field(
             "matmul_size",
             "integer",
@@ -37,7 +38,7 @@ KIND = Kind(
             help="mindspore: MindSpore's run_check() and a few training steps instead "
             "(on a host whose worker has a MindSpore interpreter).",
         ),
-        profile_field(),
     ],
+    capabilities=(PROFILING,),
     host_labels=frameworks.required_labels,
 )

@@ -218,7 +218,7 @@ def check_spec(spec: dict[str, Any]) -> dict[str, str]:
 
 
 FIELDS = [
-    *common_fields(default_timeout_s=6 * 3600),
+    *common_fields(default_timeout_s=6 * 3600, default_hang_timeout_s=1800),
     Field(
         "preset",
         "string",

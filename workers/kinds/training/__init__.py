@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from workers.contract import frameworks
+from workers.contract.capabilities import CHECKPOINTS, PROFILING
 from workers.contract.entries import check_entry
-from workers.contract.events import EventType
 from workers.contract.exits import Cause
 from workers.contract.kinds import Kind
-from workers.contract.spec import Field, common_fields, host_path_problem, profile_field
+from workers.contract.spec import Field, common_fields, host_path_problem, hosts_field
 
 PRECISIONS = ("fp32", "fp16", "bf16")
 
@@ -21,11 +21,13 @@ def _check_entry(entry: str) -> str | None:
 
 
 FIELDS = [
-    *common_fields(default_timeout_s=7 * 24 * 3600),
+    *common_fields(default_timeout_s=7 * 24 * 3600, default_hang_timeout_s=1800),
+    hosts_field(),
     Field(
         "entry",
         "string",
         check=_check_entry,
+        host_input=True,
         help="path/to/script.py, package.module:function, or builtin:cnn / builtin:lm.",
     ),
     Field("args", "strings", default=[], help="Arguments for the entry point."),
@@ -34,6 +36,7 @@ FIELDS = [
         "string",
         default="",
         check=host_path_problem,
+        host_input=True,
         help="Where it runs: an absolute directory on the host, or one inside the run "
         "directory; empty: the run directory.",
     ),
@@ -136,17 +139,12 @@ FIELDS = [
         help="Kill a run whose training loop stopped beating (needs workers.track); 0: never.",
     ),
     Field("seed", "integer", default=0, minimum=0, maximum=2**31 - 1),
-    profile_field(),
 ]
 
 
 # The training runner's watchdog: the loop stopped touching its heartbeat
 # file. A hung collective far more often than a bug, so it is restarted.
 HEARTBEAT_TIMEOUT = "heartbeat_timeout"
-# Written by workers.track while it resumes.
-RESUME = "resume"
-CHECKPOINT_DAMAGED = "checkpoint_damaged"
-
 KIND = Kind(
     "training",
     "Training: train a model on the devices, checkpoint it, resume it after a crash.",
@@ -155,18 +153,5 @@ KIND = Kind(
     check=frameworks.check_fields,
     host_labels=frameworks.required_labels,
     causes=(Cause(HEARTBEAT_TIMEOUT, "Heartbeat stopped", infrastructure=True, restartable=True),),
-    event_types=(
-        EventType(
-            RESUME,
-            {"step": ("integer", "null"), "path": ("string", "null")},
-            ("step",),
-            "an attempt went on from this checkpoint step (null: from the start)",
-        ),
-        EventType(
-            CHECKPOINT_DAMAGED,
-            {"step": ("integer",), "reason": ("string",)},
-            ("step",),
-            "a checkpoint on the host failed its manifest check",
-        ),
-    ),
+    capabilities=(CHECKPOINTS, PROFILING),
 )

@@ -28,7 +28,7 @@ import threading
 import time
 from typing import IO, Any
 
-from workers.contract import exits, frameworks, script_env
+from workers.contract import exits, frameworks, gang, script_env
 from workers.contract.events import CHECKPOINT, EVENTS_FILE, METRIC, STEP
 from workers.kinds.base import Outcome, RunContext
 from workers.kinds.training import HEARTBEAT_TIMEOUT
@@ -67,10 +67,34 @@ def run(ctx: RunContext) -> Outcome:
         return Outcome(exits.FAILED, f"workdir {workdir} does not exist", cause=exits.JOB_ERROR)
     mindspore = spec["framework"] == frameworks.MINDSPORE
     launch = ["-m", "workers.training.launch", spec["entry"], *spec["args"]]
-    if mindspore and spec["devices"] > 1:
+    nodes = int(os.environ.get(gang.NNODES, "1"))
+    if mindspore and (nodes > 1 or spec["devices"] > 1):
+        # MindSpore's own launcher, on this host alone or on its share of a run across hosts
+        # (the host worker set the rendezvous and the node rank: workers.contract.gang).
+        placements = msrun.across_hosts(
+            os.environ.get(gang.MASTER_ADDR, msrun.LOCALHOST), nodes, spec["devices"]
+        )
         launch = msrun.msrun_command(
-            msrun.single_host(spec["devices"]), 0, launch[2:], ctx.run_dir
+            placements,
+            int(os.environ.get(gang.NODE_RANK, "0")),
+            launch[2:],
+            ctx.run_dir,
+            master_port=int(os.environ.get(gang.MASTER_PORT, msrun.DEFAULT_MASTER_PORT)),
+            rank_table_file=os.environ.get(gang.RANK_TABLE_FILE, ""),
         )[1:]
+    elif nodes > 1:
+        # One host of a run across hosts: the host worker set the rendezvous and this
+        # host's node rank (workers.contract.gang).
+        launch = [
+            "-m",
+            "torch.distributed.run",
+            f"--nnodes={nodes}",
+            f"--node-rank={os.environ[gang.NODE_RANK]}",
+            f"--master-addr={os.environ[gang.MASTER_ADDR]}",
+            f"--master-port={os.environ[gang.MASTER_PORT]}",
+            f"--nproc-per-node={spec['devices']}",
+            *launch,
+        ]
     elif spec["devices"] > 1:
         launch = [
             "-m",
@@ -80,9 +104,10 @@ def run(ctx: RunContext) -> Outcome:
             f"--nproc-per-node={spec['devices']}",
             *launch,
         ]
+    where = f" × {nodes} hosts (node rank {os.environ[gang.NODE_RANK]})" if nodes > 1 else ""
     ctx.say(
         f"training: {spec['entry']} ({spec['framework']}) on {spec['devices']} "
-        f"{spec['device_type']} device(s)"
+        f"{spec['device_type']} device(s){where}"
     )
     env = _environment(ctx)
     files = _checkpoint_files(ctx, workdir, env)

@@ -10,7 +10,7 @@ from django.utils import timezone
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
-from rest_framework.exceptions import PermissionDenied
+from rest_framework.exceptions import PermissionDenied, ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -20,7 +20,12 @@ from npulab.accounts.api.serializers import (
     ApiTokenSerializer,
 )
 from npulab.accounts.models import ApiToken, Scope
-from npulab.accounts.services import do_issue_api_token, do_revoke_api_token
+from npulab.accounts.services import (
+    TokenExceedsParent,
+    TokenOutlivesParent,
+    do_issue_api_token,
+    do_revoke_api_token,
+)
 from npulab.core import errors
 
 
@@ -41,23 +46,23 @@ class ApiTokenViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets
     @extend_schema(request=ApiTokenCreateSerializer, responses={201: ApiTokenCreatedSerializer})
     def create(self, request: Request) -> Response:
         """Make a token; the answer's `token` is shown this once. A token may only make
-        tokens with scopes it has itself."""
+        tokens with scopes it has itself, expiring no later than itself (`expires_days`
+        is then required when it expires); revoking it revokes them."""
         data = ApiTokenCreateSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        scopes = set(data.validated_data["scopes"])
-        if isinstance(request.auth, ApiToken) and not scopes <= set(request.auth.scopes):
-            missing = ", ".join(sorted(scopes - set(request.auth.scopes)))
-            raise PermissionDenied(
-                f"This token may only make tokens within its own scopes; it lacks {missing}.",
-                code=errors.INSUFFICIENT_SCOPE,
-            )
         days = data.validated_data["expires_days"]
-        token, plain = do_issue_api_token(
-            request.user,
-            name=data.validated_data["name"],
-            scopes=scopes,
-            expires=timezone.now() + timedelta(days=days) if days else None,
-        )
+        try:
+            token, plain = do_issue_api_token(
+                request.user,
+                name=data.validated_data["name"],
+                scopes=data.validated_data["scopes"],
+                expires=timezone.now() + timedelta(days=days) if days else None,
+                parent=request.auth if isinstance(request.auth, ApiToken) else None,
+            )
+        except TokenExceedsParent as exc:
+            raise PermissionDenied(str(exc), code=errors.INSUFFICIENT_SCOPE) from None
+        except TokenOutlivesParent as exc:
+            raise ValidationError({"expires_days": [str(exc)]}) from None
         body = ApiTokenCreatedSerializer(token).data
         body["token"] = plain
         return Response(body, status=status.HTTP_201_CREATED)

@@ -26,8 +26,9 @@ from npulab.artifacts.api.serializers import UploadCreateSerializer, UploadSeria
 from npulab.artifacts.models import Artifact, ArtifactUpload
 from npulab.artifacts.services import StoreFull, do_append_chunk, do_create_upload
 from npulab.core import errors
-from npulab.runs.checkpoints import do_attach_artifact, do_note_upload_waiting, start_upload
-from npulab.runs.models import Checkpoint, Run, RunAttempt
+from npulab.runs import capabilities
+from npulab.runs.capabilities import UploadRefused
+from npulab.runs.models import Run, RunAttempt
 
 OFFSET_HEADER = "Upload-Offset"
 READ_BLOCK = 1 << 20
@@ -56,26 +57,21 @@ class UploadCreateView(AgentAPIView):
     def post(self, request: Request, run_id: int) -> Response:
         """Declare an artifact of the run and open its upload; 413 past the size limit.
 
-        A `checkpoint` names its `step`, and must match what that step's
-        checkpoint event declared.
+        A capability's file names what its events declared: a `checkpoint`
+        its `step`, matching that step's checkpoint event.
         """
         data = valid(UploadCreateSerializer, request)
         run = get_object_or_404(Run, pk=run_id)
-        if data["kind"] == Artifact.Kind.CHECKPOINT:
-            if data["step"] is None:
-                raise ValidationError({"step": ["a checkpoint names its step"]})
-            checkpoint = get_object_or_404(Checkpoint, run_id=run_id, step=data["step"])
-            _check_host(request, run_id, checkpoint.attempt)
-            if (data["bytes"], data["sha256"].lower()) != (checkpoint.bytes, checkpoint.sha256):
+        capability = capabilities.for_artifact(data["kind"])
+        if capability is not None:
+            # A capability's file (a checkpoint) must match what the run's events said of it.
+            try:
+                upload = capability.open_upload(request.auth, run, data)
+            except UploadRefused as refused:
                 return Response(
-                    {
-                        "code": errors.UNPROCESSABLE,
-                        "detail": f"the checkpoint event of step {checkpoint.step} declared "
-                        f"{checkpoint.bytes} bytes and SHA-256 {checkpoint.sha256}",
-                    },
+                    {"code": errors.UNPROCESSABLE, "detail": refused.detail},
                     status=status.HTTP_422_UNPROCESSABLE_ENTITY,
                 )
-            upload = start_upload(checkpoint)
         else:
             attempt = data.get("attempt") or run.attempt
             _check_host(request, run_id, attempt)
@@ -132,12 +128,14 @@ class UploadView(AgentAPIView):
         try:
             upload = do_append_chunk(upload.pk, int(raw), chunks)
         except StoreFull as full:
-            if upload.artifact.kind == Artifact.Kind.CHECKPOINT:
-                do_note_upload_waiting(upload.artifact, full.detail["detail"])
+            capability = capabilities.for_artifact(upload.artifact.kind)
+            if capability is not None:
+                capability.upload_waiting(upload.artifact, full.detail["detail"])
             raise
         artifact = upload.artifact
-        if artifact.kind == Artifact.Kind.CHECKPOINT and artifact.status != "uploading":
-            do_attach_artifact(artifact)
+        capability = capabilities.for_artifact(artifact.kind)
+        if capability is not None and artifact.status != Artifact.Status.UPLOADING:
+            capability.on_upload(artifact)
         if artifact.status == Artifact.Status.DAMAGED:
             return _reply(upload, status.HTTP_422_UNPROCESSABLE_ENTITY)
         return _reply(upload)

@@ -19,6 +19,7 @@ from drf_spectacular.utils import OpenApiParameter
 from rest_framework.exceptions import ParseError
 from rest_framework.parsers import BaseParser
 
+from workers.contract.blocks import BLOCKS
 from workers.contract.events import NDJSON, line_event
 
 LINES_FORM = (
@@ -26,7 +27,7 @@ LINES_FORM = (
     "(one event a line), with attempt, start and end in the query."
 )
 LINES_PARAMETERS = [
-    OpenApiParameter(name, int, description=f"{what} ({NDJSON} bodies only)")
+    OpenApiParameter(name, int, description=f"{what} ({NDJSON} and {BLOCKS} bodies only)")
     for name, what in (
         ("attempt", "The attempt the events belong to"),
         ("start", "Byte offset of the body's first line"),

@@ -36,6 +36,15 @@ class DeviceSerializer(serializers.Serializer):
         return {**extra, **value}
 
 
+class NetworkSerializer(serializers.Serializer):
+    """A host's addresses for runs across hosts (docs/multihost.md)."""
+
+    advertise_address = TextField(max_length=255, allow_blank=True, required=False)
+    hccl_if_ip = TextField(max_length=64, allow_blank=True, required=False)
+    hccl_socket_ifname = TextField(max_length=64, allow_blank=True, required=False)
+    hccl_connect_timeout = serializers.IntegerField(min_value=120, max_value=7200, required=False)
+
+
 class RegisterSerializer(serializers.Serializer):
     """What a host worker reports about its host when it starts."""
 
@@ -47,6 +56,9 @@ class RegisterSerializer(serializers.Serializer):
     python = TextField(max_length=32, allow_blank=True, required=False)
     run_python = TextField(max_length=500, allow_blank=True, required=False)
     platform = TextField(max_length=255, allow_blank=True, required=False)
+    network = NetworkSerializer(
+        required=False, help_text="How other hosts reach this one (the worker's config)."
+    )
 
     def validate_devices(self, devices: list[dict[str, Any]]) -> list[dict[str, Any]]:
         indices = [device["index"] for device in devices]
@@ -93,6 +105,11 @@ class ClaimReplySerializer(serializers.Serializer):
     attempt = serializers.IntegerField()
     spec = serializers.JSONField(help_text="The run's spec, unredacted: the host needs its env.")
     devices = serializers.ListField(child=serializers.IntegerField())
+    gang = serializers.JSONField(
+        help_text="The rendezvous and this host's ranks: hosts, node_rank, first_rank, "
+        "local_world_size, world_size, master_addr, master_port, peers; on NPU hccl and "
+        "rank_table (docs/multihost.md)."
+    )
     resume = ResumeSerializer(
         allow_null=True, help_text="The stored checkpoint a new attempt resumes from, if any."
     )

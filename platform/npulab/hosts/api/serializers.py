@@ -22,6 +22,8 @@ class HostSerializer(serializers.ModelSerializer):
             "busy_devices",
             "devices",
             "labels",
+            "reported_labels",
+            "devices_unverified",
             "pool",
             "enabled",
             "status",

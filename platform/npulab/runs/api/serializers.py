@@ -1,12 +1,13 @@
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from npulab.runs.models import Checkpoint, Run, RunAttempt, RunEvent
-from npulab.runs.selectors import progress, steps
+from npulab.runs.models import Placement, Run, RunAttempt, RunEvent
+from npulab.runs.selectors import logged_parameters, progress, steps
 from workers.contract import kinds
 
 # Every cause the contract and the kinds declare; a kind's new cause adds to the enum.
@@ -71,6 +72,17 @@ class RunSerializer(serializers.ModelSerializer):
         help_text="The runner's result event: status, reason, cause and its summary object.",
     )
     progress = serializers.SerializerMethodField()
+    shape = serializers.CharField(
+        read_only=True, help_text='Hosts × devices each, as the run list shows it: "2 × 8 npu".'
+    )
+    diagnosis = serializers.SerializerMethodField(
+        help_text="Why the run failed, in Ascend's codes (docs/diagnosis.md): category, codes, "
+        "line, fix, blame, rule, evidence [{file, line_no, text}], findings; null for a run "
+        "that succeeded or that nothing explains."
+    )
+    findings = serializers.JSONField(
+        read_only=True, help_text="Training-health findings (NaN loss, loss spike ...)."
+    )
 
     class Meta:
         model = Run
@@ -85,6 +97,8 @@ class RunSerializer(serializers.ModelSerializer):
             "priority",
             "device_type",
             "devices",
+            "hosts",
+            "shape",
             "requested_host",
             "labels",
             "wait_for_host",
@@ -108,11 +122,17 @@ class RunSerializer(serializers.ModelSerializer):
             "exit_reason",
             "exit_code",
             "infrastructure_failure",
+            "diagnosis",
+            "findings",
             "result",
             "progress",
             "spec",
         ]
         read_only_fields = fields
+
+    @extend_schema_field({"type": "object", "nullable": True})
+    def get_diagnosis(self, run: Run) -> dict[str, Any] | None:
+        return _diagnosis(run)
 
     @extend_schema_field(ProgressSerializer(allow_null=True))
     def get_progress(self, run: Run) -> dict[str, Any] | None:
@@ -136,23 +156,6 @@ class RunEventSerializer(serializers.ModelSerializer):
     class Meta:
         model = RunEvent
         fields = ["id", "attempt", "type", "time", "data"]
-        read_only_fields = fields
-
-
-class CheckpointSerializer(serializers.ModelSerializer):
-    class Meta:
-        model = Checkpoint
-        fields = [
-            "step",
-            "attempt",
-            "bytes",
-            "sha256",
-            "status",
-            "status_reason",
-            "pinned",
-            "host_path",
-            "created",
-        ]
         read_only_fields = fields
 
 
@@ -183,16 +186,94 @@ class RunAttemptSerializer(serializers.ModelSerializer):
         return attempt.infrastructure_failure
 
 
-class RunDetailSerializer(RunSerializer):
-    """A run with its step results, attempts and checkpoints."""
+def _diagnosis(run: Run) -> dict[str, Any] | None:
+    return run.diagnosis if run.status != Run.Status.SUCCEEDED else None
 
+
+class PlacementSerializer(serializers.ModelSerializer):
+    """One host's share of the current attempt."""
+
+    host = serializers.CharField(source="host_name", read_only=True)
+    ranks = serializers.ListField(
+        source="rank_range",
+        child=serializers.IntegerField(),
+        read_only=True,
+        help_text="[first, last] global rank of the host's processes.",
+    )
+    devices = serializers.ListField(
+        source="device_indices", child=serializers.IntegerField(), read_only=True
+    )
+
+    class Meta:
+        model = Placement
+        fields = [
+            "host",
+            "node_rank",
+            "ranks",
+            "devices",
+            "state",
+            "exit_code",
+            "exit_cause",
+            "exit_reason",
+            "started_at",
+            "finished_at",
+        ]
+        read_only_fields = fields
+
+
+# Fields a capability's app adds to a run's detail (``checkpoints``), from its ``ready``:
+# name -> a factory of the read-only field, which reads the run.
+_detail_fields: dict[str, Callable[[], serializers.Field]] = {}
+
+
+def add_detail_field(name: str, field: Callable[[], serializers.Field]) -> None:
+    """Show ``field()`` as ``name`` in every run's detail (the schema too)."""
+    _detail_fields[name] = field
+
+
+class RunDetailSerializer(RunSerializer):
+    """A run with its step results, attempts, placements, and what its capabilities add
+    (checkpoints)."""
+
+    placements = serializers.SerializerMethodField()
     steps = serializers.SerializerMethodField()
     attempts = serializers.SerializerMethodField()
-    checkpoints = serializers.SerializerMethodField()
+    params = serializers.SerializerMethodField(
+        help_text="The parameters the script logged (MLflow's log_param), by name."
+    )
+    logged_tags = serializers.SerializerMethodField(
+        help_text="The tags the script set (MLflow's set_tag), by name."
+    )
 
     class Meta(RunSerializer.Meta):
-        fields = [*RunSerializer.Meta.fields, "steps", "attempts", "checkpoints"]
+        fields = [
+            *RunSerializer.Meta.fields,
+            "steps",
+            "attempts",
+            "placements",
+            "params",
+            "logged_tags",
+        ]
         read_only_fields = fields
+
+    @extend_schema_field({"type": "object", "additionalProperties": {"type": "string"}})
+    def get_params(self, run: Run) -> dict[str, str]:
+        return logged_parameters(run)[0]
+
+    @extend_schema_field({"type": "object", "additionalProperties": {"type": "string"}})
+    def get_logged_tags(self, run: Run) -> dict[str, str]:
+        return logged_parameters(run)[1]
+
+    def get_fields(self) -> dict[str, serializers.Field]:
+        fields = super().get_fields()
+        for name, field in _detail_fields.items():
+            fields[name] = field()
+        return fields
+
+    @extend_schema_field(PlacementSerializer(many=True))
+    def get_placements(self, run: Run) -> list[dict[str, Any]]:
+        """The current attempt's hosts, node rank 0 first (empty while queued)."""
+        return PlacementSerializer(run.placements.filter(attempt=run.attempt), many=True).data
 
     @extend_schema_field(ProgressSerializer(allow_null=True))
     def get_progress(self, run: Run) -> dict[str, Any] | None:
@@ -201,10 +282,6 @@ class RunDetailSerializer(RunSerializer):
     @extend_schema_field(RunAttemptSerializer(many=True))
     def get_attempts(self, run: Run) -> list[dict[str, Any]]:
         return RunAttemptSerializer(run.attempts.select_related("host"), many=True).data
-
-    @extend_schema_field(CheckpointSerializer(many=True))
-    def get_checkpoints(self, run: Run) -> list[dict[str, Any]]:
-        return CheckpointSerializer(run.checkpoints.all(), many=True).data
 
     def get_steps(self, run: Run) -> list[dict[str, Any]]:
         return [dict(event.data, attempt=event.attempt, time=event.time) for event in steps(run)]

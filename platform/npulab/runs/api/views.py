@@ -1,32 +1,28 @@
 from __future__ import annotations
 
 from django.db.models import QuerySet
-from django.http import FileResponse, Http404, HttpResponseBase
-from django.shortcuts import get_object_or_404
+from django.http import Http404, HttpResponseBase
 from django_filters import rest_framework as filters
-from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import PermissionDenied, ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
-from npulab.core.api import OCTET_STREAM, ErrorSerializer, FastJSONParser
-from npulab.runs.access import change_refused, run_for, visible_runs
+from npulab.core.api import ErrorSerializer, FastJSONParser
+from npulab.runs.access import change_refused, visible_runs
 from npulab.runs.api.schema import submission_schema
 from npulab.runs.api.serializers import (
-    CheckpointSerializer,
     RunDetailSerializer,
     RunEventSerializer,
     RunSerializer,
 )
-from npulab.runs.checkpoints import do_pin_checkpoint, open_stored
-from npulab.runs.models import Checkpoint, Run, RunEvent
+from npulab.runs.models import Run, RunEvent
 from npulab.runs.services import do_cancel_run, do_restart_run, do_submit_run
 from npulab.series import api as metrics_api
 from npulab.series.owners import Owner
+from workers.contract.diagnosis import CATEGORIES
 
 IDEMPOTENCY_HEADER = "Idempotency-Key"
 REPLAYED_HEADER = "Idempotent-Replayed"
@@ -37,10 +33,15 @@ class RunFilterSet(filters.FilterSet):
     host = filters.CharFilter(field_name="host__name")
     submitted_by = filters.CharFilter(field_name="submitted_by__username")
     project = filters.CharFilter(field_name="project__slug", help_text="A project's slug.")
+    category = filters.ChoiceFilter(
+        field_name="diagnosis_category",
+        choices=[(name, name) for name in CATEGORIES],
+        help_text="The diagnosis category of a failed run (docs/diagnosis.md).",
+    )
 
     class Meta:
         model = Run
-        fields = ["status", "kind", "device_type", "host", "submitted_by", "project"]
+        fields = ["status", "kind", "device_type", "host", "submitted_by", "project", "category"]
 
 
 class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
@@ -137,14 +138,6 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
         run = do_restart_run(run.pk, request.user)
         return Response(RunDetailSerializer(run, context=self.get_serializer_context()).data)
 
-    @extend_schema(responses={200: CheckpointSerializer(many=True)})
-    # A plain list: neither paged nor filtered like the run list.
-    @action(detail=True, methods=["get"], pagination_class=None, filter_backends=[])
-    def checkpoints(self, request: Request, pk: str) -> Response:
-        """The run's checkpoints, newest first: on the host, stored here, damaged or deleted."""
-        run = self.get_object()
-        return Response(CheckpointSerializer(run.checkpoints.all(), many=True).data)
-
     @extend_schema(
         parameters=[
             OpenApiParameter("type", str, description="Only events of this type, e.g. log."),
@@ -186,46 +179,3 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
         if run_id is None:
             raise Http404(f"No run #{pk}.")
         return metrics_api.respond(request, Owner.of_run(run_id))
-
-
-class CheckpointFileDownloadView(APIView):
-    @extend_schema(
-        responses={
-            (200, OCTET_STREAM): OpenApiTypes.BINARY,
-            409: ErrorSerializer,
-        }
-    )
-    def get(self, request: Request, run_id: int, step: int) -> FileResponse:
-        """A stored checkpoint's state.pt (load it with torch.load(..., weights_only=False)).
-
-        The file is checked against its SHA-256 first: one that no longer matches is marked
-        damaged and answered 409 `checkpoint_damaged`, never served."""
-        run = run_for(request.user, run_id)
-        checkpoint = get_object_or_404(
-            Checkpoint, run=run, step=step, status=Checkpoint.Status.STORED
-        )
-        name = f"run-{run_id}-step-{step}.pt"
-        return FileResponse(
-            open_stored(checkpoint),
-            as_attachment=True,
-            filename=name,
-            # Guessed from ".pt" it would be a SNES page table.
-            content_type=OCTET_STREAM,
-        )
-
-
-class CheckpointPinView(APIView):
-    @extend_schema(request=None, responses={200: CheckpointSerializer})
-    def post(self, request: Request, run_id: int, step: int) -> Response:
-        """Keep this checkpoint whatever the run's keep_checkpoints says."""
-        return self._pin(request, run_id, step, True)
-
-    @extend_schema(request=None, responses={200: CheckpointSerializer})
-    def delete(self, request: Request, run_id: int, step: int) -> Response:
-        """Let the retention delete it again."""
-        return self._pin(request, run_id, step, False)
-
-    def _pin(self, request: Request, run_id: int, step: int, pinned: bool) -> Response:
-        run = run_for(request.user, run_id, doing="pin its checkpoints")
-        checkpoint = get_object_or_404(Checkpoint, run=run, step=step)
-        return Response(CheckpointSerializer(do_pin_checkpoint(checkpoint, pinned)).data)

@@ -5,24 +5,16 @@ from __future__ import annotations
 import shlex
 
 from django import template
+from django.utils.html import format_html
+from django.utils.safestring import mark_safe
 
-from npulab.runs.kinds import get as get_kind
+from npulab.runs import logview, rows
 from npulab.runs.models import Run
+from npulab.runs.rows import RowResult
 
 register = template.Library()
 
-# Enough to tell runs apart in a row; the run page has them all.
-HEADLINES_SHOWN = 2
-
-
-@register.filter
-def headline_numbers(run: Run) -> list[tuple[str, str]]:
-    """The first headline numbers of a succeeded run, by name, formatted; none for the rest."""
-    if run.status != Run.Status.SUCCEEDED:
-        return []
-    headlines = get_kind(run.kind).headlines(run)
-    shown = sorted(headlines)[:HEADLINES_SHOWN]
-    return [(name, f"{headlines[name].value:.4g}") for name in shown]
+SPARK_WIDTH, SPARK_HEIGHT = 80, 18
 
 
 @register.filter
@@ -33,3 +25,44 @@ def entry_line(run: Run) -> str:
     if not entry:
         return ""
     return shlex.join([entry, *spec.get("args", [])])
+
+
+@register.filter
+def row_result(run: Run) -> RowResult:
+    return rows.row_result(run)
+
+
+@register.filter
+def sparkline(values: list[float | None]) -> str:
+    """An inline SVG line of ``values``, scaled to its box; missing values leave gaps."""
+    known = [value for value in values if value is not None]
+    if len(known) < 2:
+        return ""
+    low, high = min(known), max(known)
+    span = (high - low) or 1.0
+    step = SPARK_WIDTH / max(1, len(values) - 1)
+    runs: list[list[str]] = [[]]
+    for index, value in enumerate(values):
+        if value is None:
+            runs.append([])
+            continue
+        y = SPARK_HEIGHT - 1 - (value - low) / span * (SPARK_HEIGHT - 2)
+        runs[-1].append(f"{index * step:.1f},{y:.1f}")
+    lines = "".join(
+        format_html('<polyline points="{}"/>', " ".join(points)) for points in runs if points
+    )
+    return format_html(
+        '<svg class="sparkline" width="{}" height="{}" viewBox="0 0 {} {}" role="img" '
+        'aria-label="trend">{}</svg>',
+        SPARK_WIDTH,
+        SPARK_HEIGHT,
+        SPARK_WIDTH,
+        SPARK_HEIGHT,
+        mark_safe(lines),  # noqa: S308 - built from format_html pieces above
+    )
+
+
+@register.filter
+def log_line(line: str, query: str = "") -> str:
+    """A log line with its ANSI colours and ``query``'s matches marked (npulab.runs.logview)."""
+    return logview.render_line(str(line), query)

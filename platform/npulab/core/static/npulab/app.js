@@ -63,4 +63,15 @@
       fallback();
     }
   });
+  // A followed live log keeps its newest line in view, unless the reader scrolled up.
+  let logAtBottom = true;
+  window.addEventListener("scroll", function () {
+    logAtBottom = window.innerHeight + window.scrollY >= document.body.scrollHeight - 40;
+  });
+  document.body.addEventListener("htmx:afterSwap", function (event) {
+    const card = event.detail && event.detail.elt;
+    if (card && card.id === "log-card" && card.dataset.following && logAtBottom) {
+      window.scrollTo(0, document.body.scrollHeight);
+    }
+  });
 })();

@@ -19,8 +19,15 @@
       });
   }
 
-  function seriesURL(base, key) {
-    return base + "?key=" + encodeURIComponent(key) + "&points=" + POINTS;
+  /* A series of a source other than workers.track is listed as "key (source)"
+     (npulab.runs.selectors.series_label). */
+  var SOURCED = /^(.*) \((mlflow|tensorboard|stdout)\)$/;
+
+  function seriesURL(base, label) {
+    var sourced = SOURCED.exec(label);
+    var query = sourced === null ? "?key=" + encodeURIComponent(label)
+      : "?key=" + encodeURIComponent(sourced[1]) + "&source=" + sourced[2];
+    return base + query + "&points=" + POINTS;
   }
 
   function runIsActive() {

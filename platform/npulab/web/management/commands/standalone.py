@@ -37,10 +37,22 @@ class Command(BaseCommand):
         parser.add_argument(
             "--no-host-worker", action="store_true", help="do not start the local CPU worker"
         )
+        parser.add_argument(
+            "--hosts",
+            type=int,
+            default=int(os.environ.get("HOSTS", "1")),
+            help="local CPU host workers, each its own host (local, local-2, ...), so that "
+            "runs across hosts can be tried on one machine",
+        )
 
-    def handle(self, *args: Any, bind: str, port: int, no_host_worker: bool, **options) -> None:
+    def handle(
+        self, *args: Any, bind: str, port: int, no_host_worker: bool, hosts: int, **options
+    ) -> None:
+        if hosts < 1:
+            raise CommandError("--hosts must be at least 1")
         var_dir: Path = settings.VAR_DIR
         var_dir.mkdir(parents=True, exist_ok=True)
+        keep_private(var_dir)
         self._print_lock = threading.Lock()
         logs = stack.LogRouter(var_dir / "log", self._print)
         self._stopping = threading.Event()
@@ -67,12 +79,18 @@ class Command(BaseCommand):
             "control", stack.control_argv(var_dir / "celerybeat-schedule"), env, logs
         )
         processes = [web, control]
-        if not no_host_worker:
-            token_file = self._local_host_token(var_dir / "local-host.token")
+        for number in range(1, 0 if no_host_worker else hosts + 1):
+            # The first keeps the names a single local host always had.
+            suffix = "" if number == 1 else f"-{number}"
+            token_file = self._local_host_token(
+                LOCAL_HOST + suffix, var_dir / f"local-host{suffix}.token"
+            )
             processes.append(
                 stack.ManagedProcess(
-                    "worker",
-                    stack.host_worker_argv(url, token_file, broker_url, var_dir / "worker"),
+                    "worker" + suffix,
+                    stack.host_worker_argv(
+                        url, token_file, broker_url, var_dir / ("worker" + suffix)
+                    ),
                     env,
                     logs,
                 )
@@ -124,9 +142,9 @@ class Command(BaseCommand):
             return f"{ADMIN_USERNAME} / the password in NPULAB_ADMIN_PASSWORD"
         return f"{ADMIN_USERNAME} / {password}   (shown once: note it now)"
 
-    def _local_host_token(self, path: Path) -> Path:
-        """The token file of the local CPU host worker, renewed if it no longer matches."""
-        host = Host.objects.filter(name=LOCAL_HOST).first() or do_create_host(LOCAL_HOST)
+    def _local_host_token(self, name: str, path: Path) -> Path:
+        """The token file of a local CPU host worker, renewed if it no longer matches."""
+        host = Host.objects.filter(name=name).first() or do_create_host(name)
         current = path.read_text().strip() if path.exists() else ""
         if not current or tokens.digest(current) != host.token_digest:
             current = do_issue_host_token(host)
@@ -151,6 +169,20 @@ class Command(BaseCommand):
         with self._print_lock:
             sys.stdout.write("\n".join(lines) + "\n")
             sys.stdout.flush()
+
+
+def keep_private(var_dir: Path) -> None:
+    """What the stack writes under ``var/`` (database, secret key, tokens, artifacts, logs)
+    is readable by its own user only, and so is what an earlier start left there.
+
+    The run user may be let through ``var/`` to reach its run directory (``make run`` as
+    root on a host without the sandbox): it must find nothing else it can open.
+    """
+    os.umask(0o077)
+    var_dir.chmod(var_dir.stat().st_mode & ~0o077)
+    for entry in var_dir.iterdir():
+        if not entry.is_symlink():
+            entry.chmod(entry.stat().st_mode & ~0o077)
 
 
 def _record(line: str) -> str:

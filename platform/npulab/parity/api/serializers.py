@@ -1,0 +1,63 @@
+"""The parity API's shapes."""
+
+from __future__ import annotations
+
+from rest_framework import serializers
+
+from npulab.parity.models import ParityLayer
+
+
+class ParityLayerSerializer(serializers.ModelSerializer):
+    broken = serializers.ListField(
+        child=serializers.CharField(),
+        help_text="The thresholds it breaks: cosine, max_rel_err, thousandth_ratio, nan, "
+        "shape, missing (a layer of side B that side A does not have).",
+    )
+    stack = serializers.ListField(
+        child=serializers.CharField(), help_text="The script's frames of its call site."
+    )
+
+    class Meta:
+        model = ParityLayer
+        fields = [
+            "index",
+            "name",
+            "dtype_a",
+            "dtype_b",
+            "shape_a",
+            "shape_b",
+            "cosine",
+            "euc_dist",
+            "max_abs_err",
+            "max_rel_err",
+            "one_thousandth_ratio",
+            "five_thousandth_ratio",
+            "broken",
+            "nan",
+            "stack",
+        ]
+
+
+class FirstDivergentSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    cosine = serializers.FloatField(allow_null=True)
+    max_abs_err = serializers.FloatField(allow_null=True)
+    max_rel_err = serializers.FloatField(allow_null=True)
+    stack = serializers.ListField(child=serializers.CharField())
+    index = serializers.IntegerField()
+    broken = serializers.ListField(child=serializers.CharField())
+
+
+class ParitySerializer(serializers.Serializer):
+    run = serializers.IntegerField()
+    status = serializers.CharField()
+    summary = serializers.DictField(
+        help_text="The run's result summary: mode, thresholds, loss parity, counts."
+    )
+    first_divergent = FirstDivergentSerializer(
+        allow_null=True, help_text="The first layer in execution order that breaks a threshold."
+    )
+    count = serializers.IntegerField(help_text="Layers in all.")
+    next = serializers.URLField(allow_null=True)
+    previous = serializers.URLField(allow_null=True)
+    layers = ParityLayerSerializer(many=True, help_text="A page of the layers, in order.")

@@ -1,0 +1,67 @@
+"""What the parity kind shows and gives: its layers and loss curves on the run page, and the
+numbers the upgrade review compares per stack."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from npulab.parity.reports import int8_bars, loss_chart, table
+from npulab.runs.kinds import Headline, Panel, RunKind
+from npulab.runs.models import Run
+
+HEADLINES = frozenset(
+    {
+        "min_cosine",
+        "broken_layers",
+        "nan_layers",
+        "loss_max_rel_diff",
+        "int8_delta",
+        "int8_delta_kept",
+    }
+)
+LOWER_IS_BETTER = frozenset({"broken_layers", "nan_layers", "loss_max_rel_diff"})
+
+
+class ParityKind(RunKind):
+    def review_group(self, run: Run) -> str:
+        """Parity means something only for the same script and the same two sides."""
+        spec = run.spec
+        sides = []
+        for name in ("a", "b"):
+            side = spec.get(name) or {}
+            amp = side.get("amp_level", "O0")
+            sides.append(f"{side.get('dtype', '')}{'' if amp == 'O0' else '/' + amp}")
+        return f"{spec.get('entry', '')} · {' vs '.join(sides)}"
+
+    def headlines(self, run: Run) -> dict[str, Headline]:
+        """The smallest cosine, the layers that broke a threshold or held NaN, and the loss
+        curves' largest relative difference: a diverged run gives them too, since its
+        divergence is the evidence."""
+        summary = run.result.get("summary") or {}
+        values: dict[str, Any] = {
+            "min_cosine": summary.get("min_cosine"),
+            "broken_layers": summary.get("broken_layers"),
+            "nan_layers": summary.get("nan_layers"),
+            "loss_max_rel_diff": (summary.get("loss") or {}).get("max_rel_diff"),
+            # The task metric's change under INT8 (negative: worse), and with the layers
+            # the run names kept in float32.
+            "int8_delta": (summary.get("int8") or {}).get("delta"),
+            "int8_delta_kept": (summary.get("int8") or {}).get("delta_kept"),
+        }
+        return {
+            key: Headline(float(value), lower_is_better=key in LOWER_IS_BETTER)
+            for key, value in values.items()
+            if isinstance(value, int | float) and not isinstance(value, bool)
+        }
+
+
+def parity_panel(run: Run) -> dict[str, Any]:
+    return {"parity": table(run), "parity_loss": loss_chart(run), "parity_int8": int8_bars(run)}
+
+
+PARITY = ParityKind(
+    "parity",
+    panels=(Panel("parity/partials/layers.html", parity_panel),),
+    headline_keys=HEADLINES,
+    lower_is_better=LOWER_IS_BETTER,
+)

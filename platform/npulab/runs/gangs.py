@@ -1,0 +1,155 @@
+"""A run attempt's placements: leased together, claimed and ended host by host.
+
+An attempt holds one ``Placement`` per host (``Run.hosts``). They are leased
+in one transaction by the placement pass (``create_placements``), each host
+claims and reports its own, and the attempt ends once every placement has
+ended: with the first failure, naming its host and ranks, when one failed;
+the others are stopped as soon as it is known (the events acknowledgement
+says ``cancel``). ``runs.services`` holds the state changes; this module
+holds what they compute.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from npulab.hosts.models import Host
+from npulab.runs.models import DeviceLease, Placement, Run
+from workers.contract import gang as contract
+
+# Rendezvous ports the platform hands out on rank 0's host, one per active gang there.
+MASTER_PORTS = range(29500, 30500)
+ENDED_BADLY = (Placement.State.FAILED, Placement.State.LOST)
+
+
+def create_placements(
+    run: Run, shares: list[tuple[Host, list[int]]], now: datetime
+) -> list[Placement]:
+    """Lease every share's devices and make the attempt's placements, node rank 0 first."""
+    DeviceLease.objects.bulk_create(
+        DeviceLease(host=host, device_index=index, run=run)
+        for host, indices in shares
+        for index in indices
+    )
+    placements = [
+        Placement(
+            run=run,
+            attempt=run.attempt,
+            node_rank=node,
+            host=host,
+            host_name=host.name,
+            device_indices=indices,
+            first_rank=node * run.devices,
+            ranks=run.devices,
+            leased_at=now,
+        )
+        for node, (host, indices) in enumerate(shares)
+    ]
+    if run.hosts > 1:
+        placements[0].master_port = free_master_port(shares[0][0])
+    # An attempt number used before (a requeue of a dispatched run that was never claimed)
+    # leases anew.
+    Placement.objects.filter(run=run, attempt=run.attempt).delete()
+    return Placement.objects.bulk_create(placements)
+
+
+def free_master_port(host: Host) -> int:
+    """The lowest rendezvous port no active gang holds on ``host``.
+
+    The host worker checks that nothing else listens there before it starts.
+    """
+    taken = set(
+        Placement.objects.filter(
+            host=host, node_rank=0, state__in=Placement.ACTIVE, master_port__isnull=False
+        ).values_list("master_port", flat=True)
+    )
+    return next(port for port in MASTER_PORTS if port not in taken)
+
+
+def current(run: Run) -> list[Placement]:
+    return list(Placement.objects.filter(run=run, attempt=run.attempt).select_related("host"))
+
+
+def placement_on(run: Run, host: Host) -> Placement | None:
+    """The current attempt's placement on ``host``, if it has one."""
+    return Placement.objects.filter(run=run, attempt=run.attempt, host=host).first()
+
+
+def stop_asked(run: Run) -> bool:
+    """Whether the attempt's other hosts must stop: one placement already failed."""
+    return Placement.objects.filter(run=run, attempt=run.attempt, state__in=ENDED_BADLY).exists()
+
+
+def gang_of(run: Run, placement: Placement) -> dict[str, Any]:
+    """The claim reply's ``gang``: the rendezvous, this host's ranks and, on NPU, a rank table."""
+    placements = current(run)
+    master = placements[0]
+    network = master.host.network if master.host else {}
+    own = placement.host.network if placement.host else {}
+    gang: dict[str, Any] = {
+        "hosts": run.hosts,
+        "node_rank": placement.node_rank,
+        "first_rank": placement.first_rank,
+        "local_world_size": placement.ranks,
+        "world_size": run.world_size,
+        # Placement gives a gang only hosts that advertise an address (runs.placement).
+        "master_addr": network.get(contract.ADVERTISE_ADDRESS, ""),
+        "master_port": master.master_port,
+        "peers": [
+            {
+                "node_rank": other.node_rank,
+                "host": other.host_name,
+                "address": (other.host.network if other.host else {}).get(
+                    contract.ADVERTISE_ADDRESS, ""
+                ),
+                "device_ips": _device_ips(other),
+            }
+            for other in placements
+        ],
+    }
+    if run.device_type == "npu":
+        gang["hccl"] = {
+            "if_ip": own.get("hccl_if_ip", ""),
+            "socket_ifname": own.get("hccl_socket_ifname", ""),
+            "connect_timeout": contract.connect_timeout(own.get("hccl_connect_timeout")),
+        }
+        gang["rank_table"] = contract.rank_table(
+            [
+                {
+                    "server_id": (other.host.network if other.host else {}).get(
+                        contract.ADVERTISE_ADDRESS, other.host_name
+                    ),
+                    "device_indices": other.device_indices,
+                    "device_ips": _device_ips(other),
+                    "first_rank": other.first_rank,
+                }
+                for other in placements
+            ]
+        )
+    return gang
+
+
+def _device_ips(placement: Placement) -> dict[str, str]:
+    """The placement's devices' IPs, as its host's worker found them (``hccn_tool -ip -g``)."""
+    devices = placement.host.devices if placement.host else []
+    ips = {}
+    for device in devices if isinstance(devices, list) else []:
+        if isinstance(device, dict) and device.get("ip") and "index" in device:
+            ips[str(device["index"])] = str(device["ip"])
+    return {key: ips[key] for key in map(str, placement.device_indices) if key in ips}
+
+
+def first_failure(placements: list[Placement]) -> Placement | None:
+    """The placement that failed first: by when its process exited, then when it was told."""
+    failed = [p for p in placements if p.state in ENDED_BADLY]
+    if not failed:
+        return None
+    return min(failed, key=lambda p: (p.exited_at or p.finished_at or p.leased_at, p.node_rank))
+
+
+def failure_reason(placement: Placement) -> str:
+    """The attempt's reason when a placement failed: its host and first failing rank first."""
+    first, last = placement.rank_range
+    ranks = f"rank {first}" if first == last else f"ranks {first}-{last}"
+    return f"host {placement.host_name} ({ranks}) failed first: {placement.exit_reason}"

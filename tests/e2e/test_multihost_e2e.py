@@ -1,0 +1,98 @@
+"""A run across hosts on one machine: two local CPU host workers, gloo, real processes.
+
+Its own stack (two hosts of two devices each, advertising 127.0.0.1), so that the
+shared e2e platform's single host keeps its own runs.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+
+import pytest
+from django.conf import settings
+
+from tests.e2e.platform import Platform, launched_platform
+
+pytestmark = pytest.mark.e2e
+HOSTS = ("gang-1", "gang-2")
+
+
+@pytest.fixture(scope="module")
+def two_hosts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Platform]:
+    with launched_platform(
+        settings.SERVICES,
+        tmp_path_factory.mktemp("multihost"),
+        database=f"npulab_multihost_e2e_{os.getpid()}",
+        host_worker=False,
+    ) as platform:
+        for host in HOSTS:
+            platform.start_worker(host, devices=2)
+        deadline = time.monotonic() + 120
+        for host in HOSTS:
+            while platform.api("GET", f"hosts/{host}/").json().get("status") != "online":
+                assert time.monotonic() < deadline, platform.tail()
+                time.sleep(0.2)
+        yield platform
+
+
+def gang(platform: Platform, **spec: object) -> dict:
+    return platform.submit(kind="training", entry="builtin:cnn", hosts=2, devices=2, **spec)
+
+
+def test_a_run_on_three_hosts_is_refused_at_submit_on_a_two_host_stack(
+    two_hosts: Platform,
+) -> None:
+    response = two_hosts.api(
+        "POST",
+        "runs/",
+        json={"kind": "training", "device_type": "cpu", "entry": "builtin:cnn", "hosts": 3},
+    )
+    assert response.status_code == 400, response.text
+    assert "needs 3 hosts × 1 cpu; 2 such hosts could ever take it" in response.json()["hosts"][0]
+
+
+def test_two_hosts_by_two_processes_train_with_ddp_and_resume_after_a_killed_worker(
+    two_hosts: Platform,
+) -> None:
+    platform = two_hosts
+    run_id = gang(platform, max_steps=600, checkpoint_every_steps=50, max_restarts=2)["id"]
+    deadline = time.monotonic() + 300
+    while True:
+        run = platform.run(run_id)
+        stored = [c["step"] for c in run["checkpoints"] if c["status"] == "stored"]
+        if stored and max(stored) >= 99:
+            break
+        assert run["status"] in ("queued", "dispatched", "running"), (run, platform.tail())
+        assert time.monotonic() < deadline, platform.tail()
+        time.sleep(0.2)
+    placements = run["placements"]
+    assert [(p["host"], p["ranks"], p["state"]) for p in placements] == [
+        (HOSTS[0], [0, 1], "running"),
+        (HOSTS[1], [2, 3], "running"),
+    ]
+    assert run["shape"] == "2 × 2 cpu"
+    # The second host's worker dies and comes back: it kills what it left, its share is
+    # lost, the first host is told to stop, and the run goes on as a new attempt.
+    platform.kill_worker(HOSTS[1])
+    platform.start_worker(HOSTS[1], devices=2)
+    deadline = time.monotonic() + 300
+    while True:
+        run = platform.run(run_id)
+        if run["attempt"] >= 2 and run["status"] == "running":
+            break
+        assert run["status"] in ("queued", "dispatched", "running"), (run, platform.tail())
+        assert time.monotonic() < deadline, platform.tail()
+        time.sleep(0.2)
+    first = run["attempts"][0]
+    assert first["exit_cause"] == "worker_lost"
+    assert first["exit_reason"].startswith(f"host {HOSTS[1]} (ranks 2-3) failed first")
+    run = platform.wait(run_id, timeout=900)
+    assert run["status"] == "succeeded", (run, platform.tail())
+    assert run["attempts"][1]["resumed_from_step"] is not None
+    assert {p["state"] for p in run["placements"]} == {"succeeded"}
+    losses = platform.api("GET", f"runs/{run_id}/metrics/", params={"key": "loss"}).json()
+    steps = [step for step, _ in losses["points"]]
+    assert steps == sorted(set(steps))
+    assert steps[-1] == 599

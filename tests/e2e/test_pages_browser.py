@@ -1,0 +1,125 @@
+"""Issue 34's pages as people read them, in headless Chromium at 1280×800 against the real
+platform: each page state is pictured (the platform's var dir keeps the PNGs for CI) and
+checked with axe-core for serious accessibility violations."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.accessibility import violations
+from tests.e2e.platform import Platform
+from tests.e2e.screenshots import shoot
+
+pytestmark = [pytest.mark.e2e, pytest.mark.browser]
+VIEWPORT = {"width": 1280, "height": 800}
+# A real torch_npu OOM line (tests/fixtures/diagnosis/corpus/oom-old-format-vllm-ascend.log)
+# under the wrapper a failed aclrtMemcpy prints last.
+FAILING_SCRIPT = (
+    "import sys\n"
+    "print('\\x1b[32mstep 1\\x1b[0m loss 2.30', flush=True)\n"
+    "print('RuntimeError: NPU out of memory. Tried to allocate 22.00 MiB (NPU 0; 60.97 GiB "
+    "total capacity; 10.24 GiB already allocated; 19.52 MiB free)', file=sys.stderr)\n"
+    "print('aclrtMemcpy failed, error code 507899', file=sys.stderr)\n"
+    "sys.exit(1)\n"
+)
+
+
+@pytest.fixture(scope="module")
+def runs(platform: Platform, tmp_path_factory: pytest.TempPathFactory) -> dict[str, int]:
+    """A trained run with curves, a failed one with its diagnosis, a smoke run: all ended."""
+    script = Path(tmp_path_factory.mktemp("pages")) / "fails.py"
+    script.write_text(FAILING_SCRIPT)
+    found = {
+        "training": platform.submit(
+            kind="training", entry="builtin:cnn", max_steps=60, name="cnn curves"
+        )["id"],
+        "failed": platform.submit(
+            kind="training", entry=str(script), max_restarts=0, name="oom job"
+        )["id"],
+        "smoke": platform.submit(name="nightly smoke")["id"],
+    }
+    for run_id in found.values():
+        platform.wait(run_id, timeout=600)
+    return found
+
+
+def _page(platform: Platform, browser) -> object:
+    page = browser.new_page(viewport=VIEWPORT)
+    platform.log_in(page)
+    return page
+
+
+def _accessible(page, name: str) -> None:
+    found = violations(page)
+    assert not found, f"{name}: {found}"
+
+
+def test_the_training_run_page_leads_with_its_curves(platform: Platform, browser, runs) -> None:
+    page = _page(platform, browser)
+    page.goto(f"{platform.url}/runs/{runs['training']}/")
+    page.wait_for_selector('#metric-charts[data-ready="1"]')
+    headline = page.locator("#run-headline")
+    # The curves are the first card, above the fold at 1280×800.
+    assert headline.bounding_box()["y"] < VIEWPORT["height"] / 2
+    assert page.locator('#metric-stats tr[data-metric="loss"]').count() == 1
+    assert page.locator("#headline-steps").inner_text().startswith("60")
+    shoot(page, platform.var_dir, "pages-training-run")
+    _accessible(page, "training run")
+    page.close()
+
+
+def test_a_failed_run_page_leads_with_its_diagnosis(platform: Platform, browser, runs) -> None:
+    run = platform.run(runs["failed"])
+    assert run["diagnosis"]["category"] == "oom", run
+    page = _page(platform, browser)
+    page.goto(f"{platform.url}/runs/{runs['failed']}/")
+    diagnosis = page.locator("#diagnosis")
+    assert "oom" in diagnosis.inner_text()
+    assert "Tried to allocate" in diagnosis.inner_text()
+    assert diagnosis.bounding_box()["y"] < VIEWPORT["height"] / 2
+    shoot(page, platform.var_dir, "pages-failed-run")
+    _accessible(page, "failed run")
+
+    page.goto(f"{platform.url}/runs/{runs['failed']}/log/")
+    page.click("#first-error")
+    page.wait_for_selector("#log-lines .ansi-fg-green")
+    assert "Tried to allocate" in page.locator("#log-lines").inner_text()
+    shoot(page, platform.var_dir, "pages-log")
+    _accessible(page, "log")
+    page.close()
+
+
+def test_the_run_list_answers_at_a_glance_and_fits_1280(platform: Platform, browser, runs) -> None:
+    page = _page(platform, browser)
+    page.goto(f"{platform.url}/runs/")
+    training = page.locator(f'tr[data-run="{runs["training"]}"]')
+    assert training.locator("svg.sparkline").count() == 1
+    assert "loss" in training.locator(".run-headline").inner_text()
+    failed = page.locator(f'tr[data-run="{runs["failed"]}"] .run-failure')
+    assert failed.get_attribute("data-failure") == "oom"
+    fits = page.evaluate(
+        "() => { const t = document.querySelector('#run-table .table-responsive');"
+        " return t.scrollWidth <= t.clientWidth; }"
+    )
+    assert fits, "the run table scrolls sideways at 1280 px"
+    shoot(page, platform.var_dir, "pages-run-list")
+    _accessible(page, "run list")
+
+    page.fill('input[name="q"]', "cnn curves")
+    page.click('#run-filters button[type="submit"]')
+    page.wait_for_url("**q=cnn+curves**")
+    assert page.locator("tr[data-run]").count() == 1
+    page.close()
+
+
+def test_the_dashboard_is_the_morning_view(platform: Platform, browser, runs) -> None:
+    page = _page(platform, browser)
+    page.goto(f"{platform.url}/")
+    assert page.locator('#failures [data-category="oom"]').count() == 1
+    assert page.locator("#queue-p50").inner_text() != ""
+    assert page.locator("#snapshots li").count() >= 1
+    shoot(page, platform.var_dir, "pages-dashboard")
+    _accessible(page, "dashboard")
+    page.close()

@@ -1,0 +1,246 @@
+"""Runs across hosts: a gang is leased whole or not at all, claimed and ended host by host."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.utils import timezone
+
+from npulab.core.errors import SubmissionInvalid
+from npulab.health.services import do_drain_host
+from npulab.hosts.models import Host
+from npulab.runs.gangs import gang_of
+from npulab.runs.models import DeviceLease, Placement, Run
+from npulab.runs.scheduler import place_queued_runs
+from npulab.runs.services import (
+    do_claim_run,
+    do_finish_run,
+    do_ingest_events,
+    do_reconcile_host_runs,
+    do_submit_run,
+)
+from tests.conftest import register, token_client
+from tests.factories import HostFactory
+
+pytestmark = pytest.mark.django_db
+
+
+def host(name: str, devices: int = 2, device_type: str = "cpu", address: str = "") -> Host:
+    network = {"advertise_address": address or f"10.0.0.{name[-1]}"}
+    return register(HostFactory(name=name), device_type, devices, network=network)
+
+
+def gang(owner: Any, hosts: int = 2, devices: int = 2, **extra: Any) -> Run:
+    return do_submit_run(
+        owner,
+        {
+            "kind": "training",
+            "device_type": "cpu",
+            "entry": "builtin:cnn",
+            "hosts": hosts,
+            "devices": devices,
+            **extra,
+        },
+    )
+
+
+def test_a_gang_is_leased_on_all_its_hosts_in_one_pass(
+    owner, sent_tasks, django_capture_on_commit_callbacks
+) -> None:
+    a, b = host("cpu-1"), host("cpu-2")
+    run = gang(owner)
+    with django_capture_on_commit_callbacks(execute=True):
+        assert place_queued_runs() == [run.pk]
+    run.refresh_from_db()
+    placements = list(run.placements.order_by("node_rank"))
+    assert [(p.host_name, p.device_indices, p.rank_range) for p in placements] == [
+        ("cpu-1", [0, 1], [0, 1]),
+        ("cpu-2", [0, 1], [2, 3]),
+    ]
+    assert run.host == a
+    assert run.shape == "2 × 2 cpu"
+    assert DeviceLease.objects.filter(run=run).count() == 4
+    assert placements[0].master_port is not None
+    assert placements[1].master_port is None
+    assert sorted(task["queue"] for task in sent_tasks) == ["host.cpu-1", "host.cpu-2"]
+    assert {task["args"][0] for task in sent_tasks} == {run.pk}
+    assert b in Host.objects.filter(placements__run=run)
+
+
+def test_a_gang_that_does_not_fit_whole_leases_nothing_and_says_why(owner) -> None:
+    host("cpu-1"), host("cpu-2"), host("cpu-3")
+    busy = gang(owner, hosts=1)
+    place_queued_runs()
+    do_drain_host(Host.objects.get(name="cpu-3"), owner, "new disks")
+    waiting = gang(owner, hosts=3)
+    place_queued_runs()
+    waiting.refresh_from_db()
+    assert waiting.status == Run.Status.QUEUED
+    assert not DeviceLease.objects.filter(run=waiting).exists()
+    assert waiting.queue_reason == "needs 3 hosts × 2 cpu; 1 free, 1 busy, 1 drained"
+    busy.refresh_from_db()
+    assert busy.status == Run.Status.DISPATCHED
+
+
+def test_a_gang_no_set_of_hosts_could_hold_is_refused_at_submit(owner) -> None:
+    host("cpu-1"), host("cpu-2")
+    with pytest.raises(SubmissionInvalid) as refused:
+        gang(owner, hosts=3)
+    assert "the run needs 3 hosts × 2 cpu; 2 such hosts could ever take it" in str(
+        refused.value.errors["hosts"]
+    )
+
+
+def test_hosts_without_an_advertised_address_never_hold_a_gang(owner) -> None:
+    host("cpu-1")
+    register(HostFactory(name="cpu-2"), "cpu", 2)
+    with pytest.raises(SubmissionInvalid) as refused:
+        gang(owner)
+    assert "1 such host could ever take it: cpu-1" in refused.value.errors["hosts"]
+
+
+def test_a_kind_that_runs_on_one_host_refuses_hosts(owner) -> None:
+    host("cpu-1")
+    with pytest.raises(SubmissionInvalid) as refused:
+        do_submit_run(owner, {"kind": "smoke", "device_type": "cpu", "hosts": 2})
+    assert refused.value.errors["hosts"] == "unknown field for a smoke run"
+
+
+def test_each_host_gets_the_rendezvous_and_its_own_ranks(owner) -> None:
+    a, b = host("cpu-1", address="192.0.2.1"), host("cpu-2", address="192.0.2.2")
+    run = gang(owner)
+    place_queued_runs()
+    first = do_claim_run(a, run.pk, 1)
+    second = do_claim_run(b, run.pk, 1)
+    one, two = gang_of(first, first.placement), gang_of(second, second.placement)
+    assert one["master_addr"] == two["master_addr"] == "192.0.2.1"
+    assert one["master_port"] == two["master_port"]
+    assert (one["node_rank"], one["first_rank"], one["world_size"]) == (0, 0, 4)
+    assert (two["node_rank"], two["first_rank"], two["local_world_size"]) == (1, 2, 2)
+    assert "rank_table" not in two  # an NPU gang's only
+
+
+def test_an_npu_gang_gets_a_rank_table_from_the_hosts_inventory(owner) -> None:
+    hosts = []
+    for n in (1, 2):
+        devices = [{"index": i, "name": "910B", "ip": f"192.168.10{n}.{i + 1}"} for i in range(2)]
+        hosts.append(
+            Host.objects.get(
+                pk=register(
+                    HostFactory(name=f"npu-{n}"),
+                    "npu",
+                    2,
+                    network={"advertise_address": f"192.0.2.{n}", "hccl_if_ip": f"192.0.2.{n}"},
+                ).pk
+            )
+        )
+        hosts[-1].devices = devices
+        hosts[-1].save()
+    run = do_submit_run(
+        owner,
+        {
+            "kind": "training",
+            "device_type": "npu",
+            "entry": "builtin:cnn",
+            "hosts": 2,
+            "devices": 2,
+        },
+    )
+    place_queued_runs()
+    claimed = do_claim_run(hosts[1], run.pk, 1)
+    reply = gang_of(claimed, claimed.placement)
+    assert reply["hccl"] == {"if_ip": "192.0.2.2", "socket_ifname": "", "connect_timeout": 600}
+    table = reply["rank_table"]
+    assert table["version"] == "1.0"
+    assert table["server_count"] == "2"
+    assert table["server_list"][1] == {
+        "server_id": "192.0.2.2",
+        "device": [
+            {"device_id": "0", "device_ip": "192.168.102.1", "rank_id": "2"},
+            {"device_id": "1", "device_ip": "192.168.102.2", "rank_id": "3"},
+        ],
+    }
+
+
+def _started(owner: Any) -> tuple[Run, Host, Host]:
+    a, b = host("cpu-1"), host("cpu-2")
+    run = gang(owner)
+    place_queued_runs()
+    do_claim_run(a, run.pk, 1)
+    do_claim_run(b, run.pk, 1)
+    return run, a, b
+
+
+def test_one_failed_host_stops_the_others_and_names_itself_and_its_first_rank(owner) -> None:
+    run, a, b = _started(owner)
+    failure = {"type": "result", "time": 1.0, "status": "failed", "reason": "segfault"}
+    do_ingest_events(b, run.pk, 1, 0, 10, [failure])
+    ack = do_ingest_events(a, run.pk, 1, 0, 0, [])
+    assert ack["cancel"] is False
+    do_finish_run(b, run.pk, 1, {"exit_code": 1, "exited_at": timezone.now().timestamp()})
+    # The other host learns to stop with its next acknowledgement.
+    assert do_ingest_events(a, run.pk, 1, 0, 0, [])["cancel"] is True
+    run.refresh_from_db()
+    assert run.status == Run.Status.RUNNING
+    do_finish_run(a, run.pk, 1, {"exit_code": -15})
+    run.refresh_from_db()
+    # Restarted as attempt 2 (training restarts), the first failure given as the reason.
+    assert run.status == Run.Status.QUEUED
+    assert run.attempt == 2
+    attempt = run.attempts.get(number=1)
+    assert attempt.exit_reason == "host cpu-2 (ranks 2-3) failed first: segfault"
+    assert run.failed_hosts == {"cpu-2": 1}
+    states = dict(run.placements.filter(attempt=1).values_list("host_name", "state"))
+    assert states == {"cpu-1": Placement.State.STOPPED, "cpu-2": Placement.State.FAILED}
+    assert not DeviceLease.objects.filter(run=run).exists()
+
+
+def test_a_host_whose_worker_restarted_loses_its_share_and_the_gang_stops(owner, settings) -> None:
+    settings.NPULAB = {**settings.NPULAB, "RUN_CLAIM_GRACE_S": 0}
+    run, a, b = _started(owner)
+    assert do_reconcile_host_runs(b, [], timezone.now() + timezone.timedelta(seconds=1)) == 1
+    assert do_ingest_events(a, run.pk, 1, 0, 0, [])["cancel"] is True
+    do_finish_run(a, run.pk, 1, {"exit_code": -15})
+    run.refresh_from_db()
+    attempt = run.attempts.get(number=1)
+    assert attempt.exit_cause == "worker_lost"
+    assert attempt.exit_reason.startswith("host cpu-2 (ranks 2-3) failed first: the host worker")
+
+
+def test_a_gang_succeeds_when_every_host_did(owner) -> None:
+    run, a, b = _started(owner)
+    done = {"type": "result", "time": 1.0, "status": "succeeded", "reason": "training finished"}
+    do_ingest_events(b, run.pk, 1, 0, 10, [done])
+    do_finish_run(b, run.pk, 1, {"exit_code": 0})
+    do_ingest_events(a, run.pk, 1, 0, 10, [done])
+    do_finish_run(a, run.pk, 1, {"exit_code": 0})
+    run.refresh_from_db()
+    assert (run.status, run.exit_reason) == (Run.Status.SUCCEEDED, "training finished")
+    assert set(run.placements.values_list("state", flat=True)) == {Placement.State.SUCCEEDED}
+
+
+def test_the_run_api_lists_placements_and_the_shape(owner) -> None:
+    run, _a, _b = _started(owner)
+    body = token_client(owner).get(f"/api/v1/runs/{run.pk}/").json()
+    assert body["shape"] == "2 × 2 cpu"
+    assert body["hosts"] == 2
+    assert [
+        {key: p[key] for key in ("host", "ranks", "devices", "state", "exit_code")}
+        for p in body["placements"]
+    ] == [
+        {
+            "host": "cpu-1",
+            "ranks": [0, 1],
+            "devices": [0, 1],
+            "state": "running",
+            "exit_code": None,
+        },
+        {
+            "host": "cpu-2",
+            "ranks": [2, 3],
+            "devices": [0, 1],
+            "state": "running",
+            "exit_code": None,
+        },
+    ]

@@ -1,0 +1,169 @@
+"""The supervisor's MLflow API against MLflow's own client: limits, errors and bad input."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import requests
+from mlflow import MlflowClient
+from mlflow.entities import Metric, Param, RunTag
+from mlflow.exceptions import MlflowException
+
+from workers.capture.mlflow import EventsStore, MlflowServer
+from workers.events import EventWriter, iter_events
+
+
+class Served:
+    def __init__(self, tmp_path: Path) -> None:
+        self.path = tmp_path / "events.jsonl"
+        self.writer = EventWriter(str(self.path))
+        self.store = EventsStore(self.writer, str(tmp_path), "npulab", "npulab-1")
+        self.server = MlflowServer(self.store)
+        self.server.start()
+        self.client = MlflowClient(tracking_uri=self.server.url)
+        self.session = requests.Session()
+
+    def events(self) -> list[dict]:
+        self.writer.flush()
+        return list(iter_events(str(self.path)))
+
+    def raw(self, method: str, path: str, body: object = None) -> tuple[int, dict]:
+        response = self.session.request(method, self.server.url + path, json=body, timeout=30)
+        return response.status_code, response.json()
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[Served]:
+    found = Served(tmp_path)
+    yield found
+    found.server.stop()
+    found.writer.close()
+
+
+def error_code(excinfo: pytest.ExceptionInfo) -> str:
+    return excinfo.value.error_code
+
+
+def test_an_unknown_run_id_gets_mlflows_error_shape(served: Served) -> None:
+    with pytest.raises(MlflowException) as excinfo:
+        served.client.log_metric("no-such-run", "loss", 1.0)
+    assert error_code(excinfo) == "RESOURCE_DOES_NOT_EXIST"
+    status, body = served.raw("GET", "/api/2.0/mlflow/runs/get?run_id=nope")
+    assert status == 404
+    assert body == {
+        "error_code": "RESOURCE_DOES_NOT_EXIST",
+        "message": "Run with id=nope not found",
+    }
+
+
+def test_an_endpoint_not_served_answers_at_once(served: Served) -> None:
+    status, body = served.raw("POST", "/api/2.0/mlflow/registered-models/create", {"name": "m"})
+    assert (status, body["error_code"]) == (404, "ENDPOINT_NOT_FOUND")
+    status, body = served.raw("GET", "/anything")
+    assert (status, body["error_code"]) == (404, "ENDPOINT_NOT_FOUND")
+
+
+def test_batch_limits_are_mlflows(served: Served) -> None:
+    run_id = served.store.run_id
+    metrics = [Metric("m", float(n), 0, n) for n in range(1001)]
+    with pytest.raises(MlflowException) as excinfo:
+        # The client splits batches itself; the server's own limit is checked by hand below.
+        served.client._tracking_client.store.log_batch(run_id, metrics, [], [])
+    assert error_code(excinfo) == "INVALID_PARAMETER_VALUE"
+    assert "at most 1000 metrics" in str(excinfo.value)
+    params = [{"key": f"p{n}", "value": "v"} for n in range(101)]
+    status, body = served.raw(
+        "POST", "/api/2.0/mlflow/runs/log-batch", {"run_id": run_id, "params": params}
+    )
+    assert (status, body["error_code"]) == (400, "INVALID_PARAMETER_VALUE")
+    assert "at most 100 params" in body["message"]
+    tags = [{"key": f"t{n}", "value": "v"} for n in range(101)]
+    status, body = served.raw(
+        "POST", "/api/2.0/mlflow/runs/log-batch", {"run_id": run_id, "tags": tags}
+    )
+    assert "at most 100 tags" in body["message"]
+    # The client's own batching goes through: nothing is lost.
+    served.client.log_batch(run_id, metrics=metrics)
+    assert len([e for e in served.events() if e["type"] == "metric"]) == 1001
+
+
+def test_param_and_tag_value_limits(served: Served) -> None:
+    run_id = served.store.run_id
+    served.client.log_param(run_id, "ok", "x" * 6000)
+    served.client.set_tag(run_id, "ok", "y" * 8000)
+    with pytest.raises(MlflowException) as excinfo:
+        served.client.log_batch(run_id, params=[Param("long", "x" * 6001)])
+    assert error_code(excinfo) == "INVALID_PARAMETER_VALUE"
+    with pytest.raises(MlflowException):
+        served.client.log_batch(run_id, tags=[RunTag("long", "y" * 8001)])
+    with pytest.raises(MlflowException) as excinfo:
+        served.client.log_param(run_id, "ok", "changed")
+    assert "Changing param values is not allowed" in str(excinfo.value)
+
+
+def test_a_ten_thousand_character_metric_name_is_refused_not_fatal(served: Served) -> None:
+    with pytest.raises(MlflowException) as excinfo:
+        served.client.log_metric(served.store.run_id, "k" * 10_000, 1.0)
+    assert error_code(excinfo) == "INVALID_PARAMETER_VALUE"
+    served.client.log_metric(served.store.run_id, "loss", 1.0)
+    assert [e["key"] for e in served.events() if e["type"] == "metric"] == ["loss"]
+
+
+def test_a_million_distinct_keys_are_bounded_with_a_notice(served: Served) -> None:
+    run_id = served.store.run_id
+    # 100,000 through the API in batches the client would send (each request costs the
+    # same past the bound), then a million more keys straight to the store.
+    for start in range(0, 100_000, 1000):
+        metrics = [
+            {"key": f"k{n}", "value": 1.0, "step": 0, "timestamp": 0}
+            for n in range(start, start + 1000)
+        ]
+        status, _ = served.raw(
+            "POST", "/api/2.0/mlflow/runs/log-batch", {"run_id": run_id, "metrics": metrics}
+        )
+        assert status == 200
+    for start in range(100_000, 1_100_000, 1000):
+        batch = [(f"k{n}", 1.0, 0, 0) for n in range(start, start + 1000)]
+        served.store.log(run_id, batch, [], [])
+    events = served.events()
+    keys = {e["key"] for e in events if e["type"] == "metric"}
+    assert len(keys) == 10_000
+    notices = [e["line"] for e in events if e["type"] == "log" and "distinct" in e["line"]]
+    assert len(notices) == 1
+    served.client.log_metric(run_id, "k5", 2.0, step=1)  # a kept key still takes points
+    assert len(served.client.get_metric_history(run_id, "k5")) == 2
+
+
+def test_a_hundred_threads_logging_at_once_lose_nothing(served: Served) -> None:
+    run_id = served.store.run_id
+
+    def log(thread: int) -> None:
+        client = MlflowClient(tracking_uri=served.server.url)
+        for step in range(20):
+            client.log_metric(run_id, f"thread{thread}", float(step), step=step)
+
+    threads = [threading.Thread(target=log, args=(n,)) for n in range(100)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    points = [e for e in served.events() if e["type"] == "metric"]
+    assert len(points) == 2000
+    assert len(served.client.get_metric_history(run_id, "thread7")) == 20
+
+
+def test_nested_and_repeated_run_names_keep_apart(served: Served) -> None:
+    experiment = served.store.experiment_id
+    first = served.client.create_run(experiment, run_name="trial")
+    second = served.client.create_run(experiment, run_name="trial")
+    served.client.log_metric(first.info.run_id, "loss", 1.0)
+    served.client.log_metric(second.info.run_id, "loss", 2.0)
+    served.client.set_terminated(first.info.run_id)
+    keys = {e["key"]: e["value"] for e in served.events() if e["type"] == "metric"}
+    assert keys == {"trial/loss": 1.0, "trial-2/loss": 2.0}
+    assert served.client.get_run(first.info.run_id).info.status == "FINISHED"
+    found = served.client.search_runs([experiment])
+    assert {run.info.run_id for run in found} >= {first.info.run_id, second.info.run_id}

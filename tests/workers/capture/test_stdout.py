@@ -1,0 +1,152 @@
+"""The recogniser of printed metrics, line by line, and its bound on keys."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from workers.capture.sink import Sink
+from workers.capture.stdout import Recogniser
+from workers.contract.capture import MAX_STDOUT_KEYS, STDOUT
+from workers.events import EventWriter, iter_events
+
+
+def points(lines: list[str], patterns: list[str] | None = None) -> list[tuple[str, int, float]]:
+    recogniser = Recogniser(patterns)
+    found = []
+    for line in lines:
+        found += [(key, step, value) for key, step, value, _ in recogniser.feed(line)]
+    return found
+
+
+def test_word_language_model_lines_count_steps_across_epochs() -> None:
+    found = points(
+        [
+            "| epoch   1 |   200/ 2983 batches | lr 20.00 | ms/batch 45.12 | loss  6.98 "
+            "| ppl  1077.80",
+            "| epoch   2 |   200/ 2983 batches | lr 20.00 | ms/batch 44.00 | loss  5.10 "
+            "| ppl   164.02",
+        ]
+    )
+    assert ("loss", 200, 6.98) in found
+    assert ("ppl", 200, 1077.8) in found
+    assert ("lr", 200, 20.0) in found
+    assert ("ms/batch", 200, 45.12) in found
+    # Epoch stays a metric, and the batch counter goes on across epochs: 2983 + 200.
+    assert ("epoch", 200, 1.0) in found
+    assert ("loss", 3183, 5.1) in found
+
+
+def test_hugging_face_trainer_dicts_take_their_line_count_as_step() -> None:
+    found = points(
+        [
+            "{'loss': 0.52, 'grad_norm': 1.3, 'learning_rate': 1e-05, 'epoch': 0.3}",
+            "{'loss': 0.41, 'grad_norm': 1.1, 'learning_rate': 9e-06, 'epoch': 0.6}",
+            '{"eval_loss": NaN, "step": 40}',
+        ]
+    )
+    assert ("loss", 1, 0.52) in found
+    assert ("learning_rate", 2, 9e-06) in found
+    assert ("epoch", 2, 0.6) in found
+    [(key, step, value)] = [point for point in found if point[0] == "eval_loss"]
+    assert (key, step) == ("eval_loss", 40)
+    assert math.isnan(value)
+
+
+def test_tqdm_postfixes_use_the_bar_counter_as_step() -> None:
+    bar = (
+        " 5%|▌         | 50/1000 [00:01<00:20, 45.2it/s, loss=0.523, lr=0.001]"
+        "\r 6%|▌         | 60/1000 [00:01<00:20, 45.2it/s, loss=0.51, lr=0.001]"
+    )
+    found = points([bar])
+    assert ("loss", 50, 0.523) in found
+    assert ("loss", 60, 0.51) in found
+    assert ("lr", 60, 0.001) in found
+
+
+def test_bracketed_epoch_and_step_lines() -> None:
+    found = points(
+        [
+            "Epoch [1/10], Step [100/600], Loss: 0.5234",
+            "Epoch [2/10], Step [100/600], Loss: 0.4012",
+        ]
+    )
+    assert found == [
+        ("epoch", 100, 1.0),
+        ("loss", 100, 0.5234),
+        ("epoch", 700, 2.0),
+        ("loss", 700, 0.4012),
+    ]
+
+
+def test_mindspore_loss_monitor_lines_go_on_when_the_step_starts_again() -> None:
+    found = points(["epoch: 1 step: 10, loss is 2.3012", "epoch: 2 step: 5, loss is 2.1"])
+    assert ("loss", 10, 2.3012) in found
+    assert ("epoch", 10, 1.0) in found
+    assert ("loss", 15, 2.1) in found
+
+
+def test_key_value_segments_and_a_nanogpt_line() -> None:
+    found = points(["iter 20: loss 1.2345, time 12.34ms, mfu 3.4%", "train loss=0.5 acc=0.9"])
+    assert ("loss", 20, 1.2345) in found
+    assert ("train_loss", 20, 0.5) in found
+    assert ("acc", 20, 0.9) in found
+
+
+def test_nothing_is_taken_from_inside_a_traceback() -> None:
+    found = points(
+        [
+            "Traceback (most recent call last):",
+            '  File "train.py", line 3, in <module>',
+            "    loss = 5",
+            "ValueError: loss=3",
+            "step 7 | loss 0.25",
+        ]
+    )
+    assert found == [("loss", 7, 0.25)]
+
+
+def test_plain_prose_with_numbers_is_no_metric() -> None:
+    assert points(["Downloading model 123 files", "Loaded 50000 images in 3.2 seconds"]) == []
+    assert points(["npulab: rank 0 of 1, local rank 0, cpu device 0, pid 1234"]) == []
+
+
+def test_metric_patterns_replace_the_default() -> None:
+    pattern = r"it=(?P<step>\d+) objective (?P<objective>[-.\d]+)"
+    found = points(["it=7 objective -1.5", "loss: 3"], [pattern])
+    assert found == [("objective", 7, -1.5)]
+
+
+def test_binary_garbage_and_very_long_lines_give_nothing() -> None:
+    garbage = bytes(range(256)).decode("utf-8", errors="replace") * 4
+    assert points([garbage, "x" * 1_000_000, "loss: 1" + "0" * 10_000]) == []
+
+
+def test_keys_are_bounded_with_one_notice(tmp_path: Path) -> None:
+    path = tmp_path / "events.jsonl"
+    writer = EventWriter(str(path))
+    sink = Sink(writer, STDOUT, MAX_STDOUT_KEYS)
+    recogniser = Recogniser()
+    for n in range(1000):
+        sink.write(recogniser.feed(f"key{n}: {n}"))
+    sink.write(recogniser.feed("k" * 10_000 + ": 1"))
+    sink.write(recogniser.feed("a" * 150 + " " + "b" * 150 + "=1"))
+    writer.close()
+    events = list(iter_events(str(path)))
+    keys = {event["key"] for event in events if event["type"] == "metric"}
+    assert len(keys) == MAX_STDOUT_KEYS
+    notices = [event["line"] for event in events if event["type"] == "log"]
+    assert len([line for line in notices if "more than 100 distinct" in line]) == 1
+    assert all(event.get("source") == STDOUT for event in events if event["type"] == "metric")
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf"])
+def test_non_finite_values_are_written_as_gaps(tmp_path: Path, value: str) -> None:
+    path = tmp_path / "events.jsonl"
+    writer = EventWriter(str(path))
+    Sink(writer, STDOUT, 10).write(Recogniser().feed(f"loss: {value}"))
+    writer.close()
+    [event] = list(iter_events(str(path)))
+    assert (event["value"], event["nonfinite"]) == (None, repr(float(value)))

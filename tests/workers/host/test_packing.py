@@ -1,0 +1,97 @@
+"""Packing a batch's lines: only EventWriter's metric lines become blocks, and a packed batch
+stands for exactly the events its lines do."""
+
+from __future__ import annotations
+
+import json
+import math
+import struct
+from pathlib import Path
+from typing import Any
+
+from workers.contract.blocks import DEFAULT_SOURCE, POINT_BYTES
+from workers.events import EventWriter
+from workers.host.packing import pack
+
+
+def unpacked(body: bytes) -> list[tuple[str, Any]]:
+    """The frames of ``body``: ("lines", bytes) or ("block", (key, source, points))."""
+    frames: list[tuple[str, Any]] = []
+    at = 0
+    while at < len(body):
+        newline = body.index(b"\n", at)
+        header = json.loads(body[at:newline])
+        payload = body[newline + 1 : newline + 1 + header["size"]]
+        at = newline + 1 + header["size"]
+        if "key" not in header:
+            frames.append(("lines", payload))
+            continue
+        n = header["points"]
+        assert len(payload) == n * POINT_BYTES
+        steps, values, times = (
+            struct.unpack(f"<{n}{code}", payload[i * 8 * n : (i + 1) * 8 * n])
+            for i, code in enumerate("qdd")
+        )
+        # NaN as None, to compare: NaN is no value, as the platform reads it.
+        values = [None if math.isnan(value) else value for value in values]
+        points = list(zip(steps, values, times, strict=True))
+        frames.append(("block", (header["key"], header.get("source", DEFAULT_SOURCE), points)))
+    return frames
+
+
+def test_a_run_of_metric_lines_is_a_block_per_key_and_other_lines_go_as_they_are(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "events.jsonl"
+    writer = EventWriter(str(path))
+    writer.metrics(1, {"loss": 0.5, "lr": 1e-05})
+    writer.metrics(2, {"loss": 0.25, "lr": 3})
+    writer.log("stdout", "between")
+    writer.metrics(3, {"loss": float("inf")})
+    writer.close()
+    lines = path.read_bytes().splitlines(keepends=True)
+    times = [json.loads(line)["time"] for line in lines]
+
+    body, packed = pack(path.read_bytes())
+
+    assert packed == 5
+    assert unpacked(body) == [
+        ("block", ("loss", "track", [(1, 0.5, times[0]), (2, 0.25, times[2])])),
+        ("block", ("lr", "track", [(1, 1e-05, times[1]), (2, 3.0, times[3])])),
+        ("lines", lines[4]),
+        ("block", ("loss", "track", [(3, None, times[5])])),
+    ]
+
+
+def test_lines_that_are_not_exactly_a_writers_metric_go_as_they_are() -> None:
+    odd = [
+        # An escape in the key, a step with a leading zero, one too long for 64 bits,
+        # another spacing, a field more, a value that is a string, no newline inside a key.
+        b'{"type": "metric", "time": 1.0, "key": "a\\"b", "step": 1, "value": 1.0}\n',
+        b'{"type": "metric", "time": 1.0, "key": "a", "step": 01, "value": 1.0}\n',
+        b'{"type": "metric", "time": 1.0, "key": "a", "step": 9223372036854775808, "value": 1}\n',
+        b'{"type":"metric","time":1.0,"key":"a","step":1,"value":1.0}\n',
+        b'{"type": "metric", "time": 1.0, "key": "a", "step": 1, "value": 1.0, "x": 1}\n',
+        b'{"type": "metric", "time": 1.0, "key": "a", "step": 1, "value": "1.0"}\n',
+        b'xx{"type": "metric", "time": 1.0, "key": "a", "step": 1, "value": 1.0}\n',
+        b"\n",
+    ]
+    body, packed = pack(b"".join(odd))
+    assert packed == 0
+    assert unpacked(body) == [("lines", b"".join(odd))]
+
+
+def test_a_source_is_kept_and_a_key_that_is_not_utf8_is_read_as_json_would() -> None:
+    data = (
+        b'{"type": "metric", "time": 2.5, "key": "loss", "step": 7, "value": -1.5e+20, '
+        b'"source": "tensorboard"}\n'
+        b'{"type": "metric", "time": 2.5, "key": "bad\xff", "step": -3, "value": 0}\n'
+        b'{"type": "metric", "time": 2.5, "key": "loss", "step": 8, "value": 2}\n'
+    )
+    body, packed = pack(data)
+    assert packed == 3
+    assert unpacked(body) == [
+        ("block", ("loss", "tensorboard", [(7, -1.5e20, 2.5)])),
+        ("block", ("bad\ufffd", "track", [(-3, 0.0, 2.5)])),
+        ("block", ("loss", "track", [(8, 2.0, 2.5)])),
+    ]

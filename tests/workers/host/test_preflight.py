@@ -1,0 +1,122 @@
+"""A gang's pre-flight checks and device inventory with a fake hccn_tool on PATH."""
+
+from __future__ import annotations
+
+import os
+import socket
+import stat
+from pathlib import Path
+
+import pytest
+
+from workers.collect import hccn
+from workers.contract.gang import launch_env, rank_table
+from workers.host.preflight import preflight
+
+OUTPUT = Path(__file__).resolve().parents[2] / "fixtures" / "hccn_tool"
+
+
+def fake_hccn(directory: Path, link: str = "link-g_up.txt", ping: str = "ping-g_reachable.txt"):
+    """hccn_tool answering -ip, -link and -ping with the given outputs."""
+    script = directory / "hccn_tool"
+    script.write_text(
+        "#!/bin/sh\n"
+        'case "$3" in\n'
+        f"  -ip) cat '{OUTPUT / 'ip-g_device-0.txt'}' ;;\n"
+        f"  -link) cat '{OUTPUT / link}' ;;\n"
+        f"  -ping) cat '{OUTPUT / ping}' ;;\n"
+        "  *) echo 'unknown' >&2; exit 1 ;;\n"
+        "esac\n"
+    )
+    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+
+
+@pytest.fixture
+def bin_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    return tmp_path
+
+
+def npu_gang(node_rank: int = 1, port: int = 29500) -> dict:
+    return {
+        "hosts": 2,
+        "node_rank": node_rank,
+        "first_rank": 2 * node_rank,
+        "local_world_size": 2,
+        "world_size": 4,
+        "master_addr": "192.0.2.1",
+        "master_port": port,
+        "peers": [
+            {"node_rank": 0, "host": "npu-1", "device_ips": {"0": "192.168.100.102"}},
+            {"node_rank": 1, "host": "npu-2", "device_ips": {"0": "192.168.100.101"}},
+        ],
+    }
+
+
+def test_the_device_ips_come_from_hccn_tool(bin_dir: Path) -> None:
+    fake_hccn(bin_dir)
+    assert hccn.device_ips([0]) == {0: "192.168.100.101"}
+
+
+def test_a_healthy_npu_host_passes(bin_dir: Path) -> None:
+    fake_hccn(bin_dir)
+    assert preflight(npu_gang(), [0, 1], "npu") == []
+
+
+def test_a_link_that_is_down_names_the_device_and_the_check(bin_dir: Path) -> None:
+    fake_hccn(bin_dir, link="link-g_down.txt")
+    assert preflight(npu_gang(), [0, 1], "npu") == [
+        "device link of device 0 is DOWN (hccn_tool -link -g)",
+        "device link of device 1 is DOWN (hccn_tool -link -g)",
+    ]
+
+
+def test_an_unreachable_peer_names_its_host_and_device(bin_dir: Path) -> None:
+    fake_hccn(bin_dir, ping="ping-g_unreachable.txt")
+    assert preflight(npu_gang(), [0, 1], "npu") == [
+        "peer npu-1 device 0 (192.168.100.102) is unreachable: 3 packets sent, none received"
+    ]
+
+
+def test_without_hccn_tool_an_npu_gang_is_refused(bin_dir: Path, monkeypatch) -> None:
+    monkeypatch.setenv("PATH", str(bin_dir))
+    problems = preflight(npu_gang(), [0], "npu")
+    assert problems[0].startswith("device link of device 0: hccn_tool is not on PATH")
+
+
+def test_rank_0_refuses_a_master_port_in_use() -> None:
+    with socket.socket() as taken:
+        taken.bind(("", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        problems = preflight(npu_gang(node_rank=0, port=port), [], "cpu")
+    assert problems == [f"master port {port}: cannot listen there (Address already in use)"]
+
+
+def test_the_launch_env_carries_the_rendezvous_and_hccl_settings() -> None:
+    gang = dict(npu_gang(), hccl={"if_ip": "192.0.2.2", "connect_timeout": 900})
+    env = launch_env(gang)
+    assert env["MASTER_ADDR"] == "192.0.2.1"
+    assert (env["WORLD_SIZE"], env["RANK"], env["NODE_RANK"]) == ("4", "2", "1")
+    assert (env["LOCAL_WORLD_SIZE"], env["NPULAB_NNODES"]) == ("2", "2")
+    assert (env["HCCL_IF_IP"], env["HCCL_CONNECT_TIMEOUT"]) == ("192.0.2.2", "900")
+    assert "HCCL_SOCKET_IFNAME" not in env
+
+
+def test_a_rank_table_lists_every_server_and_device_in_rank_order() -> None:
+    table = rank_table(
+        [
+            {
+                "server_id": "192.0.2.1",
+                "device_indices": [4, 5],
+                "device_ips": {"4": "a"},
+                "first_rank": 0,
+            },
+            {"server_id": "192.0.2.2", "device_indices": [0, 1], "device_ips": {}, "first_rank": 2},
+        ]
+    )
+    assert table["server_list"][0]["device"] == [
+        {"device_id": "4", "device_ip": "a", "rank_id": "0"},
+        {"device_id": "5", "device_ip": "", "rank_id": "1"},
+    ]
+    assert [d["rank_id"] for d in table["server_list"][1]["device"]] == ["2", "3"]

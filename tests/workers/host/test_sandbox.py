@@ -1,0 +1,244 @@
+"""A hostile run reads nothing of the platform's: not as root, not as another user.
+
+The layout is ``make run``'s: a checkout's ``var/`` with the SQLite database (an admin's
+session in ``django_session``), the local host's token, the secret key and the host
+worker's work directory with another run's ``events.jsonl``, all left readable by every
+user (as an older ``make run`` left them), so only the sandbox stands in the way. The
+script tries each file by name, by a walk of the file system and through ``/proc``, and
+prints what it got in the forms log redaction did not catch (reversed, base64).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import secrets
+import shutil
+import sqlite3
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from workers.host import runuser, sandbox
+
+PACKAGE_ROOT = Path(__file__).resolve().parents[3]
+UNPRIVILEGED = "nobody"
+
+pytestmark = pytest.mark.skipif(
+    shutil.which("bwrap") is None, reason="the sandbox needs bubblewrap (apt install bubblewrap)"
+)
+
+HOSTILE = r"""
+import base64, glob, json, os, sqlite3, sys
+
+targets = json.loads(os.environ["TARGETS"])
+
+
+def show(name, data):
+    # The forms redaction missed: reversed and base64, so the log carries the secret.
+    print("READ", name, data[::-1], base64.b64encode(data.encode()).decode(), flush=True)
+
+
+for name, path in sorted(targets.items()):
+    try:
+        if name == "database":
+            rows = sqlite3.connect(f"file:{path}?mode=ro", uri=True).execute(
+                "select session_key from django_session"
+            ).fetchall()
+            show(name, rows[0][0])
+        else:
+            with open(path) as handle:
+                show(name, handle.read())
+    except Exception as exc:
+        print("DENIED", name, type(exc).__name__, flush=True)
+
+# By walking: whatever is mounted, under any name (but this run's own folder).
+own = os.path.dirname(os.environ["NPULAB_RUN_DIR"]) + "/"
+found = []
+for top in ("/", os.environ.get("HOME", "/")):
+    for root, dirs, files in os.walk(top):
+        skip = ("/proc", "/sys", "/dev", "/usr")
+        dirs[:] = [d for d in dirs if os.path.join(root, d) not in skip]
+        for name in files:
+            wanted = ("local-host.token", "secret_key", "npulab.sqlite3", "events.jsonl")
+            if name in wanted and not os.path.join(root, name).startswith(own):
+                found.append(os.path.join(root, name))
+for path in found:
+    try:
+        with open(path) as handle:
+            show("walk:" + path, handle.read())
+    except Exception as exc:
+        print("DENIED walk:" + path, type(exc).__name__, flush=True)
+
+# Through other processes: their working directories and open files.
+for link in glob.glob("/proc/[0-9]*/cwd") + glob.glob("/proc/[0-9]*/root"):
+    names = ("local-host.token", "secret_key", "npulab.sqlite3", "runs/7/attempt-1/events.jsonl")
+    for name in names:
+        try:
+            with open(os.path.join(link, name), errors="replace") as handle:
+                show("proc:" + link + "/" + name, handle.read())
+        except Exception:
+            pass
+print("HOSTILE DONE", flush=True)
+"""
+
+
+def make_layout(top: Path) -> dict[str, Any]:
+    """``var/`` as ``make run`` leaves it, every file readable by every user."""
+    var = top / "checkout" / "var"
+    other_run = var / "worker" / "runs" / "7" / "attempt-1"
+    other_run.mkdir(parents=True)
+    secrets_by_name = {
+        "database": "sess-" + secrets.token_hex(16),
+        "host_token": "nph_" + secrets.token_hex(20),
+        "secret_key": "key-" + secrets.token_hex(20),
+        "other_run": "other-run-" + secrets.token_hex(8),
+    }
+    database = var / "npulab.sqlite3"
+    with sqlite3.connect(database) as connection:
+        connection.execute("create table django_session (session_key text, session_data text)")
+        connection.execute(
+            "insert into django_session values (?, 'admin')", (secrets_by_name["database"],)
+        )
+    (var / "local-host.token").write_text(secrets_by_name["host_token"])
+    (var / "secret_key").write_text(secrets_by_name["secret_key"])
+    (other_run / "events.jsonl").write_text(
+        json.dumps({"type": "log", "line": secrets_by_name["other_run"]}) + "\n"
+    )
+    job = top / "job"
+    job.mkdir()
+    (job / "hostile.py").write_text(HOSTILE)
+    targets = {
+        "database": str(database),
+        "host_token": str(var / "local-host.token"),
+        "secret_key": str(var / "secret_key"),
+        "other_run": str(other_run / "events.jsonl"),
+    }
+    for path in [top, *top.rglob("*")]:
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    return {"top": str(top), "targets": targets, "secrets": secrets_by_name}
+
+
+def drive(layout: dict[str, Any]) -> list[dict[str, Any]]:
+    """The host worker's part: confine as the worker would, execute the run, its events."""
+    from tests.workers.host.fakes import FakePlatform, host_config
+    from workers.host.agent import HostAgent
+    from workers.host.config import HostConfig
+    from workers.host.main import confine
+
+    var = Path(layout["targets"]["host_token"]).parent
+    config: HostConfig = host_config(var / "worker", token_file=layout["targets"]["host_token"])
+    config.sandbox = sandbox.ON
+    config.run_user = runuser.AUTO
+
+    run_user, run_sandbox = confine(config)
+    assert run_sandbox is not None
+    platform = FakePlatform()
+    platform.claims[1] = {
+        "spec": {
+            "kind": "training",
+            "device_type": "cpu",
+            "entry": str(Path(layout["top"]) / "job" / "hostile.py"),
+            "timeout_s": 120,
+            "env": {"TARGETS": json.dumps(layout["targets"])},
+        },
+        "devices": [0],
+        "resume": None,
+    }
+    HostAgent(config, platform, run_user, run_sandbox).execute(1, 1)
+    log = var / "worker" / "runs" / "1" / "attempt-1" / "supervisor.log"
+    events = platform.stored_events(1)
+    if log.exists():  # what the supervisor said, for a failure's message
+        events.append({"type": "supervisor", "line": log.read_text()[-3000:]})
+    return events
+
+
+def assert_nothing_read(events: list[dict[str, Any]], layout: dict[str, Any]) -> None:
+    lines = [str(event.get("line", "")) for event in events]
+    text = json.dumps(events)
+    assert "HOSTILE DONE" in lines, lines[-5:]
+    for name in layout["targets"]:
+        assert any(line.startswith(f"DENIED {name} ") for line in lines), (name, lines)
+    assert not [line for line in lines if line.startswith("READ")], lines
+    for value in layout["secrets"].values():
+        for form in (value, value[::-1], base64.b64encode(value.encode()).decode()):
+            assert form not in text
+    assert [event for event in events if event["type"] == "result"][-1]["status"] == "succeeded"
+
+
+@pytest.fixture
+def top() -> Iterator[Path]:
+    # Outside pytest's tmp folders, which are the test user's only.
+    folder = Path(tempfile.mkdtemp(prefix="npulab-sandbox-", dir="/tmp"))
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the root layout needs root")
+def test_a_hostile_run_of_a_root_worker_reads_nothing_of_the_platforms(top: Path) -> None:
+    layout = make_layout(top)
+    run_user = runuser.choose(runuser.AUTO)
+    assert run_user is not None
+    assert run_user.uid != 0
+    # Another run's files are the run user's own: only the sandbox keeps them apart.
+    run_user.give([str(Path(layout["targets"]["other_run"]).parents[2])])
+    events = drive(layout)
+    assert_nothing_read(events, layout)
+
+
+@pytest.fixture
+def unprivileged_worker(top: Path) -> Iterator[list[str]]:
+    """How to start a process as a worker that is not root: as this user when it is not
+    root; as root, as nobody, let through the folders above the interpreter and this
+    checkout (a ``mktemp -d`` clone, a venv under /root) for the test's length."""
+    if os.geteuid() != 0:
+        yield []
+        return
+    user = runuser.RunUser(UNPRIVILEGED)
+    changed = runuser.grant_traverse(UNPRIVILEGED, [sys.executable, str(PACKAGE_ROOT)])
+    changed += runuser.grant_traverse(UNPRIVILEGED, [os.path.realpath(sys.executable)])
+    for path in [top, *top.rglob("*")]:
+        os.lchown(path, user.uid, user.gid)
+    try:
+        yield [
+            shutil.which("setpriv") or "setpriv",
+            f"--reuid={user.uid}",
+            f"--regid={user.gid}",
+            "--clear-groups",
+            "--",
+        ]
+    finally:
+        for folder in changed:
+            subprocess.run(["setfacl", "-x", f"u:{UNPRIVILEGED}", folder], check=False)
+
+
+def test_a_hostile_run_of_a_worker_that_is_not_root_reads_nothing_of_the_platforms(
+    top: Path, unprivileged_worker: list[str]
+) -> None:
+    layout = make_layout(top)
+    if unprivileged_worker:
+        user = runuser.RunUser(UNPRIVILEGED)
+        for path in [top, *top.rglob("*")]:
+            os.lchown(path, user.uid, user.gid)
+    code = (
+        "import json, sys; from tests.workers.host.test_sandbox import drive; "
+        "print(json.dumps(drive(json.loads(sys.argv[1]))))"
+    )
+    result = subprocess.run(
+        [*unprivileged_worker, sys.executable, "-c", code, json.dumps(layout)],
+        cwd=str(PACKAGE_ROOT),
+        env={**os.environ, "PYTHONPATH": str(PACKAGE_ROOT), "HOME": layout["top"]},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    events = json.loads(result.stdout.strip().splitlines()[-1])
+    assert_nothing_read(events, layout)

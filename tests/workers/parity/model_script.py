@@ -1,0 +1,55 @@
+"""A parity script for the tests: side b misbehaves as its first argument says.
+
+ok: nothing; noise: the second linear layer's weights get noise; shape: side b's second
+layer is wider; fail: side b raises; nan: side b's second layer makes a NaN.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import torch
+
+from workers import parity
+
+
+class Model(torch.nn.Module):
+    def __init__(self, wide: bool = False) -> None:
+        super().__init__()
+        self.first = torch.nn.Linear(16, 16)
+        self.second = torch.nn.Linear(16, 24 if wide else 16)
+        self.head = torch.nn.Linear(24 if wide else 16, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = torch.relu(self.first(x))
+        x = self.second(x)
+        return self.head(torch.tanh(x))
+
+
+def main() -> None:
+    mode = sys.argv[1] if len(sys.argv) > 1 else "ok"
+    side_b = parity.side() == "b"
+    if side_b and mode == "fail":
+        raise RuntimeError("side b refuses on purpose")
+    parity.seed()
+    model = Model(wide=side_b and mode == "shape")
+    if side_b and mode == "noise":
+        with torch.no_grad():
+            model.second.weight.add_(torch.randn(16, 16) * 0.5)
+    if side_b and mode == "nan":
+        with torch.no_grad():
+            model.second.bias[0] = float("nan")
+    model = parity.prepare(model)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
+    for step in range(parity.steps()):
+        x, y = parity.randn(8, 16), parity.randn(8, 1)
+        with parity.probe(model, step), parity.autocast():
+            loss = torch.nn.functional.mse_loss(model(x).float(), y.float())
+            loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        parity.log_loss(step, loss)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,71 @@
+"""The HTTP side of the supervisor's MLflow API: a threaded server on 127.0.0.1, HTTP/1.1.
+
+Keep-alive matters: MLflow's client sends one request per ``log_metric`` over a session,
+and a new connection each time would cost more than the call.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qsl, urlsplit
+
+from workers.contract.mlflow import MAX_BODY_BYTES, Store, handle
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: Any
+
+    def _serve(self) -> None:
+        url = urlsplit(self.path)
+        query: dict[str, str] = dict(parse_qsl(url.query))
+        length = int(self.headers.get("Content-Length") or 0)
+        if length > MAX_BODY_BYTES:
+            body = b""
+            self.close_connection = True
+            status, reply = (
+                400,
+                {
+                    "error_code": "INVALID_PARAMETER_VALUE",
+                    "message": "The request body is too large.",
+                },
+            )
+        else:
+            body = self.rfile.read(length) if length else b""
+            status, reply = handle(self.server.store, self.command, url.path, query, body)
+        data = json.dumps(reply).encode("utf-8")
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _serve
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass  # every call is in events.jsonl already; the script's stderr stays its own
+
+
+class MlflowServer:
+    """Serves ``store`` on 127.0.0.1 at a free port until ``stop``."""
+
+    def __init__(self, store: Store, host: str = "127.0.0.1", port: int = 0) -> None:
+        self.httpd = ThreadingHTTPServer((host, port), _Handler)
+        self.httpd.daemon_threads = True
+        self.httpd.store = store  # type: ignore[attr-defined]
+        self.thread = threading.Thread(target=self.httpd.serve_forever, name="mlflow", daemon=True)
+
+    @property
+    def url(self) -> str:
+        host, port = self.httpd.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()

@@ -1,0 +1,246 @@
+"""A run's MLflow experiments and runs, kept in memory and written to events.jsonl as they come.
+
+The run the supervisor names in ``MLFLOW_RUN_ID`` is the npulab run itself: its metrics keep
+their keys. Any other MLflow run the script starts (a hyper-parameter loop, a nested run)
+keeps its points apart under its name as a prefix (``trial-2/loss``); the run page shows the
+prefix as the MLflow run. Metric histories are kept for ``get-history`` up to a bound.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import uuid
+from typing import Any
+
+from workers.capture.sink import Sink
+from workers.contract.capture import MAX_CAPTURED_KEYS, MLFLOW, PARAM, SOURCE_FIELD, TAG
+from workers.contract.events import RUNNER
+from workers.contract.mlflow import (
+    DEFAULT_EXPERIMENT_ID,
+    DEFAULT_EXPERIMENT_NAME,
+    INVALID_PARAMETER_VALUE,
+    RUN_NAME_TAG,
+    Metric,
+    MlflowError,
+    Store,
+    experiment_object,
+    metric_object,
+    run_object,
+)
+from workers.events import EventWriter
+
+# Points kept in memory for get-history, all runs together.
+MAX_HISTORY_POINTS = 1_000_000
+ARTIFACTS_DIR = "mlflow-artifacts"
+_TERMINAL = ("FINISHED", "FAILED", "KILLED")
+
+
+class _Run:
+    def __init__(self, run_id: str, experiment_id: str, name: str, prefix: str, start: int):
+        self.run_id = run_id
+        self.experiment_id = experiment_id
+        self.name = name
+        self.prefix = prefix
+        self.status = "RUNNING"
+        self.start = start
+        self.end: int | None = None
+        self.params: dict[str, str] = {}
+        self.tags: dict[str, str] = {RUN_NAME_TAG: name}
+        self.latest: dict[str, Metric] = {}
+        self.history: dict[str, list[Metric]] = {}
+
+
+class EventsStore(Store):
+    """The supervisor's store: calls become events; state stays for the script to read."""
+
+    def __init__(self, events: EventWriter, run_dir: str, experiment: str, run_name: str) -> None:
+        self.events = events
+        self.run_dir = run_dir
+        self.sink = Sink(events, MLFLOW, MAX_CAPTURED_KEYS)
+        self._lock = threading.Lock()
+        self._experiments: dict[str, tuple[str, str]] = {
+            DEFAULT_EXPERIMENT_ID: (DEFAULT_EXPERIMENT_NAME, self._artifact_root("0"))
+        }
+        self._runs: dict[str, _Run] = {}
+        self._names: set = set()
+        self._kept = 0
+        self._artifacts_sent: dict[str, tuple[int, float]] = {}
+        self.experiment_id = self.create_experiment(experiment, [])
+        self.run_id = uuid.uuid4().hex
+        self._runs[self.run_id] = _Run(self.run_id, self.experiment_id, run_name, "", 0)
+
+    def _artifact_root(self, experiment_id: str) -> str:
+        return "file://" + os.path.join(self.run_dir, ARTIFACTS_DIR, experiment_id)
+
+    def _artifact_uri(self, run: _Run) -> str:
+        return self._artifact_root(run.experiment_id) + "/" + run.run_id + "/artifacts"
+
+    def experiment_by_name(self, name: str) -> dict[str, Any] | None:
+        with self._lock:
+            for experiment_id, (known, location) in self._experiments.items():
+                if known == name:
+                    return experiment_object(experiment_id, known, location)
+        return None
+
+    def experiment(self, experiment_id: str) -> dict[str, Any] | None:
+        with self._lock:
+            found = self._experiments.get(experiment_id)
+        return None if found is None else experiment_object(experiment_id, *found)
+
+    def create_experiment(self, name: str, tags: list[dict[str, str]]) -> str:
+        with self._lock:
+            experiment_id = str(len(self._experiments))
+            self._experiments[experiment_id] = (name, self._artifact_root(experiment_id))
+        return experiment_id
+
+    def create_run(
+        self, experiment_id: str, name: str, start_time: int, tags: list[dict[str, str]]
+    ) -> dict[str, Any]:
+        run_id = uuid.uuid4().hex
+        with self._lock:
+            name = name or run_id[:8]
+            prefix = name
+            number = 2
+            while prefix in self._names:
+                prefix = f"{name}-{number}"
+                number += 1
+            self._names.add(prefix)
+            run = _Run(run_id, experiment_id, name, prefix, start_time)
+            self._runs[run_id] = run
+        self.events.log(
+            RUNNER, f"MLflow run {name!r} started (id {run_id}): its metrics are {prefix}/<key>"
+        )
+        self.log(run_id, [], [], [(t["key"], t["value"]) for t in tags])
+        return self.run(run_id) or {}
+
+    def run(self, run_id: str) -> dict[str, Any] | None:
+        with self._lock:
+            run = self._runs.get(run_id)
+            if run is None:
+                return None
+            if run.start == 0:
+                run.start = int(1000 * _now())
+            return run_object(
+                run.run_id,
+                run.experiment_id,
+                run.name,
+                run.status,
+                run.start,
+                run.end,
+                self._artifact_uri(run),
+                dict(run.params),
+                dict(run.tags),
+                dict(run.latest),
+            )
+
+    def update_run(self, run_id: str, status: str, end_time: int | None, name: str) -> None:
+        with self._lock:
+            run = self._runs[run_id]
+            changed = status and status != run.status
+            run.status = status or run.status
+            run.end = end_time if end_time is not None else run.end
+            run.name = name or run.name
+        if changed:
+            self.events.log(RUNNER, f"MLflow run {run.name!r} (id {run_id}) is {run.status}")
+        if run.status in _TERMINAL:
+            self.send_artifacts()
+
+    def log(
+        self,
+        run_id: str,
+        metrics: list[Metric],
+        params: list[tuple[str, str]],
+        tags: list[tuple[str, str]],
+    ) -> None:
+        with self._lock:
+            run = self._runs[run_id]
+            for key, value in params:
+                if run.params.get(key, value) != value:
+                    raise MlflowError(
+                        INVALID_PARAMETER_VALUE,
+                        f"Changing param values is not allowed. Param with key='{key}' was "
+                        f"already logged with value='{run.params[key]}' for run ID='{run_id}'. "
+                        f"Attempted logging new value '{value}'.",
+                    )
+            for key, value in params:
+                run.params[key] = value
+            for key, value in tags:
+                run.tags[key] = value
+                if key == RUN_NAME_TAG and value:
+                    run.name = value
+            prefix = run.prefix + "/" if run.prefix else ""
+            # Past the bound on keys, a new key's points are neither written nor kept.
+            metrics = [m for m in metrics if self.sink.accept(prefix + m[0])]
+            for metric in metrics:
+                key = metric[0]
+                latest = run.latest.get(key)
+                if latest is None or (metric[3], metric[2]) >= (latest[3], latest[2]):
+                    run.latest[key] = metric
+                if self._kept < MAX_HISTORY_POINTS:
+                    run.history.setdefault(key, []).append(metric)
+                    self._kept += 1
+        if self._kept >= MAX_HISTORY_POINTS and metrics:
+            self.sink.notice(
+                "history",
+                f"over {MAX_HISTORY_POINTS} points: get-history answers the first ones "
+                "(every point is stored in the run all the same)",
+            )
+        self.sink.write(
+            [
+                (prefix + key, step, value, timestamp / 1000.0)
+                for key, value, timestamp, step in metrics
+            ]
+        )
+        for key, value in params:
+            self.events.emit(PARAM, key=prefix + key, value=value, **{SOURCE_FIELD: MLFLOW})
+        for key, value in tags:
+            self.events.emit(TAG, key=prefix + key, value=value, **{SOURCE_FIELD: MLFLOW})
+
+    def delete_tag(self, run_id: str, key: str) -> None:
+        with self._lock:
+            run = self._runs[run_id]
+            if key not in run.tags:
+                raise MlflowError(
+                    INVALID_PARAMETER_VALUE, f"No tag with name: {key} in run with id {run_id}"
+                )
+            del run.tags[key]
+            prefix = run.prefix + "/" if run.prefix else ""
+        self.events.emit(TAG, key=prefix + key, value="", deleted=True, **{SOURCE_FIELD: MLFLOW})
+
+    def search_runs(self, experiment_ids: list[str], max_results: int) -> list[dict[str, Any]]:
+        with self._lock:
+            ids = [r.run_id for r in self._runs.values() if r.experiment_id in experiment_ids]
+        found = [self.run(run_id) for run_id in ids[:max_results]]
+        return [run for run in found if run is not None]
+
+    def metric_history(self, run_id: str, key: str) -> list[dict[str, Any]]:
+        with self._lock:
+            points = list(self._runs[run_id].history.get(key, []))
+        return [metric_object(point) for point in points]
+
+    def send_artifacts(self) -> None:
+        """An artifact event for each file written under an artifact URI since the last call."""
+        root = os.path.join(self.run_dir, ARTIFACTS_DIR)
+        for top, _, files in os.walk(root):
+            for name in sorted(files):
+                path = os.path.join(top, name)
+                try:
+                    stat = os.stat(path)
+                except OSError:
+                    continue
+                mark = (stat.st_size, stat.st_mtime)
+                if self._artifacts_sent.get(path) == mark:
+                    continue
+                self._artifacts_sent[path] = mark
+                relative = os.path.relpath(path, root)
+                try:
+                    self.events.artifact("mlflow/" + relative, path, kind=MLFLOW)
+                except OSError as exc:
+                    self.sink.notice("artifact:" + path, f"{relative} not stored: {exc}")
+
+
+def _now() -> float:
+    import time
+
+    return time.time()

@@ -1,0 +1,229 @@
+"""Metrics in the lines a script prints: the common shapes of training logs, or the spec's own.
+
+The default recogniser takes, from one line:
+
+- ``key: value``, ``key=value`` and ``key value`` segments separated by ``|``, ``,`` or
+  runs of spaces (``| epoch 1 | 200/2983 batches | lr 20.00 | loss 6.98 | ppl 1077.8 |``);
+- a Python or JSON dict, as Hugging Face's Trainer prints (``{'loss': 0.52, 'epoch': 0.3}``);
+- a tqdm bar's postfix (``50/1000 [00:01<00:20, 45.2it/s, loss=0.523]``);
+- ``Epoch [1/10], Step [100/600], Loss: 0.5234`` and MindSpore's
+  ``epoch: 1 step: 10, loss is 2.3012``.
+
+The step is the line's ``step``/``iter``/``batch`` field or its ``N/M`` counter (counted
+across epochs when the line also names one, ``(epoch - 1) * M + N``), else the number of
+such lines so far. ``epoch`` stays a metric of its own. Nothing is taken from inside a
+traceback. ``metric_patterns`` (regexes with named groups, ``step`` giving the step)
+replace all of this for a log it does not fit.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import math
+import re
+from typing import Any, Pattern
+
+from workers.capture.sink import Point
+
+# A line longer than this is no log line of metrics (a tensor printed whole).
+MAX_LINE_CHARS = 4096
+_NUMBER = r"[-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?|nan|inf|infinity)"
+_KEY = r"[A-Za-z][\w./\-]*(?: [A-Za-z][\w./\-]*)?"
+# key: value, key=value, "key is value" (MindSpore), key [N/M] (Epoch [1/10]).
+_PAIR = re.compile(
+    r"(?<![\w./-])(" + _KEY + r")\s*(?:[:=]|\bis\b)\s*(" + _NUMBER + r")(?![\w.])",
+    re.IGNORECASE,
+)
+_BRACKETED = re.compile(r"(?<![\w./-])([A-Za-z][\w]*)\s*\[\s*(\d+)\s*/\s*(\d+)\s*\]")
+# A bare N/M counter (200/2983 batches, tqdm's 50/1000).
+_COUNTER = re.compile(r"(?<![\w./\[])(\d+)\s*/\s*(\d+)(?![\w./])")
+_SPACED = re.compile(r"^\s*(" + _KEY + r")\s+(" + _NUMBER + r")\s*$", re.IGNORECASE)
+# "key value" inside a segment: one word, its number ending the segment or followed by ':'.
+_SPACED_PAIR = re.compile(
+    r"(?<![\w./-])([A-Za-z][\w./-]*)\s+(" + _NUMBER + r")(?=\s*(?::\s|:$|$))", re.IGNORECASE
+)
+_BARE_NONFINITE = re.compile(r"(?<![\w'\"])(-?(?:nan|inf))(?![\w'\"])")
+_TQDM_POSTFIX = re.compile(r"\[[^\]]*?(?:it/s|s/it)\s*,\s*([^\]]*)\]")
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+_DIGIT = re.compile(r"\d|nan|inf", re.IGNORECASE)
+_TRACEBACK = "Traceback (most recent call last):"
+# npulab's own lines (the launcher's "npulab: rank 0 of 1, ..."): no metrics of the script.
+_OWN = "npulab: "
+# Fields that give the step rather than a metric.
+STEP_KEYS = frozenset(("step", "steps", "global_step", "iter", "iteration", "batch", "it"))
+EPOCH = "epoch"
+# Words around a pair that are not the metric's name.
+_NOISE = frozenset(("avg", "the", "a", "an"))
+
+
+class Recogniser:
+    """Finds (key, step, value) points in lines; keeps its state per stream."""
+
+    def __init__(self, patterns: list[str] | None = None) -> None:
+        self.patterns: list[Pattern[str]] = [re.compile(p) for p in patterns or []]
+        self.lines_with_metrics = 0
+        self.last_step = -1
+        self._offset = 0
+        self._stepped = False
+        self._in_traceback: dict[str, bool] = {}
+
+    def feed(self, line: str, stream: str = "stdout") -> list[Point]:
+        """The points of one printed line (a line with carriage returns: of each part)."""
+        if _TRACEBACK in line:
+            self._in_traceback[stream] = True
+            return []
+        if self._in_traceback.get(stream):
+            # Frames and source lines are indented; the exception's own line ends it.
+            if not line.strip() or line[:1] in (" ", "\t"):
+                return []
+            self._in_traceback[stream] = False
+            return []
+        if line.startswith(_OWN):
+            return []
+        points: list[Point] = []
+        for part in line.split("\r"):
+            if part and len(part) <= MAX_LINE_CHARS and _DIGIT.search(part):
+                points += self._part(_ANSI.sub("", part))
+        return points
+
+    def _part(self, text: str) -> list[Point]:
+        found = self._by_patterns(text) if self.patterns else _default(text)
+        if found is None:
+            return []
+        values, step = found
+        if not values:
+            return []
+        self.lines_with_metrics += 1
+        if step is None:
+            # A line without a step in a log whose lines have them (a validation line at the
+            # end of an epoch) belongs to the last step; in one without, steps are lines.
+            step = self.last_step if self._stepped else self.lines_with_metrics
+        else:
+            self._stepped = True
+            # A counter that starts again (a new epoch without one on the line): keep going.
+            if step + self._offset < self.last_step:
+                self._offset = self.last_step
+            step += self._offset
+        self.last_step = max(self.last_step, step)
+        return [(key, step, value, None) for key, value in values.items()]
+
+    def _by_patterns(self, text: str) -> tuple[dict[str, float], int | None] | None:
+        values: dict[str, float] = {}
+        step = None
+        for pattern in self.patterns:
+            match = pattern.search(text)
+            if match is None:
+                continue
+            for name, raw in match.groupdict().items():
+                number = _number(raw) if raw is not None else None
+                if number is None:
+                    continue
+                if name == "step":
+                    step = int(number) if math.isfinite(number) else None
+                else:
+                    values[name] = number
+        return values, step
+
+
+def _default(text: str) -> tuple[dict[str, float], int | None] | None:
+    """The metrics and step of one line by the default shapes; None when it has none."""
+    postfix = _TQDM_POSTFIX.search(text)
+    if postfix is not None:
+        values: dict[str, float] = {}
+        for key, raw in _PAIR.findall(postfix.group(1)):
+            _put(values, key, raw)
+        counter = _COUNTER.search(text[: postfix.start()])
+        return values, int(counter.group(1)) if counter else None
+    start, end = text.find("{"), text.rfind("}")
+    if 0 <= start < end:
+        parsed = _dict(text[start : end + 1])
+        if parsed is not None:
+            return _with_step(parsed, None)
+    values = {}
+    counter: tuple[int, int] | None = None
+    for name, index, total in _BRACKETED.findall(text):
+        if name.lower() in STEP_KEYS:
+            counter = (int(index), int(total))
+        else:
+            values[_name(name)] = float(index)
+    segmented = "|" in text
+    if segmented:
+        segments = text.split("|")
+    elif "," in text:
+        segments = text.split(",")
+    else:
+        segments = re.split(r"\s{2,}", text)
+    for segment in segments:
+        spaced = _SPACED.match(segment) if segmented else None
+        if spaced is not None:
+            _put(values, spaced.group(1), spaced.group(2))
+            continue
+        pairs = _PAIR.findall(segment) or _SPACED_PAIR.findall(segment)
+        for key, raw in pairs:
+            _put(values, key, raw)
+        if counter is None and not pairs:
+            bare = _COUNTER.search(segment)
+            if bare is not None and segmented:
+                counter = (int(bare.group(1)), int(bare.group(2)))
+    step = None
+    for key in STEP_KEYS:
+        if key in values:
+            step = int(values.pop(key))
+    if counter is not None and step is None:
+        index, total = counter
+        epoch = values.get(EPOCH)
+        if epoch is not None and math.isfinite(epoch) and epoch >= 1 and total > 0:
+            step = (int(epoch) - 1) * total + index
+        else:
+            step = index
+    return values, step
+
+
+def _with_step(values: dict[str, float], step: int | None) -> tuple[dict[str, float], Any]:
+    for key in STEP_KEYS:
+        if key in values:
+            number = values.pop(key)
+            if math.isfinite(number):
+                step = int(number)
+    return values, step
+
+
+def _dict(text: str) -> dict[str, float] | None:
+    """A one-line dict's numeric items (Python's repr or JSON); None when it is not one."""
+    try:
+        parsed = json.loads(text)
+    except ValueError:
+        try:
+            # Literals only: nothing in a printed line is ever run.
+            parsed = ast.literal_eval(_BARE_NONFINITE.sub(r"'\1'", text))
+        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+            return None
+    if not isinstance(parsed, dict):
+        return None
+    values: dict[str, float] = {}
+    for key, value in parsed.items():
+        if isinstance(value, str) and value in ("nan", "inf", "-inf"):
+            value = float(value)
+        if isinstance(key, str) and isinstance(value, (int, float)) and not isinstance(value, bool):
+            values[_name(key)] = float(value)
+    return values
+
+
+def _put(values: dict[str, float], key: str, raw: str) -> None:
+    number = _number(raw)
+    name = _name(key)
+    if number is not None and name and name not in _NOISE:
+        values[name] = number
+
+
+def _name(key: str) -> str:
+    words = [word for word in key.strip().lower().split() if word not in _NOISE]
+    return "_".join(words)
+
+
+def _number(raw: str) -> float | None:
+    try:
+        return float(raw)
+    except (TypeError, ValueError):
+        return None

@@ -1,0 +1,166 @@
+"""Scalars of TensorBoard event files, read while the run runs (``tensorboard_dirs``).
+
+Files are read with TensorBoard's own loader (``RawEventFileLoader``, the ``tensorboard``
+package: an optional extra of the worker); each file's loader is kept, so a file that
+grows is read on from where it was, and one that appears late or rotates (a new
+``events.out.tfevents.*`` beside the old) is picked up at the next scan. A truncated or
+corrupt record is said once on the run's log; the rest of the file and of the run go on.
+Histograms, images and other non-scalars are counted and listed at the end, not stored.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import Any
+
+from workers.capture.sink import Point, Sink
+
+EVENT_FILE_MARK = "events.out.tfevents."
+SCAN_S = 1.0
+# A working directory may be a large checkout: a scan looks at no more than this many entries.
+MAX_SCANNED = 20000
+_SCALAR_PLUGIN = "scalars"
+
+
+class TensorBoardReader:
+    """Reads the event files under ``directories`` into ``sink`` until ``stop``."""
+
+    def __init__(self, directories: list[str], sink: Sink, scan_s: float = SCAN_S) -> None:
+        self.directories = directories
+        self.sink = sink
+        self.scan_s = scan_s
+        self.loaders: dict[str, Any] = {}
+        # Bytes of each file read as whole records: what is left at the end is damaged.
+        self.consumed: dict[str, int] = {}
+        self.others: dict[str, int] = {}
+        self.scalars = 0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._loader_class: Any = None
+        self._parse: Any = None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._loop, name="tensorboard", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Read what the files hold now, then stop (called once the script has ended)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        for path, consumed in sorted(self.consumed.items()):
+            try:
+                left = os.path.getsize(path) - consumed
+            except OSError:
+                continue
+            if left > 0:
+                self.sink.notice(
+                    "left:" + path,
+                    f"{path}: the last {left} bytes are a cut or damaged record, not read",
+                )
+        if self.others:
+            listed = ", ".join(f"{kind} x{count}" for kind, count in sorted(self.others.items()))
+            self.sink.notice("others", f"not stored as metrics: {listed}")
+
+    def _loop(self) -> None:
+        while True:
+            self.read_once()
+            if self._stop.wait(self.scan_s):
+                self.read_once()  # the last records, written as the script ended
+                return
+
+    def read_once(self) -> None:
+        for path in self._files():
+            loader = self.loaders.get(path)
+            if loader is None:
+                loader = self._loader(path)
+                if loader is None:
+                    return
+                self.loaders[path] = loader
+            self._read(path, loader)
+
+    def _files(self) -> list[str]:
+        found = []
+        seen = 0
+        for top in self.directories:
+            for root, dirs, files in os.walk(top):
+                dirs[:] = [name for name in dirs if not name.startswith(".")]
+                seen += len(files) + len(dirs)
+                found += [os.path.join(root, n) for n in files if EVENT_FILE_MARK in n]
+                if seen > MAX_SCANNED:
+                    self.sink.notice(
+                        "scan", f"more than {MAX_SCANNED} files under {top}: not all scanned"
+                    )
+                    break
+        return sorted(found)
+
+    def _loader(self, path: str) -> Any:
+        if self._loader_class is None:
+            try:
+                from tensorboard.backend.event_processing.event_file_loader import (
+                    RawEventFileLoader,
+                )
+                from tensorboard.compat.proto.event_pb2 import Event
+            except ImportError:
+                self.sink.notice(
+                    "missing",
+                    f"{path} found, but the run's Python has no tensorboard package "
+                    "(pip install tensorboard) to read it",
+                )
+                return None
+            self._loader_class = RawEventFileLoader
+            self._parse = Event.FromString
+        self.consumed[path] = 0
+        return self._loader_class(path)
+
+    def _read(self, path: str, loader: Any) -> None:
+        points: list[Point] = []
+        try:
+            for record in loader.Load():
+                # A record is its length (8 bytes), two CRCs (4 each) and its data.
+                self.consumed[path] += len(record) + 16
+                points += self._points(self._parse(record))
+                if len(points) >= 10000:
+                    self.scalars += self.sink.write(points)
+                    points = []
+        except Exception as exc:  # a truncated or corrupt record: TensorBoard's own errors
+            self.sink.notice(
+                "corrupt:" + path, f"{path}: {type(exc).__name__}: {exc}; read on later"
+            )
+        self.scalars += self.sink.write(points)
+
+    def _points(self, event: Any) -> list[Point]:
+        if not event.HasField("summary"):
+            return []
+        points: list[Point] = []
+        for value in event.summary.value:
+            kind = value.WhichOneof("value")
+            if kind == "simple_value":
+                points.append((value.tag, event.step, value.simple_value, event.wall_time))
+            elif kind == "tensor" and _is_scalar(value):
+                number = _tensor_number(value.tensor)
+                if number is not None:
+                    points.append((value.tag, event.step, number, event.wall_time))
+            else:
+                plugin = value.metadata.plugin_data.plugin_name if value.metadata else ""
+                label = plugin or kind or "unknown"
+                self.others[label] = self.others.get(label, 0) + 1
+        return points
+
+
+def _is_scalar(value: Any) -> bool:
+    plugin = value.metadata.plugin_data.plugin_name
+    return plugin == _SCALAR_PLUGIN or (not plugin and not value.tensor.tensor_shape.dim)
+
+
+def _tensor_number(tensor: Any) -> float | None:
+    try:
+        from tensorboard.util import tensor_util
+
+        array = tensor_util.make_ndarray(tensor)
+        if array.size != 1:
+            return None
+        return float(array.reshape(-1)[0])
+    except Exception:  # not a number (a string tensor)
+        return None

@@ -1,0 +1,104 @@
+"""Capabilities: behaviour a run kind declares it has, beyond what every run does.
+
+A run is generic: it is queued, placed, claimed, runs as attempts, sends its
+events and ends. What only some kinds do, keeping checkpoints and resuming
+from them, or profiling a window of their loop, is a capability: named here,
+declared by a kind (``Kind(capabilities=...)``), and implemented once on each
+side by hooks that the generic code calls for the runs of kinds that declare
+it (``npulab.runs.capabilities`` on the platform, ``workers.host.capabilities``
+on the host). A capability may bring the spec fields and the event types of
+its own; kinds that declare it get them.
+
+Standard library only, Python 3.8: both sides import it.
+"""
+
+from __future__ import annotations
+
+from workers.contract.events import CHECKPOINT, EventType
+from workers.contract.spec import Field, profile_field
+
+# Writes checkpoints on the host, which the host worker uploads; a new attempt, on any
+# host, resumes from the newest stored one (docs/training.md).
+CHECKPOINTS = "checkpoints"
+# Profiles a window of its loop (the spec's ``profile``) and uploads the traces as
+# artifacts, which become profiles on the platform (docs/profiles.md).
+PROFILING = "profiling"
+
+# Written by workers.track while it resumes: the step an attempt went on from.
+RESUME = "resume"
+# Written by workers.track: a checkpoint on the host failed its manifest check.
+CHECKPOINT_DAMAGED = "checkpoint_damaged"
+# The fields of an events acknowledgement and of a claim reply that the checkpoints
+# capability adds: the steps the host must keep, the checkpoint a new attempt resumes from.
+PINNED = "pinned"
+RESUME_POINT = "resume"
+
+
+class Capability:
+    """One capability: its name, what it means, its spec fields and event types."""
+
+    def __init__(
+        self,
+        name: str,
+        title: str,
+        fields: tuple[Field, ...] = (),
+        event_types: tuple[EventType, ...] = (),
+    ) -> None:
+        self.name = name
+        self.title = title
+        self.fields = fields
+        self.event_types = {event_type.name: event_type for event_type in event_types}
+
+    def describe(self) -> dict[str, object]:
+        return {"name": self.name, "title": self.title, "event_types": sorted(self.event_types)}
+
+
+CAPABILITIES: dict[str, Capability] = {
+    capability.name: capability
+    for capability in (
+        Capability(
+            CHECKPOINTS,
+            "Checkpoints: kept on the host and uploaded; a new attempt resumes from one.",
+            event_types=(
+                EventType(
+                    CHECKPOINT,
+                    {
+                        "step": ("integer",),
+                        "path": ("string",),
+                        "bytes": ("integer",),
+                        "sha256": ("string",),
+                    },
+                    ("step", "bytes", "sha256"),
+                    "a checkpoint written on the host",
+                ),
+                EventType(
+                    RESUME,
+                    {"step": ("integer", "null"), "path": ("string", "null")},
+                    ("step",),
+                    "an attempt went on from this checkpoint step (null: from the start)",
+                ),
+                EventType(
+                    CHECKPOINT_DAMAGED,
+                    {"step": ("integer",), "reason": ("string",)},
+                    ("step",),
+                    "a checkpoint on the host failed its manifest check",
+                ),
+            ),
+        ),
+        Capability(
+            PROFILING,
+            "Profiling: a window of the run's loop is traced; each trace becomes a profile.",
+            fields=(profile_field(),),
+        ),
+    )
+}
+
+
+def get(name: str) -> Capability:
+    """The capability of ``name``; KeyError names the known ones."""
+    try:
+        return CAPABILITIES[name]
+    except KeyError:
+        raise KeyError(
+            f"unknown capability {name!r}; one of: {', '.join(sorted(CAPABILITIES))}"
+        ) from None

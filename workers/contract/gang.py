@@ -1,0 +1,124 @@
+"""A run across hosts (a gang): the names both sides agree on, and the launch environment.
+
+The platform's claim reply carries a ``gang`` object for every attempt (one host
+is the case ``hosts == 1``); the host worker turns it into the variables
+torch.distributed and HCCL read, and, on NPU hosts, into a rank table file.
+Standard library only, Python 3.8.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+# The claim reply's key.
+GANG = "gang"
+# The spec's key: how many hosts a run spans (a kind that can span hosts declares it).
+HOSTS = "hosts"
+MAX_HOSTS = 64
+
+# torch.distributed's rendezvous and rank variables, set on every host.
+MASTER_ADDR = "MASTER_ADDR"
+MASTER_PORT = "MASTER_PORT"
+WORLD_SIZE = "WORLD_SIZE"
+RANK = "RANK"
+LOCAL_RANK = "LOCAL_RANK"
+NODE_RANK = "NODE_RANK"
+LOCAL_WORLD_SIZE = "LOCAL_WORLD_SIZE"
+# npulab's own: hosts in the gang (torchrun --nnodes), and this host's first global rank.
+NNODES = "NPULAB_NNODES"
+FIRST_RANK = "NPULAB_FIRST_RANK"
+
+# HCCL (Ascend): the rank table, the host interface it opens its sockets on, its timeout.
+RANK_TABLE_FILE = "RANK_TABLE_FILE"
+RANK_TABLE_NAME = "rank_table.json"
+HCCL_IF_IP = "HCCL_IF_IP"
+HCCL_SOCKET_IFNAME = "HCCL_SOCKET_IFNAME"
+HCCL_CONNECT_TIMEOUT = "HCCL_CONNECT_TIMEOUT"
+# HCCL accepts [120, 7200] s; its own default (120) is short for hosts that load a large
+# model before the first collective, so 600 unless a host's config says otherwise.
+HCCL_CONNECT_TIMEOUT_RANGE = (120, 7200)
+HCCL_CONNECT_TIMEOUT_DEFAULT = 600
+
+# What a run's spec env may not set: the gang's own variables.
+RESERVED_ENV = (
+    MASTER_ADDR,
+    MASTER_PORT,
+    WORLD_SIZE,
+    RANK,
+    LOCAL_RANK,
+    NODE_RANK,
+    LOCAL_WORLD_SIZE,
+    RANK_TABLE_FILE,
+)
+
+# The host config keys a worker reports (``network`` in its registration).
+ADVERTISE_ADDRESS = "advertise_address"
+NETWORK_KEYS = (ADVERTISE_ADDRESS, "hccl_if_ip", "hccl_socket_ifname", "hccl_connect_timeout")
+
+
+def launch_env(gang: dict[str, Any]) -> dict[str, str]:
+    """The variables one host's share of a gang starts with.
+
+    ``RANK``/``LOCAL_RANK`` are those of the host's first process; torchrun
+    sets each process's own from ``NODE_RANK`` and ``LOCAL_WORLD_SIZE``.
+    """
+    env = {
+        MASTER_ADDR: str(gang["master_addr"]),
+        MASTER_PORT: str(gang["master_port"]),
+        WORLD_SIZE: str(gang["world_size"]),
+        RANK: str(gang["first_rank"]),
+        LOCAL_RANK: "0",
+        NODE_RANK: str(gang["node_rank"]),
+        LOCAL_WORLD_SIZE: str(gang["local_world_size"]),
+        NNODES: str(gang["hosts"]),
+        FIRST_RANK: str(gang["first_rank"]),
+    }
+    hccl = gang.get("hccl") or {}
+    if hccl.get("if_ip"):
+        env[HCCL_IF_IP] = str(hccl["if_ip"])
+    if hccl.get("socket_ifname"):
+        env[HCCL_SOCKET_IFNAME] = str(hccl["socket_ifname"])
+    if hccl:
+        env[HCCL_CONNECT_TIMEOUT] = str(hccl.get("connect_timeout", HCCL_CONNECT_TIMEOUT_DEFAULT))
+    return env
+
+
+def connect_timeout(value: Any) -> int:
+    """A host's HCCL_CONNECT_TIMEOUT, kept inside HCCL's valid range."""
+    low, high = HCCL_CONNECT_TIMEOUT_RANGE
+    if isinstance(value, bool) or not isinstance(value, int):
+        return HCCL_CONNECT_TIMEOUT_DEFAULT
+    return min(max(value, low), high)
+
+
+def rank_table(placements: list[dict[str, Any]]) -> dict[str, Any]:
+    """An HCCL rank table, version 1.0, from the gang's placements in node-rank order.
+
+    Each placement: ``server_id`` (the host's advertised address), ``device_indices``
+    (its leased devices, local rank order), ``device_ips`` (index -> the device's IP
+    from ``hccn_tool -i N -ip -g``) and ``first_rank``.
+    """
+    servers = []
+    for placement in placements:
+        ips = placement.get("device_ips") or {}
+        devices = []
+        for local, index in enumerate(placement["device_indices"]):
+            devices.append(
+                {
+                    "device_id": str(index),
+                    "device_ip": str(ips.get(str(index), "")),
+                    "rank_id": str(placement["first_rank"] + local),
+                }
+            )
+        servers.append({"server_id": str(placement["server_id"]), "device": devices})
+    return {
+        "version": "1.0",
+        "server_count": str(len(servers)),
+        "server_list": servers,
+        "status": "completed",
+    }
+
+
+def dumps_rank_table(table: dict[str, Any]) -> str:
+    return json.dumps(table, indent=2)

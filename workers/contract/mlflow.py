@@ -1,0 +1,453 @@
+"""The MLflow REST tracking API: routes, limits and error shape, for any store behind them.
+
+Served twice: by the supervisor on 127.0.0.1 for a run's own script
+(workers.capture.mlflow, calls become events in events.jsonl), and by the platform under
+``/mlflow/`` for outside clients with an npulab token (npulab.mlflow). Both hand a request
+to ``handle`` with a ``Store`` of their own, so the two answer alike, and as MLflow does:
+its limits (1,000 metrics, 100 params, 100 tags a batch; params up to 6,000 characters,
+tags up to 8,000) and its errors ``{"error_code": ..., "message": ...}`` with its status
+codes. What is not implemented answers ENDPOINT_NOT_FOUND at once. Standard library only.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from typing import Any, Callable, Dict, Tuple
+
+PREFIX = "/api/2.0/mlflow/"
+ARTIFACTS_PREFIX = "/api/2.0/mlflow-artifacts/artifacts/"
+
+INVALID_PARAMETER_VALUE = "INVALID_PARAMETER_VALUE"
+RESOURCE_DOES_NOT_EXIST = "RESOURCE_DOES_NOT_EXIST"
+RESOURCE_ALREADY_EXISTS = "RESOURCE_ALREADY_EXISTS"
+ENDPOINT_NOT_FOUND = "ENDPOINT_NOT_FOUND"
+STATUS_CODES = {
+    INVALID_PARAMETER_VALUE: 400,
+    RESOURCE_ALREADY_EXISTS: 400,
+    RESOURCE_DOES_NOT_EXIST: 404,
+    ENDPOINT_NOT_FOUND: 404,
+}
+
+MAX_METRICS_PER_BATCH = 1000
+MAX_PARAMS_PER_BATCH = 100
+MAX_TAGS_PER_BATCH = 100
+MAX_ENTITIES_PER_BATCH = 1000
+MAX_PARAM_VALUE_CHARS = 6000
+MAX_TAG_VALUE_CHARS = 8000
+MAX_KEY_CHARS = 250
+MAX_BODY_BYTES = 16 * 1024 * 1024
+RUN_STATUSES = ("RUNNING", "SCHEDULED", "FINISHED", "FAILED", "KILLED")
+DEFAULT_EXPERIMENT_ID = "0"
+DEFAULT_EXPERIMENT_NAME = "Default"
+# The tag MLflow's client gives a run its name by.
+RUN_NAME_TAG = "mlflow.runName"
+PARENT_RUN_TAG = "mlflow.parentRunId"
+
+# (status, JSON body)
+Reply = Tuple[int, Dict[str, Any]]
+# (key, value, timestamp in ms, step)
+Metric = Tuple[str, float, int, int]
+
+
+class MlflowError(Exception):
+    """An error MLflow's client understands: its code, message and HTTP status."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+    @property
+    def status(self) -> int:
+        return STATUS_CODES.get(self.code, 400)
+
+    def body(self) -> dict[str, Any]:
+        return {"error_code": self.code, "message": self.message}
+
+
+class Store:
+    """Where the calls land; each server has its own. Runs are MLflow's JSON objects."""
+
+    def experiment_by_name(self, name: str) -> dict[str, Any] | None:
+        raise NotImplementedError
+
+    def experiment(self, experiment_id: str) -> dict[str, Any] | None:
+        raise NotImplementedError
+
+    def create_experiment(self, name: str, tags: list[dict[str, str]]) -> str:
+        raise NotImplementedError
+
+    def create_run(
+        self, experiment_id: str, name: str, start_time: int, tags: list[dict[str, str]]
+    ) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def run(self, run_id: str) -> dict[str, Any] | None:
+        raise NotImplementedError
+
+    def update_run(self, run_id: str, status: str, end_time: int | None, name: str) -> None:
+        raise NotImplementedError
+
+    def log(
+        self,
+        run_id: str,
+        metrics: list[Metric],
+        params: list[tuple[str, str]],
+        tags: list[tuple[str, str]],
+    ) -> None:
+        """Store a batch; a param already logged with another value is an error."""
+        raise NotImplementedError
+
+    def delete_tag(self, run_id: str, key: str) -> None:
+        raise NotImplementedError
+
+    def search_runs(self, experiment_ids: list[str], max_results: int) -> list[dict[str, Any]]:
+        raise NotImplementedError
+
+    def metric_history(self, run_id: str, key: str) -> list[dict[str, Any]]:
+        raise NotImplementedError
+
+    def put_artifact(self, path: str, data: bytes) -> None:
+        """Store an artifact uploaded through mlflow-artifacts (``path`` under its root)."""
+        raise MlflowError(ENDPOINT_NOT_FOUND, "artifact upload is not served here")
+
+
+def handle(store: Store, method: str, path: str, query: dict[str, str], body: bytes) -> Reply:
+    """Answer one request of the tracking API; never raises for a client's mistake."""
+    try:
+        if path.startswith(ARTIFACTS_PREFIX) and method == "PUT":
+            relative = path[len(ARTIFACTS_PREFIX) :]
+            if not relative or ".." in relative.split("/"):
+                raise MlflowError(INVALID_PARAMETER_VALUE, f"Invalid artifact path: {relative}")
+            store.put_artifact(relative, body)
+            return 200, {}
+        route = _ROUTES.get((method, path[len(PREFIX) :] if path.startswith(PREFIX) else None))
+        if route is None:
+            raise MlflowError(ENDPOINT_NOT_FOUND, f"No endpoint {method} {path} is served here.")
+        if method == "GET":
+            request = dict(query)
+        else:
+            if len(body) > MAX_BODY_BYTES:
+                raise MlflowError(INVALID_PARAMETER_VALUE, "The request body is too large.")
+            try:
+                request = json.loads(body.decode("utf-8") or "{}") if body else {}
+            except ValueError as exc:
+                raise MlflowError(INVALID_PARAMETER_VALUE, f"Malformed JSON: {exc}") from None
+            if not isinstance(request, dict):
+                raise MlflowError(INVALID_PARAMETER_VALUE, "The request body must be an object.")
+        return 200, route(store, request)
+    except MlflowError as exc:
+        return exc.status, exc.body()
+
+
+def _text(request: dict[str, Any], name: str, required: bool = True) -> str:
+    value = request.get(name)
+    if value is None or value == "":
+        if required:
+            raise MlflowError(
+                INVALID_PARAMETER_VALUE, f"Missing value for required parameter '{name}'."
+            )
+        return ""
+    if not isinstance(value, str):
+        raise MlflowError(INVALID_PARAMETER_VALUE, f"Invalid value for parameter '{name}'.")
+    return value
+
+
+def _run_id(request: dict[str, Any]) -> str:
+    return _text(request, "run_id", required=False) or _text(request, "run_uuid")
+
+
+def _key(key: Any, what: str) -> str:
+    if not isinstance(key, str) or not key:
+        raise MlflowError(
+            INVALID_PARAMETER_VALUE, f"Missing value for required parameter 'key' ({what})."
+        )
+    if len(key) > MAX_KEY_CHARS:
+        raise MlflowError(
+            INVALID_PARAMETER_VALUE,
+            f"{what} '{key[:40]}...' had length {len(key)}, which exceeded length limit of "
+            f"{MAX_KEY_CHARS}",
+        )
+    return key
+
+
+def _value(value: Any, limit: int, what: str, key: str) -> str:
+    text = "" if value is None else str(value)
+    if len(text) > limit:
+        raise MlflowError(
+            INVALID_PARAMETER_VALUE,
+            f"{what} value '{text[:40]}...' had length {len(text)}, which exceeded length "
+            f"limit of {limit}",
+        )
+    return text
+
+
+def _metric(item: Any) -> Metric:
+    if not isinstance(item, dict):
+        raise MlflowError(INVALID_PARAMETER_VALUE, "A metric must be an object.")
+    key = _key(item.get("key"), "Metric name")
+    raw = item.get("value")
+    if (
+        isinstance(raw, str) and raw.lower() in ("nan", "inf", "-inf", "infinity", "-infinity")
+    ) or (isinstance(raw, (int, float)) and not isinstance(raw, bool)):
+        value = float(raw)
+    else:
+        raise MlflowError(
+            INVALID_PARAMETER_VALUE,
+            f"Got invalid value {raw!r} for metric '{key}' (must be a number)",
+        )
+    timestamp = _integer(item.get("timestamp", int(time.time() * 1000)), "timestamp")
+    step = _integer(item.get("step", 0) or 0, "step")
+    return key, value, timestamp, step
+
+
+def _integer(raw: Any, name: str) -> int:
+    try:
+        value = int(raw)
+    except (TypeError, ValueError):
+        raise MlflowError(
+            INVALID_PARAMETER_VALUE, f"Invalid value for parameter '{name}'."
+        ) from None
+    if (isinstance(raw, float) and not math.isfinite(raw)) or not -(2**63) <= value < 2**63:
+        raise MlflowError(INVALID_PARAMETER_VALUE, f"Invalid value for parameter '{name}'.")
+    return value
+
+
+def _pairs(items: Any, what: str, limit: int) -> list[tuple[str, str]]:
+    if items is None:
+        return []
+    if not isinstance(items, list):
+        raise MlflowError(INVALID_PARAMETER_VALUE, f"'{what}s' must be a list.")
+    pairs = []
+    for item in items:
+        if not isinstance(item, dict):
+            raise MlflowError(INVALID_PARAMETER_VALUE, f"A {what} must be an object.")
+        key = _key(item.get("key"), f"{what.capitalize()} name")
+        pairs.append((key, _value(item.get("value"), limit, what.capitalize(), key)))
+    return pairs
+
+
+def _known_run(store: Store, run_id: str) -> dict[str, Any]:
+    run = store.run(run_id)
+    if run is None:
+        raise MlflowError(RESOURCE_DOES_NOT_EXIST, f"Run with id={run_id} not found")
+    return run
+
+
+def _get_experiment_by_name(store: Store, request: dict[str, Any]) -> dict[str, Any]:
+    name = _text(request, "experiment_name")
+    found = store.experiment_by_name(name)
+    if found is None:
+        raise MlflowError(RESOURCE_DOES_NOT_EXIST, f"Could not find experiment with name '{name}'")
+    return {"experiment": found}
+
+
+def _get_experiment(store: Store, request: dict[str, Any]) -> dict[str, Any]:
+    experiment_id = _text(request, "experiment_id")
+    found = store.experiment(experiment_id)
+    if found is None:
+        raise MlflowError(RESOURCE_DOES_NOT_EXIST, f"No Experiment with id={experiment_id} exists")
+    return {"experiment": found}
+
+
+def _create_experiment(store: Store, request: dict[str, Any]) -> dict[str, Any]:
+    name = _text(request, "name")
+    if store.experiment_by_name(name) is not None:
+        raise MlflowError(RESOURCE_ALREADY_EXISTS, f"Experiment '{name}' already exists.")
+    tags = [
+        {"key": k, "value": v} for k, v in _pairs(request.get("tags"), "tag", MAX_TAG_VALUE_CHARS)
+    ]
+    return {"experiment_id": store.create_experiment(name, tags)}
+
+
+def _search_experiments(store: Store, request: dict[str, Any]) -> dict[str, Any]:
+    found = store.experiment(DEFAULT_EXPERIMENT_ID)
+    return {"experiments": [found] if found else []}
+
+
+def _create_run(store: Store, request: dict[str, Any]) -> dict[str, Any]:
+    experiment_id = str(request.get("experiment_id") or DEFAULT_EXPERIMENT_ID)
+    if store.experiment(experiment_id) is None:
+        raise MlflowError(RESOURCE_DOES_NOT_EXIST, f"No Experiment with id={experiment_id} exists")
+    tags = _pairs(request.get("tags"), "tag", MAX_TAG_VALUE_CHARS)
+    name = _text(request, "run_name", required=False) or dict(tags).get(RUN_NAME_TAG, "")
+    start = _integer(request.get("start_time", int(time.time() * 1000)), "start_time")
+    run = store.create_run(experiment_id, name, start, [{"key": k, "value": v} for k, v in tags])
+    return {"run": run}
+
+
+def _get_run(store: Store, request: dict[str, Any]) -> dict[str, Any]:
+    return {"run": _known_run(store, _run_id(request))}
+
+
+def _update_run(store: Store, request: dict[str, Any]) -> dict[str, Any]:
+    run_id = _run_id(request)
+    _known_run(store, run_id)
+    status = _text(request, "status", required=False)
+    if status and status not in RUN_STATUSES:
+        raise MlflowError(
+            INVALID_PARAMETER_VALUE, f"Invalid value {status!r} for parameter 'status'."
+        )
+    end = request.get("end_time")
+    name = _text(request, "run_name", required=False)
+    store.update_run(run_id, status, None if end is None else _integer(end, "end_time"), name)
+    return {"run_info": _known_run(store, run_id)["info"]}
+
+
+def _log_metric(store: Store, request: dict[str, Any]) -> dict[str, Any]:
+    run_id = _run_id(request)
+    metric = _metric(request)
+    _known_run(store, run_id)
+    store.log(run_id, [metric], [], [])
+    return {}
+
+
+def _log_param(store: Store, request: dict[str, Any]) -> dict[str, Any]:
+    run_id = _run_id(request)
+    params = _pairs([request], "param", MAX_PARAM_VALUE_CHARS)
+    _known_run(store, run_id)
+    store.log(run_id, [], params, [])
+    return {}
+
+
+def _set_tag(store: Store, request: dict[str, Any]) -> dict[str, Any]:
+    run_id = _run_id(request)
+    tags = _pairs([request], "tag", MAX_TAG_VALUE_CHARS)
+    _known_run(store, run_id)
+    store.log(run_id, [], [], tags)
+    return {}
+
+
+def _delete_tag(store: Store, request: dict[str, Any]) -> dict[str, Any]:
+    run_id = _run_id(request)
+    key = _key(request.get("key"), "Tag name")
+    _known_run(store, run_id)
+    store.delete_tag(run_id, key)
+    return {}
+
+
+def _log_batch(store: Store, request: dict[str, Any]) -> dict[str, Any]:
+    run_id = _run_id(request)
+    metrics, params, tags = (request.get(name) or [] for name in ("metrics", "params", "tags"))
+    for items, limit, what in (
+        (metrics, MAX_METRICS_PER_BATCH, "metrics"),
+        (params, MAX_PARAMS_PER_BATCH, "params"),
+        (tags, MAX_TAGS_PER_BATCH, "tags"),
+    ):
+        if not isinstance(items, list):
+            raise MlflowError(INVALID_PARAMETER_VALUE, f"'{what}' must be a list.")
+        if len(items) > limit:
+            raise MlflowError(
+                INVALID_PARAMETER_VALUE,
+                f"A batch logging request can contain at most {limit} {what}. Got "
+                f"{len(items)} {what}. Please split up {what} across multiple requests and "
+                "try again.",
+            )
+    total = len(metrics) + len(params) + len(tags)
+    if total > MAX_ENTITIES_PER_BATCH:
+        raise MlflowError(
+            INVALID_PARAMETER_VALUE,
+            f"A batch logging request can contain at most {MAX_ENTITIES_PER_BATCH} total "
+            f"metrics, params, and tags. Got {len(metrics)} metrics, {len(params)} params, "
+            f"and {len(tags)} tags. Please split up metrics, params, and tags across multiple "
+            "requests and try again.",
+        )
+    checked = [_metric(item) for item in metrics]
+    checked_params = _pairs(params, "param", MAX_PARAM_VALUE_CHARS)
+    checked_tags = _pairs(tags, "tag", MAX_TAG_VALUE_CHARS)
+    _known_run(store, run_id)
+    store.log(run_id, checked, checked_params, checked_tags)
+    return {}
+
+
+def _search_runs(store: Store, request: dict[str, Any]) -> dict[str, Any]:
+    ids = request.get("experiment_ids") or []
+    if not isinstance(ids, list):
+        raise MlflowError(INVALID_PARAMETER_VALUE, "'experiment_ids' must be a list.")
+    limit = _integer(request.get("max_results", 1000), "max_results")
+    if not 0 < limit <= 50000:
+        raise MlflowError(
+            INVALID_PARAMETER_VALUE, f"Invalid value {limit} for parameter 'max_results' supplied."
+        )
+    return {"runs": store.search_runs([str(i) for i in ids], limit)}
+
+
+def _metric_history(store: Store, request: dict[str, Any]) -> dict[str, Any]:
+    run_id = _run_id(request)
+    key = _text(request, "metric_key")
+    _known_run(store, run_id)
+    return {"metrics": store.metric_history(run_id, key)}
+
+
+_ROUTES: dict[tuple[str, str | None], Callable[[Store, dict[str, Any]], dict[str, Any]]] = {
+    ("GET", "experiments/get-by-name"): _get_experiment_by_name,
+    ("GET", "experiments/get"): _get_experiment,
+    ("POST", "experiments/create"): _create_experiment,
+    ("POST", "experiments/search"): _search_experiments,
+    ("POST", "runs/create"): _create_run,
+    ("GET", "runs/get"): _get_run,
+    ("POST", "runs/update"): _update_run,
+    ("POST", "runs/log-metric"): _log_metric,
+    ("POST", "runs/log-parameter"): _log_param,
+    ("POST", "runs/log-batch"): _log_batch,
+    ("POST", "runs/set-tag"): _set_tag,
+    ("POST", "runs/delete-tag"): _delete_tag,
+    ("POST", "runs/search"): _search_runs,
+    ("GET", "metrics/get-history"): _metric_history,
+}
+
+
+def run_object(
+    run_id: str,
+    experiment_id: str,
+    name: str,
+    status: str,
+    start_time: int,
+    end_time: int | None,
+    artifact_uri: str,
+    params: dict[str, str],
+    tags: dict[str, str],
+    latest: dict[str, Metric],
+) -> dict[str, Any]:
+    """A run as MLflow's API returns it."""
+    info = {
+        "run_id": run_id,
+        "run_uuid": run_id,
+        "run_name": name,
+        "experiment_id": experiment_id,
+        "status": status,
+        "start_time": start_time,
+        "artifact_uri": artifact_uri,
+        "lifecycle_stage": "active",
+    }
+    if end_time is not None:
+        info["end_time"] = end_time
+    return {
+        "info": info,
+        "data": {
+            "metrics": [metric_object(m) for m in latest.values()],
+            "params": [{"key": k, "value": v} for k, v in params.items()],
+            "tags": [{"key": k, "value": v} for k, v in tags.items()],
+        },
+    }
+
+
+def metric_object(metric: Metric) -> dict[str, Any]:
+    key, value, timestamp, step = metric
+    shown: Any = (
+        value
+        if math.isfinite(value)
+        else repr(value).replace("inf", "Infinity").replace("nan", "NaN")
+    )
+    return {"key": key, "value": shown, "timestamp": timestamp, "step": step}
+
+
+def experiment_object(experiment_id: str, name: str, artifact_location: str) -> dict[str, Any]:
+    return {
+        "experiment_id": experiment_id,
+        "name": name,
+        "artifact_location": artifact_location,
+        "lifecycle_stage": "active",
+    }

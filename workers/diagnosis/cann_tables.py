@@ -1,0 +1,78 @@
+"""A CANN installation's own error-code tables, read where the host has them.
+
+CANN ships its error manager's messages as JSON (``error_info_list`` entries
+with ``ErrCode``, ``errTitle``, ``ErrMessage`` and ``suggestion``) under each
+toolkit's ``conf/error_manager/``. A code no shipped rule names then still gets
+its official text. The tables are read from the installation at run time and
+never copied into this repository.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+from typing import Iterable
+
+# Where toolkits live: set_env.sh's variables first, then the default install roots.
+ROOT_VARIABLES = ("ASCEND_TOOLKIT_HOME", "ASCEND_HOME_PATH", "ASCEND_OPP_PATH")
+DEFAULT_ROOTS = ("/usr/local/Ascend/ascend-toolkit/latest", "/usr/local/Ascend/cann")
+_PATTERNS = (
+    "conf/error_manager/*.json",
+    "*/conf/error_manager/*.json",
+    "../conf/error_manager/*.json",
+)
+MAX_TABLE_BYTES = 16 * 1024 * 1024
+
+
+def find_tables(roots: Iterable[str] | None = None, environ: dict | None = None) -> list[str]:
+    """Paths of the error-code JSON files under the toolkit roots (environment, defaults)."""
+    environ = os.environ if environ is None else environ
+    if roots is None:
+        roots = [environ[name] for name in ROOT_VARIABLES if environ.get(name)] + list(
+            DEFAULT_ROOTS
+        )
+    found: list[str] = []
+    for root in roots:
+        for pattern in _PATTERNS:
+            for path in sorted(glob.glob(os.path.join(root, pattern))):
+                real = os.path.realpath(path)
+                if real not in found:
+                    found.append(real)
+    return found
+
+
+def load_tables(paths: Iterable[str]) -> dict[str, dict]:
+    """code -> {title, message, cause, solution, file}; unreadable files are skipped."""
+    tables: dict[str, dict] = {}
+    for path in paths:
+        try:
+            if os.path.getsize(path) > MAX_TABLE_BYTES:
+                continue
+            with open(path, encoding="utf-8", errors="replace") as handle:
+                doc = json.load(handle)
+        except (OSError, ValueError):
+            continue
+        entries = doc.get("error_info_list", []) if isinstance(doc, dict) else []
+        for entry in entries:
+            if not isinstance(entry, dict) or not entry.get("ErrCode"):
+                continue
+            suggestion = (
+                entry.get("suggestion") if isinstance(entry.get("suggestion"), dict) else {}
+            )
+            tables.setdefault(
+                str(entry["ErrCode"]),
+                {
+                    "title": str(entry.get("errTitle", "")),
+                    "message": str(entry.get("ErrMessage", "")),
+                    "cause": str(suggestion.get("Possible Cause", "")),
+                    "solution": str(suggestion.get("Solution", "")),
+                    "file": path,
+                },
+            )
+    return tables
+
+
+def installed_tables(environ: dict | None = None) -> dict[str, dict]:
+    """The tables of the installation this process can see (empty without CANN)."""
+    return load_tables(find_tables(environ=environ))

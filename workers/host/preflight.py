@@ -1,0 +1,69 @@
+"""Checks a host runs before its share of a run across hosts starts (docs/multihost.md).
+
+A failed check refuses the attempt: the host reports it as a start failure that
+names the check, and the platform ends the gang on every host, naming this one.
+"""
+
+from __future__ import annotations
+
+import socket
+from typing import Any
+
+from workers.collect import hccn
+
+
+def preflight(gang: dict[str, Any], devices: list[int], device_type: str) -> list[str]:
+    """What is wrong before this host's share starts; [] when every check passed."""
+    problems: list[str] = []
+    if gang["node_rank"] == 0:
+        problems += _master_port(gang)
+    if device_type == "npu":
+        problems += _links(devices)
+        problems += _peers(gang, devices)
+    return problems
+
+
+def _master_port(gang: dict[str, Any]) -> list[str]:
+    """Rank 0's host must be able to listen on the rendezvous port it was given."""
+    port = int(gang["master_port"])
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        try:
+            probe.bind(("", port))
+        except OSError as exc:
+            return [f"master port {port}: cannot listen there ({exc.strerror})"]
+    return []
+
+
+def _links(devices: list[int]) -> list[str]:
+    problems = []
+    for index in devices:
+        try:
+            state = hccn.link(index)
+        except hccn.HccnError as exc:
+            problems.append(f"device link of device {index}: {exc}")
+            continue
+        if state != "UP":
+            problems.append(f"device link of device {index} is {state} (hccn_tool -link -g)")
+    return problems
+
+
+def _peers(gang: dict[str, Any], devices: list[int]) -> list[str]:
+    """Every other host's device IPs answer a ping from this host's first device."""
+    if not devices:
+        return []
+    problems = []
+    for peer in gang.get("peers", []):
+        if peer["node_rank"] == gang["node_rank"]:
+            continue
+        for index, address in sorted(peer.get("device_ips", {}).items()):
+            try:
+                sent, received = hccn.ping(devices[0], address)
+            except hccn.HccnError as exc:
+                problems.append(f"peer {peer['host']} device {index} ({address}): {exc}")
+                continue
+            if received == 0:
+                problems.append(
+                    f"peer {peer['host']} device {index} ({address}) is unreachable: "
+                    f"{sent} packets sent, none received"
+                )
+    return problems

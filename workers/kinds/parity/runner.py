@@ -1,0 +1,372 @@
+"""The parity run: the script as side a, then as side b, then msprobe's compare, judged.
+
+Each side runs as a process of its own (in the run's process group, so a timeout or a
+cancel stops it) with the spec's seed, the side's device type, dtype, AMP level and
+environment, and writes its msprobe dump and its losses into ``parity/<side>/`` of the
+run directory. A side's tensor dump beyond ``max_dump_mb`` makes both sides dump
+statistics only. Every way a comparison cannot be made (a failed side, layers that differ
+in shape, no msprobe, a dump msprobe cannot read) ends the run with a cause that says so.
+"""
+
+from __future__ import annotations
+
+import csv
+import glob
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+from typing import Any
+
+from workers.contract import exits, script_env
+from workers.kinds.base import Outcome, RunContext
+from workers.kinds.parity import (
+    BUILTIN_MLP,
+    DIVERGED,
+    LAYER,
+    MAX_LAYERS,
+    NOT_COMPARABLE,
+    SHAPE_MISMATCH,
+    SIDE_FAILED,
+    SIDES,
+    loss_parity,
+    side_thresholds,
+)
+from workers.kinds.parity.compare import (
+    BROKE_SHAPE,
+    first_divergent,
+    judge,
+    script_frames,
+    stack_of,
+)
+from workers.parity import DUMP_DIR, INT8_FILE, INT8_SIDE, LOSS_FILE
+from workers.tracebacks import exception_line
+
+TENSOR, STATISTICS = "tensor", "statistics"
+INT8_PASS = {"device_type": "cpu", "dtype": "float32", "amp_level": "O0", "env": {}}
+STDERR_TAIL_CHARS = 64 * 1024
+# The loss series of each side, overlaid on the run page.
+LOSS_KEY = "parity_loss/{side}"
+LAYER_FIELDS = (
+    "name",
+    "dtype_a",
+    "dtype_b",
+    "shape_a",
+    "shape_b",
+    "cosine",
+    "euc_dist",
+    "max_abs_err",
+    "max_rel_err",
+    "one_thousandth_ratio",
+    "five_thousandth_ratio",
+    "broken",
+    "nan",
+    "stack",
+)
+
+
+def run(ctx: RunContext) -> Outcome:
+    spec = ctx.spec
+    thresholds = side_thresholds(spec)
+    root = os.path.join(ctx.run_dir, "parity")
+    if importlib.util.find_spec("msprobe") is None:
+        # Checked first: a side would only fail at its dump, after its work.
+        return Outcome(
+            exits.FAILED,
+            "msprobe is not installed in the run's interpreter "
+            f"({sys.executable}): pip install 'mindstudio-probe>=26.2'",
+            cause=NOT_COMPARABLE,
+        )
+    if spec["dump_a"]:
+        return _existing(ctx, root, thresholds)
+    task = TENSOR
+    for side in SIDES:
+        failed = _run_side(ctx, root, side, task)
+        if failed:
+            return Outcome(exits.FAILED, f"side {side} failed: {failed}", cause=SIDE_FAILED)
+        size = _tree_bytes(os.path.join(root, side, DUMP_DIR))
+        if task == TENSOR and size > spec["max_dump_mb"] * 1024 * 1024:
+            ctx.say(
+                f"parity: side {side}'s tensor dump is {size} bytes, over max_dump_mb "
+                f"({spec['max_dump_mb']}); both sides dump statistics only"
+            )
+            task = STATISTICS
+            for done in SIDES[: SIDES.index(side) + 1]:
+                failed = _run_side(ctx, root, done, task)
+                if failed:
+                    return Outcome(exits.FAILED, f"side {done} failed: {failed}", cause=SIDE_FAILED)
+    summary: dict[str, Any] = {"mode": task, "thresholds": thresholds}
+    summary["dump_bytes"] = {
+        side: _tree_bytes(os.path.join(root, side, DUMP_DIR)) for side in SIDES
+    }
+    summary["loss"] = _loss(ctx, root, thresholds["loss_rtol"])
+    steps = [_step_dir(root, side) for side in SIDES]
+    if not all(steps):
+        if summary["loss"]["steps"]:
+            # A script without probe(): loss-curve parity only.
+            return _verdict(summary, None, [])
+        return Outcome(
+            exits.FAILED,
+            "neither a dump nor a loss to compare: the script calls neither "
+            "parity.probe() nor parity.log_loss()",
+            summary,
+            NOT_COMPARABLE,
+        )
+    try:
+        rows = _compare(ctx, root, steps[0], steps[1], thresholds, task == STATISTICS)
+    except CompareFailed as exc:
+        return Outcome(exits.FAILED, str(exc), summary, NOT_COMPARABLE)
+    if spec["int8"]:
+        failed = _int8(ctx, root, summary)
+        if failed:
+            return Outcome(exits.FAILED, failed, summary, SIDE_FAILED)
+    return _verdict(summary, first_divergent(rows), rows)
+
+
+def _int8(ctx: RunContext, root: str, summary: dict[str, Any]) -> str:
+    """The INT8 pass: the script once more, float32 on the CPU, where its
+    ``parity.int8_check`` writes the report; '' when it ran, else why not."""
+    failed = _run_side(ctx, root, INT8_SIDE, "")
+    if failed:
+        return f"the INT8 pass failed: {failed}"
+    path = os.path.join(root, INT8_SIDE, INT8_FILE)
+    if not os.path.exists(path):
+        return "the INT8 pass wrote no report: the script does not call parity.int8_check()"
+    with open(path) as handle:
+        summary["int8"] = json.load(handle)
+    return ""
+
+
+def _existing(ctx: RunContext, root: str, thresholds: dict[str, float]) -> Outcome:
+    """Parity of two dumps that exist: the same comparison, no script run."""
+    steps = [os.path.join(ctx.run_dir, ctx.spec[f"dump_{side}"]) for side in SIDES]
+    summary: dict[str, Any] = {"mode": "existing dumps", "thresholds": thresholds}
+    summary["loss"] = loss_parity({}, {}, thresholds["loss_rtol"])
+    for side, step in zip(SIDES, steps):
+        if not os.path.isdir(step):
+            reason = f"dump_{side}: {step} is no directory on this host"
+            return Outcome(exits.FAILED, reason, summary, NOT_COMPARABLE)
+    statistics = _summary_only(steps[0]) or _summary_only(steps[1])
+    summary["mode"] = STATISTICS if statistics else TENSOR
+    try:
+        rows = _compare(ctx, root, steps[0], steps[1], thresholds, statistics)
+    except CompareFailed as exc:
+        return Outcome(exits.FAILED, str(exc), summary, NOT_COMPARABLE)
+    return _verdict(summary, first_divergent(rows), rows)
+
+
+def _summary_only(step: str) -> bool:
+    """Whether a dump holds statistics only (msprobe's dump.json says its task)."""
+    for path in glob.glob(os.path.join(step, "*", "dump.json")):
+        try:
+            with open(path) as handle:
+                return json.load(handle).get("task") == STATISTICS
+        except (OSError, ValueError):
+            return False
+    return False
+
+
+class CompareFailed(Exception):
+    """msprobe could not compare the dumps; the message says why."""
+
+
+def _run_side(ctx: RunContext, root: str, side: str, task: str) -> str:
+    """Run the script as ``side``; '' when it exited 0, else why it failed."""
+    spec = ctx.spec
+    # The INT8 pass is float32 on the CPU, whatever the sides are.
+    values = spec[side] if side in SIDES else INT8_PASS
+    directory = os.path.join(root, side)
+    shutil.rmtree(directory, ignore_errors=True)
+    os.makedirs(directory)
+    env = dict(os.environ)
+    env.update(values["env"])
+    env.update(
+        {
+            script_env.RUN_DIR: ctx.run_dir,
+            script_env.PARITY_SIDE: side,
+            script_env.PARITY_DIR: directory,
+            script_env.PARITY_DTYPE: values["dtype"],
+            script_env.PARITY_AMP_LEVEL: values["amp_level"],
+            script_env.PARITY_STEPS: str(spec["steps"]),
+            script_env.PARITY_LEVEL: spec["level"],
+            script_env.PARITY_DUMP_TASK: task,
+            script_env.PARITY_LAYERS: str(spec["layers"]),
+            script_env.DEVICE_TYPE: values["device_type"] or spec["device_type"],
+            script_env.SEED: str(spec["seed"]),
+        }
+    )
+    entry = spec["entry"]
+    if entry == BUILTIN_MLP:
+        command = [sys.executable, "-m", "workers.parity.builtin"]
+    elif entry.endswith(".py"):
+        command = [sys.executable, os.path.join(ctx.run_dir, entry)]
+    else:
+        module, _, function = entry.partition(":")
+        command = [sys.executable, "-c", f"import {module}; {module}.{function}()"]
+    command += spec["args"]
+    ctx.say(
+        f"parity: side {side} ({env[script_env.DEVICE_TYPE]}, {values['dtype']}, "
+        f"{values['amp_level']}, {task} dump)"
+    )
+    ctx.events.flush()
+    process = subprocess.run(command, cwd=ctx.run_dir, env=env, stderr=subprocess.PIPE, check=False)
+    stderr = process.stderr.decode("utf-8", "replace")[-STDERR_TAIL_CHARS:]
+    sys.stderr.write(stderr)
+    sys.stderr.flush()
+    if process.returncode == 0:
+        return ""
+    line = exception_line(stderr.splitlines())
+    return line or f"the script exited with code {process.returncode}"
+
+
+def _tree_bytes(path: str) -> int:
+    total = 0
+    for folder, _dirs, files in os.walk(path):
+        for name in files:
+            total += os.path.getsize(os.path.join(folder, name))
+    return total
+
+
+def _step_dir(root: str, side: str) -> str:
+    found = sorted(glob.glob(os.path.join(root, side, DUMP_DIR, "step0")))
+    return found[0] if found else ""
+
+
+def _loss(ctx: RunContext, root: str, rtol: float) -> dict[str, Any]:
+    curves = {}
+    for side in SIDES:
+        points: dict[int, float | None] = {}
+        path = os.path.join(root, side, LOSS_FILE)
+        if os.path.exists(path):
+            with open(path) as handle:
+                for line in handle:
+                    point = json.loads(line)
+                    points[int(point["step"])] = point["value"]
+        curves[side] = points
+        finite = {step: value for step, value in points.items() if value is not None}
+        for step, value in sorted(finite.items()):
+            ctx.events.metric(LOSS_KEY.format(side=side), step, value)
+    return loss_parity(curves["a"], curves["b"], rtol)
+
+
+def _compare(
+    ctx: RunContext,
+    root: str,
+    step_a: str,
+    step_b: str,
+    thresholds: dict[str, float],
+    statistics: bool,
+) -> list[dict[str, Any]]:
+    """msprobe's compare of side b (its "NPU") against side a (its "bench"), judged."""
+    out = os.path.join(root, "compare")
+    shutil.rmtree(out, ignore_errors=True)
+    os.makedirs(out)
+    command = [sys.executable, "-m", "msprobe.msprobe", "compare"]
+    command += ["-tp", step_b, "-gp", step_a, "-o", out]
+    process = subprocess.run(command, cwd=ctx.run_dir, capture_output=True, check=False)
+    sys.stderr.write(process.stderr.decode("utf-8", "replace")[-STDERR_TAIL_CHARS:])
+    found = sorted(glob.glob(os.path.join(out, "**", "*.csv"), recursive=True))
+    if process.returncode != 0 or not found:
+        tail = (process.stdout + process.stderr).decode("utf-8", "replace").strip()
+        last = tail.splitlines()[-1] if tail else f"exit code {process.returncode}"
+        if "No module named" in tail and "msprobe" in tail:
+            last = "msprobe (mindstudio-probe) is not installed in the run's interpreter"
+        raise CompareFailed(f"msprobe compare failed: {last}")
+    script = ctx.spec["entry"] if ctx.spec["entry"].endswith(".py") else ""
+    stacks = _stacks(step_b)
+    rows = []
+    for index, cells in enumerate(_csv_rows(found[0])):
+        if index >= MAX_LAYERS:
+            break
+        row = judge(cells, thresholds, statistics)
+        row["index"] = index
+        row["stack"] = script_frames(stack_of(stacks, row["name"]), os.path.basename(script))[:5]
+        ctx.events.emit(LAYER, **{key: row[key] for key in ("index", *LAYER_FIELDS)})
+        rows.append(row)
+    return rows
+
+
+def _stacks(step: str) -> dict[str, list[str]]:
+    """Side b's call stacks by API or module call (msprobe's stack.json: id -> [[names],
+    [frames]]), each frame as ``path:line in function: code``."""
+    stacks: dict[str, list[str]] = {}
+    for path in glob.glob(os.path.join(step, "*", "stack.json")):
+        try:
+            with open(path) as handle:
+                found = json.load(handle)
+        except (OSError, ValueError):
+            continue
+        for entry in found.values() if isinstance(found, dict) else ():
+            if not (isinstance(entry, list) and len(entry) == 2):
+                continue
+            frames = [_frame(str(frame)) for frame in entry[1]]
+            for name in entry[0]:
+                stacks[str(name)] = frames
+    return stacks
+
+
+def _frame(text: str) -> str:
+    # "File PATH, line N, in FUNC, \n CODE"
+    head, _, code = text.partition("\n")
+    parts = [part.strip() for part in head.split(",")]
+    if len(parts) >= 3 and parts[0].startswith("File "):
+        line = parts[1].replace("line ", "")
+        function = parts[2].replace("in ", "")
+        return f"{parts[0][5:]}:{line} in {function}: {code.strip()}"
+    return text.strip()
+
+
+def _csv_rows(path: str) -> list[dict[str, Any]]:
+    with open(path, newline="", encoding="utf-8-sig") as handle:
+        return [row for row in csv.DictReader(handle) if any(row.values())]
+
+
+def _verdict(
+    summary: dict[str, Any], first: dict[str, Any] | None, rows: list[dict[str, Any]]
+) -> Outcome:
+    summary["layers"] = len(rows)
+    summary["broken_layers"] = sum(1 for row in rows if row["broken"])
+    summary["nan_layers"] = sum(1 for row in rows if row["nan"])
+    if rows:
+        cosines = [row["cosine"] for row in rows if row["cosine"] is not None]
+        summary["min_cosine"] = min(cosines) if cosines else None
+    summary["first_divergent"] = (
+        {key: first[key] for key in ("name", "cosine", "max_abs_err", "max_rel_err", "stack")}
+        if first
+        else None
+    )
+    loss = summary["loss"]
+    if first is not None and BROKE_SHAPE in first["broken"]:
+        return Outcome(
+            exits.FAILED,
+            f"{first['name']}: shape {first['shape_b']} on side b, {first['shape_a']} on side a",
+            summary,
+            SHAPE_MISMATCH,
+        )
+    if first is not None:
+        return Outcome(
+            exits.FAILED,
+            f"first divergent layer: {first['name']} (breaks {', '.join(first['broken'])})",
+            summary,
+            DIVERGED,
+        )
+    int8 = summary.get("int8")
+    if int8 and int8.get("delta_kept") is not None and int8["delta_kept"] < -int8["tolerance"]:
+        return Outcome(
+            exits.FAILED,
+            f"INT8: the metric falls {-int8['delta_kept']:g} below float32's even with "
+            f"{len(int8['keep'])} layer(s) kept in float32",
+            summary,
+            DIVERGED,
+        )
+    if loss["first_step_past_tolerance"] is not None:
+        return Outcome(
+            exits.FAILED,
+            f"loss differs by more than {loss['tolerance']:g} from step "
+            f"{loss['first_step_past_tolerance']}",
+            summary,
+            DIVERGED,
+        )
+    return Outcome(exits.SUCCEEDED, f"{len(rows)} layers within the thresholds", summary)
