@@ -48,6 +48,17 @@ _TQDM_POSTFIX = re.compile(r"\[[^\]]*?(?:it/s|s/it)\s*,\s*([^\]]*)\]")
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 _DIGIT = re.compile(r"\d|nan|inf", re.IGNORECASE)
 _TRACEBACK = "Traceback (most recent call last):"
+# A line that reports a failure or a warning carries codes and counts, not metrics
+# ("aclrtMemcpy failed, error code 507899", "[ERROR] ... EZ9999"): the default shapes skip
+# it. A script's own metric_patterns decide for themselves.
+_DIAGNOSTIC = re.compile(
+    r"\b(?:failed|failure|exception|warning)\b|\berror(?:\s+code|\s*:)|\[(?:error|exception|warning)\]",
+    re.IGNORECASE,
+)
+# CANN's and torch_npu's codes, and Python's exception names (RuntimeError: ...).
+_ERROR_CODE = re.compile(
+    r"\b(?:E[A-Z][0-9]{4}|E[0-9]{5}|ERR[0-9]{5}|[A-Z]\w*(?:Error|Exception))\b"
+)
 # npulab's own lines (the launcher's "npulab: rank 0 of 1, ..."): no metrics of the script.
 _OWN = "npulab: "
 # A framework's own log line (MindSpore's "[WARNING] ME(1234,7f3b...,python):2026-12-05-...
@@ -133,6 +144,8 @@ class Recogniser:
 
 def _default(text: str) -> tuple[dict[str, float], int | None] | None:
     """The metrics and step of one line by the default shapes; None when it has none."""
+    if _DIAGNOSTIC.search(text) or _ERROR_CODE.search(text):
+        return None
     postfix = _TQDM_POSTFIX.search(text)
     if postfix is not None:
         values: dict[str, float] = {}

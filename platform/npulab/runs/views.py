@@ -140,6 +140,10 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
         # queued.``): a refresh that shows another status drops them.
         "status_changed": request.GET.get("shown", run.status) != run.status,
     }
+    # The steps, or the summary of a kind without a headline, take a card beside the facts.
+    context["beside_facts"] = bool(
+        context["steps"] or kind.reports_steps or (context["summary"] and not kind.headline)
+    )
     if context["can_cancel"] and not run.cancel_requested:
         context["cancel_warning"] = cancel_warning(run)
     for panel in [*panels, *([kind.headline] if kind.headline else [])]:
