@@ -20,6 +20,7 @@ from npulab.accounts import tokens
 from npulab.hosts.models import Host
 from npulab.hosts.services import do_create_host, do_issue_host_token
 from npulab.web import stack
+from workers.contract.frameworks import MINDSPORE_LABEL
 
 ADMIN_USERNAME = "admin"
 LOCAL_HOST = "local"
@@ -44,9 +45,22 @@ class Command(BaseCommand):
             help="local CPU host workers, each its own host (local, local-2, ...), so that "
             "runs across hosts can be tried on one machine",
         )
+        parser.add_argument(
+            "--mindspore-python",
+            default="",
+            help="an interpreter with MindSpore (make mindspore): the local hosts run "
+            f"framework: mindspore runs in it and carry the label '{MINDSPORE_LABEL}'",
+        )
 
     def handle(
-        self, *args: Any, bind: str, port: int, no_host_worker: bool, hosts: int, **options
+        self,
+        *args: Any,
+        bind: str,
+        port: int,
+        no_host_worker: bool,
+        hosts: int,
+        mindspore_python: str,
+        **options,
     ) -> None:
         if hosts < 1:
             raise CommandError("--hosts must be at least 1")
@@ -93,12 +107,17 @@ class Command(BaseCommand):
             token_file = self._local_host_token(
                 LOCAL_HOST + suffix, var_dir / f"local-host{suffix}.token"
             )
+            worker_argv = stack.host_worker_argv(
+                url, token_file, broker_url, var_dir / ("worker" + suffix)
+            )
+            if mindspore_python:
+                # Whoever starts the stack is its operator: the label is theirs to give.
+                self._label_local_host(LOCAL_HOST + suffix, MINDSPORE_LABEL)
+                worker_argv += ["--mindspore-python", mindspore_python]
             processes.append(
                 stack.ManagedProcess(
                     "worker" + suffix,
-                    stack.host_worker_argv(
-                        url, token_file, broker_url, var_dir / ("worker" + suffix)
-                    ),
+                    worker_argv,
                     env,
                     logs,
                 )
@@ -159,6 +178,12 @@ class Command(BaseCommand):
             path.touch(mode=0o600)
             path.write_text(current)
         return path
+
+    def _label_local_host(self, name: str, label: str) -> None:
+        host = Host.objects.get(name=name)
+        if label not in host.labels:
+            host.labels = [*host.labels, label]
+            host.save(update_fields=["labels", "updated"])
 
     def _banner(self, url: str, login: str, broker_url: str, log_dir: Path) -> None:
         database = settings.DATABASES["default"]
