@@ -16,8 +16,9 @@ Before each start a CPU-idle gate waits until /proc/stat shows the CPUs idle eno
 On each start, with the same client (requests, one keep-alive session) both ways:
 
 1. ingestion of ``--points`` points of one metric at 1,000 a request (MLflow's log-batch
-   takes at most 1,000 metrics) and, npulab only, at 10,000: points/s, the request's
-   time, and the server's CPU per request (its process tree, plus its database's
+   takes at most 1,000 metrics) and, npulab only, at 10,000, npulab's in the compact form
+   its host worker sends (workers.contract.blocks): points/s, the request's time, and the
+   server's CPU per request (its process tree, plus its database's
    backends on PostgreSQL, less what they spend idle);
 2. storage per point on PostgreSQL: pg_total_relation_size of the metric tables (heap,
    indexes, TOAST) after VACUUM ANALYZE, over the points in them;

@@ -237,12 +237,14 @@ class Platform:
     def stop_web(self) -> None:
         self.processes["web"].stop()
 
-    def start_worker(self, host: str = HOST, *extra: str, devices: int | None = None) -> None:
+    def start_worker(
+        self, host: str = HOST, *extra: str, devices: int | None = None, labels: str = ""
+    ) -> None:
         """The host worker of ``host`` (a second one gets its own token and work directory);
-        ``extra``: more of its command-line flags."""
+        ``extra``: more of its command-line flags; ``labels``: an operator's, for a new host."""
         token = self.var_dir / f"{host}.token"
         if not token.exists():
-            token.write_text(self.manage("host_token", host))
+            token.write_text(self.manage("host_token", host, "--labels", labels))
         work = self.run_dir(0, host=host).parents[2]
         argv = stack.host_worker_argv(self.url, token, self.broker_url, work, devices=devices)
         self.start(f"worker-{host}", [*argv, *extra])

@@ -188,6 +188,9 @@ class Supervisor:
         self.capture.stop()
         outcome = self._outcome(timed_out, result_path)
         diagnosed = self.watch.finish(outcome.status, outcome.cause, self._devices())
+        if self.watch.collected:
+            # The plogs, kernel messages and device health go to the platform with the run.
+            self.events.artifact("diagnosis.tar.gz", self.watch.collected, kind="report")
         if diagnosed is not None:
             self.events.emit(DIAGNOSIS, **diagnosed)
         self.events.result(outcome.status, outcome.reason, outcome.summary, outcome.cause)

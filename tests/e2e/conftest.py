@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -32,6 +35,24 @@ def platform(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Platform]:
 
 
 ACTIVE = ("queued", "dispatched", "running")
+
+
+@pytest.fixture(scope="session")
+def scripts_dir() -> Iterator[Path]:
+    """A folder for the tests' own scripts that a run can read: runs execute as the run user
+    (npulab-run) when the tests run as root, and pytest's tmp_path is the tester's alone."""
+    folder = Path(tempfile.mkdtemp(prefix="npulab-e2e-scripts-"))
+    folder.chmod(0o755)
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def write_script(folder: Path, name: str, text: str) -> Path:
+    """``text`` as ``folder``/``name``, readable by every user."""
+    path = folder / name
+    path.write_text(text)
+    path.chmod(0o644)
+    return path
 
 
 @pytest.fixture(autouse=True)
