@@ -1,4 +1,4 @@
-"""The end-to-end platform fixture (tests/e2e/platform.py) on the services the tests use."""
+"""The end-to-end platform fixture (harness/stack.py) on the services the tests use."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 from django.conf import settings
 
-from tests.e2e.platform import CHROMIUM_ARGS, Platform, chromium_path, launched_platform
-from tests.services import in_ci
+from harness.services import in_ci
+from harness.stack import CHROMIUM_ARGS, Platform, chromium_path, launched_platform
 
 ASYNC_UNSAFE = "DJANGO_ALLOW_ASYNC_UNSAFE"
 # Playwright waits 30 s by default; a loaded 2-core machine (a CI runner, a second test

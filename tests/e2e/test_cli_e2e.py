@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 from junitparser import JUnitXml
 
+from harness.stack import HOST, Platform, free_port
 from tests.e2e.conftest import write_script
-from tests.e2e.platform import HOST, Platform, free_port
 from workers.contract import exits
 
 pytestmark = pytest.mark.e2e

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from harness.stack import Platform
 from tests.e2e.accessibility import violations
 from tests.e2e.conftest import write_script
-from tests.e2e.platform import Platform
 from tests.e2e.screenshots import shoot
 
 pytestmark = [pytest.mark.e2e, pytest.mark.browser]

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from harness.stack import Platform
 from tests.e2e.conftest import write_script
-from tests.e2e.platform import Platform
 from tests.e2e.test_cli_e2e import npulab
 from workers.contract import exits
 

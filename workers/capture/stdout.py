@@ -61,6 +61,11 @@ _ERROR_CODE = re.compile(
 )
 # npulab's own lines (the launcher's "npulab: rank 0 of 1, ..."): no metrics of the script.
 _OWN = "npulab: "
+# A framework's own log line (MindSpore's "[WARNING] ME(1234,7f3b...,python):2026-12-05-...
+# [mindspore/context.py:1343] ..."): its numbers are pids, dates and source lines.
+_FRAMEWORK_LOG = re.compile(r"^\[(?:DEBUG|INFO|WARNING|ERROR|CRITICAL|EXCEPTION)\] \w+\(\d+,")
+# "file.cc:1025" (a C++ call stack's frame) names a source line, not a metric.
+_SOURCE_FILE = re.compile(r"\.(?:c|cc|cpp|cxx|h|hpp|py)$")
 # Fields that give the step rather than a metric.
 STEP_KEYS = frozenset(("step", "steps", "global_step", "iter", "iteration", "batch", "it"))
 EPOCH = "epoch"
@@ -90,7 +95,7 @@ class Recogniser:
                 return []
             self._in_traceback[stream] = False
             return []
-        if line.startswith(_OWN):
+        if line.startswith(_OWN) or _FRAMEWORK_LOG.match(line):
             return []
         points: list[Point] = []
         for part in line.split("\r"):
@@ -226,7 +231,7 @@ def _dict(text: str) -> dict[str, float] | None:
 def _put(values: dict[str, float], key: str, raw: str) -> None:
     number = _number(raw)
     name = _name(key)
-    if number is not None and name and name not in _NOISE:
+    if number is not None and name and name not in _NOISE and not _SOURCE_FILE.search(name):
         values[name] = number
 
 

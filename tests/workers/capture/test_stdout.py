@@ -152,6 +152,18 @@ def test_non_finite_values_are_written_as_gaps(tmp_path: Path, value: str) -> No
     assert (event["value"], event["nonfinite"]) == (None, repr(float(value)))
 
 
+def test_mindspore_log_lines_and_call_stacks_are_no_metrics() -> None:
+    # As a CPU MindSpore 2.10.0 prints them (tests/fixtures/mindspore/).
+    lines = [
+        "[WARNING] COMMON(20625,7f3b1dfdbb80,python):2026-12-05-02:31:46.902.794 "
+        "[mindspore/ccsrc/utils/comm_manager.cc:82] GetInstance] CommManager instance for CPU "
+        "not found, return default instance.",
+        "mindspore/ccsrc/frontend/jit/ps/parse/parse.cc:1025 ParseExprNode",
+        "epoch: 1 step: 10, loss is 2.3012",
+    ]
+    assert points(lines) == [("epoch", 10, 1.0), ("loss", 10, 2.3012)]
+
+
 @pytest.mark.parametrize(
     "line",
     [
