@@ -105,7 +105,7 @@ def test_a_perturbed_layer_fails_the_run_names_it_with_its_call_site_and_gates(
     )["id"]
     run = platform.wait(run_id, timeout=600)
     assert run["status"] == "failed", f"{run}\n{platform.tail()}"
-    assert run["exit_cause"] == "parity_diverged"
+    assert run["exit_cause"] == "parity_diverged", f"{run['exit_reason']}\n{platform.tail()}"
 
     answer = platform.api("GET", f"runs/{run_id}/parity/").json()
     first = answer["first_divergent"]
