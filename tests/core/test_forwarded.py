@@ -6,15 +6,21 @@ Before: gunicorn's own default trusted 127.0.0.1, so any local client made its r
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 from npulab.web import stack
-from tests.e2e.platform import free_port
 from tests.paths import REPO_DIR
 from tests.waiting import wait_until
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
 
 
 @contextmanager
