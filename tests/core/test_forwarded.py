@@ -6,6 +6,7 @@ Before: gunicorn's own default trusted 127.0.0.1, so any local client made its r
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import urllib.request
 from collections.abc import Iterator
@@ -15,6 +16,12 @@ from harness.stack import free_port
 from npulab.web import stack
 from tests.paths import REPO_DIR
 from tests.waiting import wait_until
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
 
 
 @contextmanager
