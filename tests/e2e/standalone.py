@@ -13,8 +13,8 @@ from typing import Any
 
 import requests
 
+from harness.stack import free_port
 from npulab.web import stack
-from tests.e2e.platform import free_port
 from tests.paths import REPO_DIR
 
 ADMIN_PASSWORD = "standalone-admin-pw"
@@ -24,8 +24,9 @@ ENDED = ("succeeded", "failed", "cancelled", "lost", "expired")
 class Standalone:
     """The whole stack on SQLite and an embedded Redis in ``var_dir``, on a free port."""
 
-    def __init__(self, var_dir: Path) -> None:
+    def __init__(self, var_dir: Path, hosts: int = 1) -> None:
         self.var_dir = var_dir
+        self.hosts = hosts
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.env = stack.child_env(
@@ -43,7 +44,15 @@ class Standalone:
 
     def start(self, timeout: float = 120) -> None:
         self.process = subprocess.Popen(
-            [sys.executable, str(REPO_DIR / "manage.py"), "standalone", "--port", str(self.port)],
+            [
+                sys.executable,
+                str(REPO_DIR / "manage.py"),
+                "standalone",
+                "--port",
+                str(self.port),
+                "--hosts",
+                str(self.hosts),
+            ],
             env=self.env,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,

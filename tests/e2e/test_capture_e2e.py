@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from tests.e2e.platform import Platform
+from harness.stack import Platform
 from tests.paths import REPO_DIR
 
 pytestmark = pytest.mark.e2e

@@ -6,6 +6,7 @@ shared e2e platform's single host keeps its own runs.
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from collections.abc import Iterator
@@ -13,7 +14,7 @@ from collections.abc import Iterator
 import pytest
 from django.conf import settings
 
-from tests.e2e.platform import Platform, launched_platform
+from harness.stack import Platform, launched_platform
 
 pytestmark = pytest.mark.e2e
 HOSTS = ("gang-1", "gang-2")
@@ -35,6 +36,13 @@ def two_hosts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Platform]:
                 assert time.monotonic() < deadline, platform.tail()
                 time.sleep(0.2)
         yield platform
+
+
+def ended_early(platform: Platform, run: dict) -> str:
+    """What a run that ended too soon went through, in full (an assertion's repr is cut)."""
+    return "\n".join(
+        [json.dumps(run["attempts"], indent=1), json.dumps(run["placements"]), platform.tail(80)]
+    )
 
 
 def gang(platform: Platform, **spec: object) -> dict:
@@ -64,7 +72,8 @@ def test_two_hosts_by_two_processes_train_with_ddp_and_resume_after_a_killed_wor
         stored = [c["step"] for c in run["checkpoints"] if c["status"] == "stored"]
         if stored and max(stored) >= 99:
             break
-        assert run["status"] in ("queued", "dispatched", "running"), (run, platform.tail())
+        if run["status"] not in ("queued", "dispatched", "running"):
+            pytest.fail(ended_early(platform, run))
         assert time.monotonic() < deadline, platform.tail()
         time.sleep(0.2)
     placements = run["placements"]
@@ -82,7 +91,8 @@ def test_two_hosts_by_two_processes_train_with_ddp_and_resume_after_a_killed_wor
         run = platform.run(run_id)
         if run["attempt"] >= 2 and run["status"] == "running":
             break
-        assert run["status"] in ("queued", "dispatched", "running"), (run, platform.tail())
+        if run["status"] not in ("queued", "dispatched", "running"):
+            pytest.fail(ended_early(platform, run))
         assert time.monotonic() < deadline, platform.tail()
         time.sleep(0.2)
     first = run["attempts"][0]

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.standalone import Standalone
+from tests.e2e.standalone import ENDED, Standalone
 
 pytestmark = pytest.mark.e2e
 
@@ -30,3 +30,49 @@ def test_standalone_runs_a_smoke_run_on_sqlite_and_embedded_redis(tmp_path: Path
     assert not (tmp_path / "redis" / "redis.sock").exists()
     with pytest.raises(ConnectionRefusedError):
         socket.create_connection(("127.0.0.1", platform.port), timeout=1).close()
+
+
+def test_standalone_with_two_hosts_runs_a_training_run_across_both(tmp_path: Path) -> None:
+    """`make run HOSTS=2`: two local CPU host workers, each its own host, one gloo gang."""
+    platform = Standalone(tmp_path, hosts=2)
+    try:
+        platform.start()
+        hosts = f"{platform.url}/api/v1/hosts/"
+        platform.wait_for(
+            lambda: (
+                {
+                    host["name"]
+                    for host in platform.api.get(hosts, timeout=30).json()["results"]
+                    if host["status"] == "online"
+                }
+                == {"local", "local-2"}
+            ),
+            180,
+            "both local hosts online",
+        )
+        spec = {
+            "kind": "training",
+            "device_type": "cpu",
+            "entry": "builtin:cnn",
+            "max_steps": 20,
+            "hosts": 2,
+        }
+        run = platform.api.post(f"{platform.url}/api/v1/runs/", json=spec, timeout=30).json()
+        url = f"{platform.url}/api/v1/runs/{run['id']}/"
+        platform.wait_for(
+            lambda: platform.api.get(url, timeout=30).json()["status"] in ENDED,
+            600,
+            "the run across both hosts to end",
+        )
+        run = platform.api.get(url, timeout=30).json()
+        if run["status"] != "succeeded":
+            reasons = [(a["host"], a["exit_cause"], a["exit_reason"]) for a in run["attempts"]]
+            pytest.fail(f"{reasons}\n{run['placements']}\n{platform.text[-3000:]}")
+        assert run["shape"] == "2 × 1 cpu"
+        placements = run["placements"]
+        assert sorted(p["host"] for p in placements) == ["local", "local-2"]
+        assert [p["ranks"] for p in placements] == [[0, 0], [1, 1]]
+        assert {p["state"] for p in placements} == {"succeeded"}
+    finally:
+        code = platform.stop()
+    assert code == 0, platform.text[-4000:]

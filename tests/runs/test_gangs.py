@@ -6,19 +6,23 @@ from typing import Any
 
 import pytest
 from django.utils import timezone
+from rest_framework.test import APIClient
 
 from npulab.core.errors import SubmissionInvalid
 from npulab.health.services import do_drain_host
 from npulab.hosts.models import Host
+from npulab.hosts.services import do_issue_host_token
 from npulab.runs.gangs import gang_of
 from npulab.runs.models import DeviceLease, Placement, Run
 from npulab.runs.scheduler import place_queued_runs
 from npulab.runs.services import (
+    do_cancel_run,
     do_claim_run,
     do_finish_run,
     do_ingest_events,
     do_reconcile_host_runs,
     do_submit_run,
+    sweep_runs,
 )
 from tests.conftest import register, token_client
 from tests.factories import HostFactory
@@ -244,3 +248,38 @@ def test_the_run_api_lists_placements_and_the_shape(owner) -> None:
             "exit_code": None,
         },
     ]
+
+
+def test_the_run_page_lists_each_host_and_the_list_shows_the_shape(owner, client) -> None:
+    run, _, _ = _started(owner)
+    client.force_login(owner)
+    page = client.get(f"/runs/{run.pk}/").content.decode()
+    assert 'id="placements"' in page
+    assert 'data-node="1"' in page
+    assert "2\u20133" in page  # ranks 2 to 3
+    assert "2 × 2 cpu" in client.get("/runs/").content.decode()
+
+
+def test_the_sweeper_loses_only_the_silent_host_of_a_gang(owner, settings) -> None:
+    run, a, _b = _started(owner)
+    later = timezone.now() + timezone.timedelta(
+        seconds=settings.NPULAB["RUN_HEARTBEAT_TIMEOUT_S"] + 1
+    )
+    # Node rank 0 keeps the run alive; node rank 1 said nothing since its claim.
+    Run.objects.filter(pk=run.pk).update(last_heartbeat=later)
+    Placement.objects.filter(run=run, node_rank=0).update(last_heartbeat=later)
+    assert sweep_runs(later)["lost"] == 1
+    states = dict(run.placements.values_list("host_name", "state"))
+    assert states == {"cpu-1": Placement.State.RUNNING, "cpu-2": Placement.State.LOST}
+    assert do_ingest_events(a, run.pk, 1, 0, 0, [])["cancel"] is True
+
+
+def test_a_heartbeat_tells_the_other_hosts_of_a_failed_gang_to_stop(owner) -> None:
+    run, _, b = _started(owner)
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {do_issue_host_token(b)}")
+    beat = client.post("/api/v1/agent/heartbeat/", {"running": [run.pk]}, format="json")
+    assert beat.json()["cancel"] == []
+    do_cancel_run(run.pk, owner)
+    beat = client.post("/api/v1/agent/heartbeat/", {"running": [run.pk]}, format="json")
+    assert beat.json()["cancel"] == [run.pk]

@@ -139,3 +139,71 @@ def test_runs_queued_across_the_upgrade_keep_avoiding_the_hosts_they_avoided(res
 
     faults = dict(new.get_model("runs", "Run").objects.values_list("pk", "host_faults"))
     assert faults == {avoiding.pk: {"npu-01": 2}, fresh.pk: {}}
+
+
+BEFORE_PLACEMENTS = [("runs", "0013_run_project_no_default"), ("hosts", "0003_host_pool")]
+PLACEMENTS = [("runs", "0014_placements")]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_every_attempt_stored_before_placements_becomes_one_placement_on_its_host(
+    restored,
+) -> None:
+    old = migrate(*BEFORE_PLACEMENTS)
+    project = old.get_model("projects", "Project").objects.create(slug="gangs", name="Gangs")
+    host = old.get_model("hosts", "Host").objects.create(name="npu-07", device_type="npu")
+    run_model = old.get_model("runs", "Run")
+    ended = run_model.objects.create(
+        kind="training",
+        spec={},
+        device_type="npu",
+        devices=2,
+        project_id=project.pk,
+        status="failed",
+        attempt=2,
+        host_id=host.pk,
+    )
+    at = datetime(2026, 12, 1, 8, 0, tzinfo=UTC)
+    for number, status in ((1, "lost"), (2, "failed")):
+        old.get_model("runs", "RunAttempt").objects.create(
+            run_id=ended.pk,
+            number=number,
+            host_id=host.pk,
+            device_indices=[4, 5],
+            started_at=at,
+            finished_at=at,
+            status=status,
+            exit_cause="worker_lost",
+            exit_code=None if number == 1 else 3,
+        )
+    waiting = run_model.objects.create(
+        kind="smoke",
+        spec={},
+        device_type="npu",
+        project_id=project.pk,
+        status="dispatched",
+        host_id=host.pk,
+        device_indices=[0],
+        dispatched_at=at,
+    )
+
+    new = migrate(*PLACEMENTS)
+
+    placements = new.get_model("runs", "Placement").objects.order_by("run_id", "attempt")
+    assert list(
+        placements.values_list(
+            "run_id",
+            "attempt",
+            "node_rank",
+            "host_name",
+            "device_indices",
+            "ranks",
+            "state",
+            "exit_code",
+        )
+    ) == [
+        (ended.pk, 1, 0, "npu-07", [4, 5], 2, "lost", None),
+        (ended.pk, 2, 0, "npu-07", [4, 5], 2, "failed", 3),
+        (waiting.pk, 1, 0, "npu-07", [0], 1, "leased", None),
+    ]
+    assert new.get_model("runs", "Run").objects.get(pk=ended.pk).hosts == 1

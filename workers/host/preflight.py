@@ -14,12 +14,29 @@ from workers.collect import hccn
 
 def preflight(gang: dict[str, Any], devices: list[int], device_type: str) -> list[str]:
     """What is wrong before this host's share starts; [] when every check passed."""
-    problems: list[str] = []
+    problems: list[str] = _versions(gang)
     if gang["node_rank"] == 0:
         problems += _master_port(gang)
     if device_type == "npu":
         problems += _links(devices)
         problems += _peers(gang, devices)
+    return problems
+
+
+def _versions(gang: dict[str, Any]) -> list[str]:
+    """The same driver, CANN, torch and torch_npu on every host (from their snapshots)."""
+    problems = []
+    peers = gang.get("peers", [])
+    for key in sorted({key for peer in peers for key in peer.get("versions", {})}):
+        # A host with no snapshot yet says nothing either way.
+        seen = {
+            peer["host"]: peer["versions"][key]
+            for peer in peers
+            if peer.get("versions", {}).get(key)
+        }
+        if len(set(seen.values())) > 1:
+            found = ", ".join(f"{version} on {host}" for host, version in seen.items())
+            problems.append(f"versions differ across hosts: {key} {found}")
     return problems
 
 

@@ -14,8 +14,11 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from django.db import models
+
 from npulab.hosts.models import Host
 from npulab.runs.models import DeviceLease, Placement, Run
+from npulab.snapshots.models import Snapshot
 from workers.contract import gang as contract
 
 # Rendezvous ports the platform hands out on rank 0's host, one per active gang there.
@@ -81,6 +84,23 @@ def stop_asked(run: Run) -> bool:
     return Placement.objects.filter(run=run, attempt=run.attempt, state__in=ENDED_BADLY).exists()
 
 
+def shares_to_stop(host: Host) -> list[int]:
+    """Runs whose share on ``host`` (not node rank 0's) must stop: cancelled, or a host failed."""
+    shares = Placement.objects.filter(
+        host=host, node_rank__gt=0, state=Placement.State.RUNNING, run__status=Run.Status.RUNNING
+    )
+    failed = Placement.objects.filter(
+        run_id=models.OuterRef("run_id"),
+        attempt=models.OuterRef("attempt"),
+        state__in=ENDED_BADLY,
+    )
+    return list(
+        shares.filter(models.Q(run__cancel_requested=True) | models.Exists(failed)).values_list(
+            "run_id", flat=True
+        )
+    )
+
+
 def gang_of(run: Run, placement: Placement) -> dict[str, Any]:
     """The claim reply's ``gang``: the rendezvous, this host's ranks and, on NPU, a rank table."""
     placements = current(run)
@@ -104,6 +124,7 @@ def gang_of(run: Run, placement: Placement) -> dict[str, Any]:
                     contract.ADVERTISE_ADDRESS, ""
                 ),
                 "device_ips": _device_ips(other),
+                "versions": _versions(other),
             }
             for other in placements
         ],
@@ -128,6 +149,21 @@ def gang_of(run: Run, placement: Placement) -> dict[str, Any]:
             ]
         )
     return gang
+
+
+# What must match on every host of a gang (the pre-flight compares them).
+MATCHING_VERSIONS = ("driver", "cann", "torch", "torch_npu")
+
+
+def _versions(placement: Placement) -> dict[str, str]:
+    """The host's driver, CANN, torch and torch_npu from its newest snapshot ({} if none)."""
+    snapshot = (
+        Snapshot.objects.filter(host_id=placement.host_id).order_by("-last_seen").first()
+        if placement.host_id
+        else None
+    )
+    summary = snapshot.summary if snapshot is not None else {}
+    return {key: str(summary[key]) for key in MATCHING_VERSIONS if summary.get(key)}
 
 
 def _device_ips(placement: Placement) -> dict[str, str]:

@@ -360,6 +360,11 @@ def do_ingest_events(
         raise Conflict(f"run {run_id} is {run.status}; no more events are taken")
     if run.placement is not None:
         return _ingest_other_node(run, run.placement, start, end, events)
+    if run.hosts > 1:
+        # Node rank 0's share is heard from too: the sweeper looks at each host's.
+        Placement.objects.filter(run=run, attempt=attempt, node_rank=0).update(
+            last_heartbeat=timezone.now()
+        )
     if start != run.events_offset:
         if end <= run.events_offset:
             return _ack(run, run.events_offset)
@@ -700,14 +705,15 @@ def do_reconcile_host_runs(host: Host, running: list[int], now: datetime | None 
     )
     cutoff = now - timedelta(seconds=settings.NPULAB["RUN_CLAIM_GRACE_S"])
     forgotten = (
-        Run.objects.filter(host=host, status=Run.Status.RUNNING, started_at__lt=cutoff)
+        Run.objects.filter(host=host, status=Run.Status.RUNNING, started_at__lt=cutoff, hosts=1)
         .exclude(pk__in=running)
         .values_list("pk", flat=True)
     )
     reason = f"the host worker on {host.name} is no longer running it (it restarted)"
     lost = sum(do_mark_run_lost(run_id, now, reason) for run_id in list(forgotten))
-    # A gang's other hosts: by their placements (the run's host is node rank 0's).
-    shares = Placement.objects.filter(host=host, run__hosts__gt=1, node_rank__gt=0)
+    # A gang's hosts, node rank 0's too, by their placements: one whose share ended is
+    # no longer listed while the others run on.
+    shares = Placement.objects.filter(host=host, run__hosts__gt=1)
     shares.filter(state=Placement.State.RUNNING, run_id__in=running).update(last_heartbeat=now)
     forgotten_shares = (
         shares.filter(state=Placement.State.RUNNING, started_at__lt=cutoff)
@@ -825,9 +831,11 @@ def _end_attempt(
 
 def _resumes(run: Run) -> str:
     """How a restart goes on: from what a capability kept (a stored checkpoint), or anew."""
-    if any(capability.resumable(run) for capability in capabilities.of(run)):
-        return " resumes from what it kept"
-    return ""
+    for capability in capabilities.of(run):
+        kept = capability.resumes_from(run)
+        if kept:
+            return f" resumes from the last stored {kept}"
+    return " starts over"
 
 
 def _requeue_as_new_attempt(run: Run, now: datetime) -> None:

@@ -31,6 +31,7 @@ def test_smoke_spec_gets_its_defaults() -> None:
         "matmul_size": 2048,
         "train_steps": 50,
         "seed": 0,
+        "framework": "pytorch",
         "profile": None,
     }
 

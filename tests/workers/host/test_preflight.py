@@ -120,3 +120,13 @@ def test_a_rank_table_lists_every_server_and_device_in_rank_order() -> None:
         {"device_id": "5", "device_ip": "", "rank_id": "1"},
     ]
     assert [d["rank_id"] for d in table["server_list"][1]["device"]] == ["2", "3"]
+
+
+def test_different_versions_on_two_hosts_refuse_the_gang(bin_dir: Path) -> None:
+    fake_hccn(bin_dir)
+    gang = npu_gang()
+    gang["peers"][0]["versions"] = {"cann": "8.0.RC3", "driver": "24.1.rc3"}
+    gang["peers"][1]["versions"] = {"cann": "8.1.RC1", "driver": "24.1.rc3"}
+    assert preflight(gang, [0], "npu") == [
+        "versions differ across hosts: cann 8.0.RC3 on npu-1, 8.1.RC1 on npu-2"
+    ]

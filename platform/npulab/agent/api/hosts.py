@@ -14,6 +14,7 @@ from npulab.agent.api.serializers import (
     RegisterSerializer,
 )
 from npulab.agent.services import do_record_host_heartbeat, do_register_host_worker
+from npulab.runs.gangs import shares_to_stop
 from npulab.runs.models import Run
 
 
@@ -38,4 +39,6 @@ class HeartbeatView(AgentAPIView):
         cancel = Run.objects.filter(
             host=host, status=Run.Status.RUNNING, cancel_requested=True
         ).values_list("pk", flat=True)
-        return Response({"cancel": list(cancel), "snapshot": host.snapshot_requested})
+        # A gang's other hosts stop with it too (cancelled, or one of its hosts failed).
+        cancel = sorted({*cancel, *shares_to_stop(host)})
+        return Response({"cancel": cancel, "snapshot": host.snapshot_requested})
