@@ -70,10 +70,10 @@ run: $(VENV)/.run-deps var/secret_key
 	@if [ "$$(id -u)" = 0 ]; then \
 		for dir in var/worker $(foreach n,$(shell seq 2 $(HOSTS)),var/worker-$(n)); do \
 			mkdir -p -m 700 $$dir/runs \
-			&& $(PY) -m workers.host.runuser npulab-run $(PY) $$dir/runs || exit 1; \
+			&& $(PY) -m workers.host.runuser --user npulab-run $(PY) $$dir/runs || exit 1; \
 		done; fi
-	NPULAB_MINDSPORE_PYTHON="$$(test -x $(MS_VENV)/bin/python && echo $(abspath $(MS_VENV))/bin/python)" \
-		$(PY) manage.py standalone --port $(PORT) --hosts $(HOSTS)
+	$(PY) manage.py standalone --port $(PORT) \
+		$$(test -x $(MS_VENV)/bin/python && echo --mindspore-python $(abspath $(MS_VENV))/bin/python) --hosts $(HOSTS)
 
 test: $(VENV)/.test-deps $(MS_VENV)/.deps
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --ignore=$(FUZZ_TESTS) $(PYTEST_ARGS)

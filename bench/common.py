@@ -10,7 +10,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 RESULTS = Path(__file__).resolve().parent / "results"
 # The benchmarks' stacks use this Redis db on a Redis server; the tests use db 15 and 13
-# down (tests/services.py).
+# down (harness/services.py).
 BENCH_REDIS_DB = 14
 
 

@@ -3,7 +3,7 @@
 The results are real: the events.jsonl of a coverage run over the whole
 OpInfo set in every dtype each op claims on the CPU (run here first with
 ``python -m workers.run``, or given with ``--events``). A real stack
-(gunicorn, Celery control worker; tests/e2e/platform.py) takes them from
+(gunicorn, Celery control worker; harness/stack.py) takes them from
 this script acting as the host agent, in batches of the forwarder's size;
 then headless Chromium opens the run's matrix page, scrolls it to its last
 row and filters it by status over htmx, each timed from the browser.
@@ -109,7 +109,7 @@ def browse(platform: Any, run_id: int, loads: int) -> dict[str, Any]:
     """Open the matrix page ``loads`` times (after one warm-up), scroll it, filter it."""
     from playwright.sync_api import sync_playwright
 
-    from tests.e2e.platform import CHROMIUM_ARGS, chromium_path
+    from harness.stack import CHROMIUM_ARGS, chromium_path
 
     executable = chromium_path()
     if executable is None:
@@ -193,8 +193,8 @@ def main() -> int:
     if args.embedded:
         os.environ["NPULAB_TEST_SERVICES"] = "embedded"
 
-    from tests.e2e.platform import launched_platform
-    from tests.services import detect
+    from harness.services import detect
+    from harness.stack import launched_platform
 
     lines, made = full_matrix_events(args.events)
     services = detect()

@@ -1,10 +1,11 @@
 """How fast ``npulab diagnose`` reads plogs, and that its memory stays flat in their size.
 
-    python bench/diagnosis.py [--mb 1024]
+    python bench/diagnosis.py [--mb 1024] [--plain]
 
 Writes a plog directory of the given size (INFO lines, one [ERROR] line in a thousand,
-a real root cause near the end), diagnoses it in a child process and prints JSON:
-seconds, MB/s and the child's peak RSS.
+a real root cause near the end), or with ``--plain`` one plain log of training lines
+(a run's own output), diagnoses it in a child process and prints JSON: seconds, MB/s
+and the child's peak RSS.
 """
 
 from __future__ import annotations
@@ -47,12 +48,27 @@ def write_plogs(directory: str, megabytes: int) -> None:
         index += 1
 
 
+PLAIN = "step {n} loss 0.{n:04d} lr 0.0001 throughput 1{n:03d} samples/s\n"
+PLAIN_ROOT = "RuntimeError: NPU out of memory. Tried to allocate 22.00 MiB (NPU 0)\n"
+
+
+def write_plain(directory: str, megabytes: int) -> None:
+    block = "".join(PLAIN.format(n=n % 10000) for n in range(20000)).encode()
+    with open(os.path.join(directory, "run.log"), "wb") as handle:
+        written = 0
+        while written < megabytes * 1024 * 1024:
+            handle.write(block)
+            written += len(block)
+        handle.write(PLAIN_ROOT.encode())
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--mb", type=int, default=1024)
+    parser.add_argument("--plain", action="store_true", help="a plain log, not plogs")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as directory:
-        write_plogs(directory, args.mb)
+        (write_plain if args.plain else write_plogs)(directory, args.mb)
         code = (
             "import json, resource, sys, time\n"
             "from workers.diagnosis import diagnose_paths\n"

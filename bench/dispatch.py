@@ -1,6 +1,6 @@
 """The platform's own latency around a run, measured over real processes.
 
-Starts web, control worker with beat and a CPU host worker (tests/e2e/platform.py),
+Starts web, control worker with beat and a CPU host worker (harness/stack.py),
 submits smoke runs one after another and reads each run's timestamps back:
 
 - submit -> dispatched: the run committed, placement requested, devices leased;
@@ -38,8 +38,8 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "npulab.settings")
 
 from bench import celery_echo  # noqa: E402
 from bench.common import BENCH_REDIS_DB, percentile, write_report  # noqa: E402
-from tests.e2e.platform import launched_platform, redis_db_url  # noqa: E402
-from tests.services import detect  # noqa: E402
+from harness.services import detect  # noqa: E402
+from harness.stack import launched_platform, redis_db_url  # noqa: E402
 
 BENCH_DATABASE = "npulab_bench_dispatch"
 

@@ -30,8 +30,8 @@ sys.path[:0] = [str(REPO), str(REPO / "platform")]
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "npulab.settings")
 
 from bench.common import BENCH_REDIS_DB, percentile, write_report  # noqa: E402
-from tests.e2e.platform import launched_platform  # noqa: E402
-from tests.services import detect  # noqa: E402
+from harness.services import detect  # noqa: E402
+from harness.stack import launched_platform  # noqa: E402
 
 BENCH_DATABASE = "npulab_bench_gang_dispatch"
 HOSTS = ("bench-1", "bench-2")

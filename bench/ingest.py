@@ -1,6 +1,6 @@
 """Events ingestion per request: the server's cost of one batch at 100, 1,000 and 10,000 events.
 
-A real stack (gunicorn, the Celery control worker; tests/e2e/platform.py) and this script as a
+A real stack (gunicorn, the Celery control worker; harness/stack.py) and this script as a
 fake host worker over HTTP with its host token, on one keep-alive connection as the forwarder
 sends: for each batch size it claims a training run, posts warm-up batches, then ``--requests``
 batches of metric events one after the other (the lines a runner writes to events.jsonl), and
@@ -113,8 +113,8 @@ def main() -> int:
     args = parser.parse_args()
     sizes = [int(size) for size in args.sizes.split(",")]
 
-    from tests.e2e.platform import launched_platform
-    from tests.services import detect
+    from harness.services import detect
+    from harness.stack import launched_platform
 
     services = detect()
     var_dir = Path(tempfile.mkdtemp(prefix="npulab-bench-ingest-"))
@@ -163,7 +163,7 @@ def run(platform: Any, sizes: list[int], args: argparse.Namespace, dsn: str | No
         agent.stop()
     by_size = {str(size): summary(rounds) for size, rounds in measured.items()}
     report: dict[str, Any] = {
-        "web": "gunicorn gthread, 1 worker x 8 threads (tests/e2e/platform.py)",
+        "web": "gunicorn gthread, 1 worker x 8 threads (harness/stack.py)",
         "heartbeat_web_cpu_ms_per_s": round(idle_rate * 1000, 2),
         "healthz_web_cpu_ms_per_request": floor_ms,
         "heartbeat_failures": agent.beat_failures,

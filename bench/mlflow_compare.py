@@ -7,7 +7,7 @@ alternate, A B A B (npulab, MLflow, npulab, MLflow ...), on SQLite and on Postgr
 Before each start a CPU-idle gate waits until /proc/stat shows the CPUs idle enough; after
 ``--idle-timeout`` it goes on and the report says the gate was not met.
 
-- npulab: tests/e2e/platform.py's stack (gunicorn 1 worker x 8 threads, the Celery
+- npulab: harness/stack.py's stack (gunicorn 1 worker x 8 threads, the Celery
   control worker, a CPU host worker); SQLite with the embedded Redis as ``make run``, or
   PostgreSQL with Redis (bench/mlflow_npulab.py).
 - MLflow: ``mlflow server --workers 1`` (uvicorn), its fastest setting, on a SQLite file
@@ -16,8 +16,9 @@ Before each start a CPU-idle gate waits until /proc/stat shows the CPUs idle eno
 On each start, with the same client (requests, one keep-alive session) both ways:
 
 1. ingestion of ``--points`` points of one metric at 1,000 a request (MLflow's log-batch
-   takes at most 1,000 metrics) and, npulab only, at 10,000: points/s, the request's
-   time, and the server's CPU per request (its process tree, plus its database's
+   takes at most 1,000 metrics) and, npulab only, at 10,000, npulab's in the compact form
+   its host worker sends (workers.contract.blocks): points/s, the request's time, and the
+   server's CPU per request (its process tree, plus its database's
    backends on PostgreSQL, less what they spend idle);
 2. storage per point on PostgreSQL: pg_total_relation_size of the metric tables (heap,
    indexes, TOAST) after VACUUM ANALYZE, over the points in them;
@@ -384,7 +385,7 @@ def machine() -> dict[str, Any]:
 def postgres_version() -> str | None:
     import psycopg
 
-    from tests.services import POSTGRES
+    from harness.services import POSTGRES
 
     try:
         with psycopg.connect(

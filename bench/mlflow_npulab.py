@@ -1,6 +1,6 @@
 """The npulab side of bench/mlflow_compare.py: a real stack and the measures on it.
 
-The stack is tests/e2e/platform.py's (gunicorn 1 worker x 8 threads, the Celery control
+The stack is harness/stack.py's (gunicorn 1 worker x 8 threads, the Celery control
 worker, a CPU host worker), on a fresh database each start. Ingestion comes from this
 process as a host agent (one keep-alive session, the forwarder's request body); reads go
 through the user API; the training loop is a real training run on the stack's host
@@ -20,6 +20,7 @@ from typing import Any
 
 from bench.mlflow_common import (
     KEY,
+    Body,
     ServerCpu,
     loss_values,
     post_all,
@@ -27,8 +28,10 @@ from bench.mlflow_common import (
     wait_for,
 )
 from bench.training import FakeHost
-from tests.e2e.platform import HOST, launched_platform
-from tests.services import POSTGRES, REDIS, Services
+from harness.services import POSTGRES, REDIS, Services
+from harness.stack import HOST, launched_platform
+from workers.contract.blocks import BLOCKS
+from workers.host.packing import pack
 
 NAME = "npulab"
 DATABASE = "npulab_bench_mlflow_npulab"
@@ -206,21 +209,22 @@ def loop_report(times: dict[str, float], ready: float) -> dict[str, Any]:
     return report
 
 
-def event_bodies(attempt: int, points: int, per_request: int) -> tuple[list[bytes], int]:
-    """The forwarder's request bodies for ``points`` loss lines: [body], the end offset."""
+def event_bodies(attempt: int, points: int, per_request: int) -> tuple[list[Body], int]:
+    """The forwarder's requests for ``points`` loss lines as EventWriter writes them, each
+    batch packed as the host worker packs it (the compact form): [body], the end offset."""
     started = time.time() - points * 0.01
     lines = [
-        f'{{"type":"metric","time":{round(started + step * 0.01, 3)},"key":"{KEY}",'
-        f'"step":{step},"value":{value!r}}}'
+        f'{{"type": "metric", "time": {round(started + step * 0.01, 3)!r}, "key": "{KEY}", '
+        f'"step": {step}, "value": {value!r}}}\n'.encode()
         for step, value in enumerate(loss_values(points))
     ]
     bodies = []
     offset = 0
     for first in range(0, points, per_request):
-        chunk = lines[first : first + per_request]
-        end = offset + sum(len(line) + 1 for line in chunk)
-        head = f'{{"attempt":{attempt},"start":{offset},"end":{end},"events":['
-        bodies.append((head + ",".join(chunk) + "]}").encode())
+        data = b"".join(lines[first : first + per_request])
+        end = offset + len(data)
+        params = {"attempt": attempt, "start": offset, "end": end}
+        bodies.append(Body(pack(data)[0], params, BLOCKS))
         offset = end
     return bodies, offset
 

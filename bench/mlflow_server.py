@@ -26,8 +26,8 @@ import requests
 
 from bench.mlflow_common import KEY, ServerCpu, loss_values, post_all, timed_reads, wait_for
 from bench.mlflow_npulab import LOOP, loop_report, table_bytes
-from tests.e2e.platform import create_postgres_database, free_port
-from tests.services import POSTGRES
+from harness.services import POSTGRES
+from harness.stack import create_postgres_database, free_port
 
 NAME = "MLflow"
 VERSION = "3.17.2"

@@ -6,7 +6,7 @@ CPU thread of nested ops under ProfilerStep#N, an autograd thread, two device st
 then indexed by ``npulab.profiles.timeline.build_index`` in a process of its own (wall
 time, and that process's peak RSS). The windows the page asks for are timed in-process:
 the whole trace at the canvas's width, and a 1% window. Then a real stack (gunicorn,
-Celery control worker; tests/e2e/platform.py) holds one profile per size, its index in the
+Celery control worker; harness/stack.py) holds one profile per size, its index in the
 artifact store, and headless Chromium opens each timeline page: the time to first paint
 is from the navigation's start to the ``timeline-first-paint`` mark timeline.js sets
 after it drew the first window's events (cold: the first view, which copies the index
@@ -124,7 +124,7 @@ def windows(index: str, width: int) -> dict[str, Any]:
 def first_paint(platform: Any, profiles: dict[str, int], loads: int) -> dict[str, Any]:
     from playwright.sync_api import sync_playwright
 
-    from tests.e2e.platform import CHROMIUM_ARGS, chromium_path
+    from harness.stack import CHROMIUM_ARGS, chromium_path
 
     executable = chromium_path()
     if executable is None:
@@ -176,9 +176,9 @@ def main() -> int:
     if args.embedded:
         os.environ["NPULAB_TEST_SERVICES"] = "embedded"
 
-    from tests.e2e.platform import launched_platform
-    from tests.profiles.timeline.generate import write_trace
-    from tests.services import detect
+    from harness.services import detect
+    from harness.stack import launched_platform
+    from harness.timelines import write_trace
 
     services = detect()
     work = Path(tempfile.mkdtemp(prefix="npulab-bench-timeline-"))

@@ -83,7 +83,7 @@ def main() -> None:
     parser.add_argument("--hta-max-mb", type=int, default=200, help="skip HTA on larger traces")
     args = parser.parse_args()
 
-    from tests.profiles.summary.synth import write_trace
+    from harness.traces import write_trace
 
     rows = []
     with tempfile.TemporaryDirectory(prefix="bench-profiles-") as tmp:

@@ -1,7 +1,7 @@
 """From ``run.log`` to readable: how long after a training loop ends are all its points readable?
 
 A real stack (gunicorn, the Celery control worker and a CPU host worker with its
-forwarder; tests/e2e/platform.py) runs a training script that calls
+forwarder; harness/stack.py) runs a training script that calls
 ``run.log(step, loss=...)`` of ``workers.track`` for every step: as fast as it can,
 and paced at slower rates. The script notes when its loop started and ended (in
 its run directory); this script polls the run's metric summary through the user
@@ -140,8 +140,8 @@ def server_times(web_log: Path, run_id: int) -> list[float]:
 
 
 def bench(args: argparse.Namespace) -> dict[str, Any]:
-    from tests.e2e.platform import launched_platform, redis_db_url
-    from tests.services import detect
+    from harness.services import detect
+    from harness.stack import launched_platform, redis_db_url
 
     services = detect()
     var_dir = Path(tempfile.mkdtemp(prefix="npulab-bench-readable-"))
@@ -158,7 +158,7 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
     report: dict[str, Any] = {
         "database": f"{services.database_label}, database {BENCH_DATABASE}",
         "broker": broker,
-        "web": "gunicorn gthread, 1 worker x 8 threads (tests/e2e/platform.py)",
+        "web": "gunicorn gthread, 1 worker x 8 threads (harness/stack.py)",
         "loops": [],
     }
     try:

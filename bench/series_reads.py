@@ -55,8 +55,8 @@ def main() -> int:
     if args.embedded:
         database_url = f"sqlite:///{tempfile.mkdtemp(prefix='npulab-bench-series-')}/db.sqlite3"
     else:
-        from tests.e2e.platform import create_postgres_database
-        from tests.services import detect
+        from harness.services import detect
+        from harness.stack import create_postgres_database
 
         services = detect()
         if services.database_url is None:

@@ -32,9 +32,8 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO), str(REPO / "platform")]
 
 from bench.common import percentile, write_report  # noqa: E402
-from tests.ascend_tree import build_ascend_tree  # noqa: E402
-from tests.paths import ASCEND_FIXTURES  # noqa: E402
-from tests.services import detect  # noqa: E402
+from harness.ascend_tree import ASCEND_FIXTURES, build_ascend_tree  # noqa: E402
+from harness.services import detect  # noqa: E402
 
 A2_8CARD = ASCEND_FIXTURES / "npu-smi-info/01_910B3_8card_npu-smi-25.2.0_procs_and_no-running.txt"
 
@@ -128,7 +127,7 @@ def main() -> int:
     services = detect()
     drop = None
     if services.database_url:
-        from tests.e2e.platform import create_postgres_database
+        from harness.stack import create_postgres_database
 
         os.environ["DATABASE_URL"], drop = create_postgres_database(
             services.database_url, "npulab_bench_snapshots"

@@ -1,6 +1,6 @@
 """Device telemetry: 64 hosts x 8 devices at one sample per 5 s, and a 7-day chart of one device.
 
-A real stack (gunicorn, the Celery control worker with beat; tests/e2e/platform.py) and this
+A real stack (gunicorn, the Celery control worker with beat; harness/stack.py) and this
 script as 64 fake host workers over HTTP, each with its own host token, each sending what a
 host worker sends (workers/host/telemetry.py): every ``--send-s`` (the worker's default, or 0:
 every interval) one batch of the rounds sampled meanwhile, a round being its 8 chips' samples
@@ -195,8 +195,8 @@ def main() -> int:
     )
     args = parser.parse_args()
 
-    from tests.e2e.platform import launched_platform
-    from tests.services import detect
+    from harness.services import detect
+    from harness.stack import launched_platform
 
     services = detect()
     var_dir = Path(tempfile.mkdtemp(prefix="npulab-bench-telemetry-"))
@@ -429,7 +429,7 @@ def roll_up_once(platform: Any) -> dict[str, Any]:
 def chart(platform: Any, host: str, repeat: int) -> dict[str, Any]:
     from playwright.sync_api import sync_playwright
 
-    from tests.e2e.platform import CHROMIUM_ARGS, chromium_path
+    from harness.stack import CHROMIUM_ARGS, chromium_path
 
     executable = chromium_path()
     if executable is None:

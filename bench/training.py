@@ -12,7 +12,7 @@ Three parts (issue 4), each runnable alone with ``--only``:
 - checkpoint: ``run.save_checkpoint`` of a ~300 MB model + Adam state against a
   bare ``torch.save`` + flush + fsync of the same state to the same filesystem
   (and against a bare save without torch's CRC32 where torch can switch it off);
-- platform: a real stack (gunicorn, Celery control worker; tests/e2e/platform.py)
+- platform: a real stack (gunicorn, Celery control worker; harness/stack.py)
   and this script as a fake host agent over HTTP with the host token: it claims a
   training run and posts 1,000,000 points of ``loss`` (plus 100,000 of
   ``samples_per_s``) in batches of 10,000 events from one keep-alive session;
@@ -54,6 +54,7 @@ sys.path[:0] = [str(REPO), str(REPO / "platform")]
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "npulab.settings")
 
 from bench.common import BENCH_REDIS_DB, RESULTS, stats, write_report  # noqa: E402
+from workers.contract import script_env  # noqa: E402
 
 PARTS = ("tracking", "checkpoint", "platform")
 TARGETS = {
@@ -87,8 +88,8 @@ def bench_tracking(rounds: int, steps: int, calls: int, threads: int) -> dict[st
 
     work = Path(tempfile.mkdtemp(prefix="npulab-bench-track-"))
     # What the runner sets for a run; track.init() reads it.
-    os.environ["NPULAB_RUN_DIR"] = str(work / "run")
-    os.environ["NPULAB_CHECKPOINT_DIR"] = str(work / "checkpoints")
+    os.environ[script_env.RUN_DIR] = str(work / "run")
+    os.environ[script_env.CHECKPOINT_DIR] = str(work / "checkpoints")
     try:
         run = track.init()
         settings = Settings(steps=10**9, batch_size=64, lr=3e-3, precision="fp32", seed=0)
@@ -412,8 +413,8 @@ def timed_gets(session: Any, url: str, params: dict[str, Any], repeat: int) -> d
 
 
 def bench_platform(args: argparse.Namespace) -> dict[str, Any]:
-    from tests.e2e.platform import launched_platform, redis_db_url
-    from tests.services import detect
+    from harness.services import detect
+    from harness.stack import launched_platform, redis_db_url
 
     services = detect()
     var_dir = Path(tempfile.mkdtemp(prefix="npulab-bench-training-"))
@@ -423,7 +424,7 @@ def bench_platform(args: argparse.Namespace) -> dict[str, Any]:
     report: dict[str, Any] = {
         "database": f"{services.database_label}, database {BENCH_DATABASE}",
         "broker": broker,
-        "web": "gunicorn gthread, 1 worker x 8 threads (tests/e2e/platform.py)",
+        "web": "gunicorn gthread, 1 worker x 8 threads (harness/stack.py)",
     }
     with launched_platform(
         services, var_dir, database=BENCH_DATABASE, redis_db=BENCH_REDIS_DB, host_worker=False
@@ -595,7 +596,7 @@ def render_chart(platform: Any, run_id: int, loads: int) -> dict[str, Any]:
     """Open the run page of the 1M-point run and time it until its charts are drawn."""
     from playwright.sync_api import sync_playwright
 
-    from tests.e2e.platform import CHROMIUM_ARGS, chromium_path
+    from harness.stack import CHROMIUM_ARGS, chromium_path
 
     executable = chromium_path()
     if executable is None:

@@ -13,12 +13,12 @@ from django.contrib.auth.models import Group, Permission
 from django.core.cache import cache
 from rest_framework.test import APIClient
 
+from harness.ascend_tree import build_ascend_tree
 from npulab.accounts.models import Scope
 from npulab.accounts.roles import OPERATE_PERMISSION, OPERATORS_GROUP
 from npulab.accounts.services import do_issue_api_token
 from npulab.hosts.models import Host
 from npulab.hosts.services import do_issue_host_token, do_register_host
-from tests.ascend_tree import build_ascend_tree
 from tests.factories import HostFactory, UserFactory
 from tests.paths import ASCEND_FIXTURES
 from workers.collect.snapshot import collect

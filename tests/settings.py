@@ -1,13 +1,13 @@
 """Settings for the test run: the real ones, pointed at the services this machine has.
 
 pytest-django loads this before any conftest, so the choice of services
-(tests/services.py) is made here. The end-to-end stack's processes inherit
+(harness/services.py) is made here. The end-to-end stack's processes inherit
 the same environment and load the real ``npulab.settings``.
 """
 
 import os
 
-from tests.services import detect
+from harness.services import detect
 
 SERVICES = detect()
 if SERVICES.database_url:

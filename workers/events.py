@@ -68,6 +68,13 @@ class EventWriter:
         self._append((_ENCODER.encode(event) + "\n").encode("utf-8"), urgent=type in _URGENT)
         return event
 
+    def emit_many(self, events: list) -> None:
+        """Append whole events (each with its ``type`` and ``time``) in one write: a reader
+        of TensorBoard files or of printed lines finds points by the thousand."""
+        if events:
+            data = "".join(_ENCODER.encode(event) + "\n" for event in events)
+            self._append(data.encode("utf-8"), urgent=False)
+
     def metrics(self, step: int, values: Mapping[str, Any]) -> None:
         """Metric events of ``step``, one per key, appended together.
 

@@ -34,8 +34,7 @@ GROUPS_FILE = "process-groups"
 # The supervisor's child, the kind's runner: its process group is the run's first.
 CHILD_PID_FILE = "child.pid"
 OWNER_LOCK_FILE = ".owner.lock"
-# Tells the supervisor's descendants which inherited descriptor holds the lock.
-OWNER_LOCK_FD_ENV = "NPULAB_OWNER_LOCK_FD"
+OWNER_LOCK_FD_ENV = script_env.OWNER_LOCK_FD
 _PROC = "/proc"
 # Reads of an empty environment before a process is taken for one without (see _environ).
 _EXEC_READS = 10

@@ -68,8 +68,8 @@ RESULT_FILE = "result.json"
 STDERR_TAIL_LINES = 40
 # Kept to find the exception a child died of: a traceback's frames come first.
 STDERR_SCAN_LINES = 400
-HEARTBEAT_S = float(os.environ.get("NPULAB_HEARTBEAT_S", "10"))
-KILL_GRACE_S = float(os.environ.get("NPULAB_KILL_GRACE_S", "10"))
+HEARTBEAT_S = float(os.environ.get(script_env.HEARTBEAT_S, "10"))
+KILL_GRACE_S = float(os.environ.get(script_env.KILL_GRACE_S, "10"))
 _PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -188,6 +188,9 @@ class Supervisor:
         self.capture.stop()
         outcome = self._outcome(timed_out, result_path)
         diagnosed = self.watch.finish(outcome.status, outcome.cause, self._devices())
+        if self.watch.collected:
+            # The plogs, kernel messages and device health go to the platform with the run.
+            self.events.artifact("diagnosis.tar.gz", self.watch.collected, kind="report")
         if diagnosed is not None:
             self.events.emit(DIAGNOSIS, **diagnosed)
         self.events.result(outcome.status, outcome.reason, outcome.summary, outcome.cause)

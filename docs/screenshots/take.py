@@ -1,11 +1,11 @@
 """Take the docs' screenshots again: the browser tests that reach each page state, run with
-NPULAB_SCREENSHOTS_DIR pointing here, against a real platform (tests/e2e/platform.py).
+NPULAB_SCREENSHOTS_DIR pointing here, against a real platform (harness/stack.py).
 
     .venv/bin/python docs/screenshots/take.py            # every picture docs/ui.md shows
     .venv/bin/python docs/screenshots/take.py -k review  # pytest's -k, to take some again
 
 It uses the services the tests use (PostgreSQL and Redis when they run here, else SQLite
-and an embedded Redis; NPULAB_TEST_* choose, see tests/services.py) and Debian's chromium.
+and an embedded Redis; NPULAB_TEST_* choose, see harness/services.py) and Debian's chromium.
 Each picture is 1280 px wide; the sizes are printed at the end (keep the folder small).
 """
 

@@ -281,7 +281,7 @@ NPULAB = {
     "MAX_EVENTS_PER_BATCH": env.int("NPULAB_MAX_EVENTS_PER_BATCH", 10000, minimum=100),
     # Requests a user token (or a browser session) may make to the API: (count, seconds).
     "API_RATE": env.rate("NPULAB_API_RATE", "1200/min"),
-    # Failed sign-ins and unknown tokens per client address; past it, 429 until the period ends.
+    # Failed sign-ins per client address; past it, 429 until the period ends (never tokens).
     "AUTH_FAILURE_RATE": env.rate("NPULAB_AUTH_FAILURE_RATE", "20/min"),
     # The proxies whose X-Forwarded-For / -Proto are believed. NPULAB_BEHIND_TLS_PROXY=true
     # is the short form for nginx on this machine (deploy/nginx).
@@ -304,6 +304,16 @@ NPULAB = {
     # An artifact (a checkpoint, a trace, a report) larger than this is refused (HTTP 413).
     "MAX_ARTIFACT_BYTES": env.int(
         "NPULAB_MAX_ARTIFACT_BYTES", 64 * 1024 * 1024 * 1024, minimum=1024 * 1024
+    ),
+    # Bytes one run's artifacts may hold, declared ones included (HTTP 507 past it).
+    "MAX_RUN_ARTIFACT_BYTES": env.int(
+        "NPULAB_MAX_RUN_ARTIFACT_BYTES", 256 * 1024 * 1024 * 1024, minimum=1024 * 1024
+    ),
+    # Bytes the whole store may hold, declared ones included; 0: only the free space decides.
+    "MAX_ARTIFACT_STORE_BYTES": env.int("NPULAB_MAX_ARTIFACT_STORE_BYTES", 0, minimum=0),
+    # A local store refuses a declaration that would leave less free than this on its disk.
+    "ARTIFACT_FREE_RESERVE_BYTES": env.int(
+        "NPULAB_ARTIFACT_FREE_RESERVE_BYTES", 1024 * 1024 * 1024, minimum=0
     ),
     # An upload no chunk has reached for this long is given up (its chunks deleted).
     "ARTIFACT_UPLOAD_EXPIRY_S": env.int(
@@ -396,6 +406,7 @@ CELERY_BEAT_SCHEDULE = {
     "sweep-hosts": {"task": tasks.SWEEP_HOSTS, "schedule": NPULAB["SCHEDULER_TICK_S"]},
     "sweep-health": {"task": tasks.SWEEP_HEALTH, "schedule": NPULAB["SCHEDULER_TICK_S"]},
     "expire-artifact-uploads": {"task": tasks.EXPIRE_UPLOADS, "schedule": 3600},
+    "sweep-profiles": {"task": tasks.SWEEP_PROFILES, "schedule": 600},
     "roll-up-telemetry": {
         "task": tasks.ROLL_UP_TELEMETRY,
         "schedule": NPULAB["TELEMETRY_ROLLUP_S"],

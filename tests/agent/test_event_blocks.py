@@ -125,7 +125,7 @@ def test_nan_and_infinities_are_stored_as_no_value_and_a_bad_time_as_now(host_ap
         # A key of 10,000 characters.
         (block("k" * 10_000, [1], [1.0], [1.0]), "key is a printable string of 1 to 200"),
         (block("bad\x00key", [1], [1.0], [1.0]), "key is a printable string"),
-        (block_frame("loss", "x" * 40, 1, columns([1], [1.0], [1.0])), "source is a string"),
+        (block_frame("loss", "bogus", 1, columns([1], [1.0], [1.0])), "source must be one of"),
         # Lengths that do not match: columns cut short, too long, a count that is no count.
         (
             block_frame("loss", "track", 3, columns([1, 2], [1.0, 2.0], [1.0, 2.0])),
@@ -191,6 +191,18 @@ def test_a_truncated_or_unreadable_frame_is_an_ingest_error_after_what_came_befo
     assert len(errors) == 1, errors
     assert says in errors[0]
     assert [step for step, _, _ in read(run, "before")] == [1, 2]
+
+
+def test_a_block_of_another_source_is_its_own_series(host_api, run) -> None:
+    body = block("loss", [1], [1.0], [1.0]) + block_frame(
+        "loss", "tensorboard", 1, columns([1], [2.0], [1.0])
+    )
+    assert post_blocks(host_api, run, 0, 100, body).status_code == 200
+    stored = MetricSeries.objects.filter(run=run).order_by("source")
+    assert list(stored.values_list("source", "key", "points")) == [
+        ("tensorboard", "loss", 1),
+        ("track", "loss", 1),
+    ]
 
 
 def test_more_points_than_a_batch_may_hold_is_400(host_api, run, settings) -> None:

@@ -202,13 +202,16 @@ def test_a_checkpoint_stored_before_the_store_keeps_its_file(local_store, owner,
     """The runs 0007 migration's data step: an artifact row at the file's existing key."""
     from importlib import import_module
 
-    from django.apps import apps
+    from django.db import connection
+    from django.db.migrations.loader import MigrationLoader
 
     migration = import_module("npulab.runs.migrations.0007_checkpoint_artifact")
+    # The models as that migration saw them: Checkpoint was the runs app's then.
+    state = MigrationLoader(connection).project_state(("runs", "0007_checkpoint_artifact"))
     run = started(owner, cpu_host)
     old = checkpoint(run, 5, b"old bytes")
     Checkpoint.objects.filter(pk=old.pk).update(status="stored", pinned=True)
-    migration.stored_checkpoints_to_artifacts(apps, None)
+    migration.stored_checkpoints_to_artifacts(state.apps, None)
     artifact = Checkpoint.objects.get(pk=old.pk).artifact
     assert (artifact.storage_key, artifact.status, artifact.pinned, artifact.sha256) == (
         f"runs/{run.pk}/checkpoints/5/state.pt",

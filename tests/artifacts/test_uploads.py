@@ -241,3 +241,51 @@ def test_a_deleted_run_takes_its_files_along(
     with django_capture_on_commit_callbacks(execute=True):
         Run.objects.filter(pk=run.pk).delete()
     assert store.keys() == []
+
+
+def test_a_name_that_sanitises_to_nothing_is_refused_at_declaration(
+    local_store, run, host_api
+) -> None:
+    # Before: "!!" was accepted, then every chunk failed and the upload stayed for ever.
+    reply = declare(host_api, run, name="!!")
+    assert reply.status_code == 400
+    assert "no letter, digit" in reply.json()["name"][0]
+    assert not Artifact.objects.exists()
+
+
+def test_declarations_past_the_run_quota_the_store_quota_or_the_free_space_are_refused(
+    local_store, settings, run, host_api
+) -> None:
+    size = len(PAYLOAD)
+    settings.NPULAB = dict(settings.NPULAB, MAX_RUN_ARTIFACT_BYTES=2 * size)
+    assert declare(host_api, run, name="a.json").status_code == 201
+    assert declare(host_api, run, name="b.json").status_code == 201
+    refused = declare(host_api, run, name="c.json")
+    assert refused.status_code == 507
+    assert "past its quota" in refused.json()["detail"]
+    assert "NPULAB_MAX_RUN_ARTIFACT_BYTES" in refused.json()["detail"]
+    settings.NPULAB = dict(
+        settings.NPULAB, MAX_RUN_ARTIFACT_BYTES=10**15, MAX_ARTIFACT_STORE_BYTES=2 * size
+    )
+    assert (
+        "NPULAB_MAX_ARTIFACT_STORE_BYTES" in declare(host_api, run, name="d.json").json()["detail"]
+    )
+    # Five 64 GiB declarations: the disk (with what declared uploads still owe) decides.
+    settings.NPULAB = dict(settings.NPULAB, MAX_ARTIFACT_STORE_BYTES=0, MAX_ARTIFACT_BYTES=10**15)
+    huge = {"bytes": 64 * 1024**3, "sha256": "0" * 64, "kind": "file"}
+    replies = [declare(host_api, run, name=f"big-{n}.bin", **huge) for n in range(5)]
+    assert replies[-1].status_code == 507
+    assert "the store's disk has room for" in replies[-1].json()["detail"]
+    assert settings.NPULAB["ARTIFACT_DIR"] not in replies[-1].content.decode()
+
+
+def test_a_served_filename_carries_no_bidi_controls(local_store, run, host_api, api) -> None:
+    # "report\u202eexe.pdf" would show as "reportfdp.exe" in a browser's download bar.
+    upload = declare(host_api, run, name="report\u202efdp.exe", kind="file").json()
+    assert send(host_api, run, upload["id"], 0, PAYLOAD).json()["status"] == "stored"
+    (artifact,) = api.get(f"/api/v1/runs/{run.pk}/artifacts/").json()["results"]
+    download = api.get(f"/api/v1/runs/{run.pk}/artifacts/{artifact['id']}/download/")
+    disposition = download["Content-Disposition"]
+    assert "\u202e" not in disposition
+    assert "%E2%80%AE" not in disposition.upper()
+    assert "reportfdp.exe" in disposition

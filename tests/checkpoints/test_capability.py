@@ -85,3 +85,14 @@ def test_checkpoint_lines_no_checkpoint_could_have_are_ingest_errors(owner, cpu_
         "malformed event (checkpoint.bytes must be a size in bytes)",
         "malformed event (checkpoint.sha256 must be 64 hexadecimal digits)",
     ]
+
+
+def test_the_kinds_api_lists_each_kinds_capabilities(api) -> None:
+    assert api.get("/api/v1/kinds/training/").json()["capabilities"] == [
+        "checkpoints",
+        "profiling",
+    ]
+    smoke = api.get("/api/v1/kinds/smoke/").json()
+    assert smoke["capabilities"] == ["profiling"]
+    # The profiling capability brings its field to the kinds that declare it.
+    assert "profile" in [field["name"] for field in smoke["fields"]]

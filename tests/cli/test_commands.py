@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
+from harness.stack import free_port
 from npulab.accounts.services import do_issue_api_token, do_revoke_api_token
 from npulab.runs.models import Run
 from npulab.snapshots.services import do_record_snapshot
 from tests.cli.conftest import as_json, finished_run, log_lines
-from tests.e2e.platform import free_port
 from workers.contract import exits
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -22,6 +22,15 @@ SET_FOR_RUNS = {
     "NPULAB_PROFILE",
     # The run directory's owner lock, handed from the supervisor to its child.
     "NPULAB_OWNER_LOCK_FD",
+    # A script's own checkpoint files, and the one restored for it (docs/mindspore.md).
+    "NPULAB_CHECKPOINT_FILES",
+    "NPULAB_RESUME_CHECKPOINT",
+    # The framework and a MindSpore run's settings, for workers.training.launch.
+    "NPULAB_FRAMEWORK",
+    "NPULAB_MS_MODE",
+    "NPULAB_MS_DEVICE_TARGET",
+    "NPULAB_MS_AMP_LEVEL",
+    "NPULAB_MS_LOSS_SCALE_MANAGER",
 }
 
 

@@ -45,8 +45,11 @@ def test_runner_side_modules_need_only_the_standard_library() -> None:
     """What runs in the user's interpreter may import torch, nothing else outside stdlib."""
     # numpy only where its absence is handled (RNG states are saved when it is there);
     # psutil likewise (workers/telemetry/cpu.py reads /proc and /sys without it).
+    # mindspore in a MindSpore run's interpreter, as torch in a PyTorch one's; msprobe
+    # only in a parity run's dump, whose runner says first when it is missing.
     allowed = sys.stdlib_module_names | {
-        *("workers", "torch", "torch_npu", "numpy", "psutil", "__future__"),
+        *("workers", "torch", "torch_npu", "mindspore", "numpy", "psutil", "msprobe"),
+        "__future__",
     }
     # The host worker and the npulab CLI are installed with their own dependencies.
     runner_side = [
@@ -125,4 +128,40 @@ def test_kind_declarations_import_only_the_standard_library_and_the_contract() -
                 top == "workers" and not imported.startswith("workers.contract")
             ):
                 offenders.append(f"{kind.name}: {imported}")
+    assert offenders == []
+
+
+def test_bench_and_harness_never_import_the_tests() -> None:
+    """What both need (the stack, the services, synthetic data) is in harness/."""
+    offenders = []
+    for folder in ("bench", "harness"):
+        for path in (REPO_DIR / folder).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text())):
+                modules = []
+                if isinstance(node, ast.Import):
+                    modules = [alias.name for alias in node.names]
+                elif isinstance(node, ast.ImportFrom) and node.module:
+                    modules = [node.module]
+                offenders += [f"{path.name}: {m}" for m in modules if m.split(".")[0] == "tests"]
+    assert offenders == []
+
+
+def test_the_contracts_names_are_written_once() -> None:
+    """An environment variable of the contract is spelled in workers/contract alone."""
+    from workers.contract import script_env
+    from workers.contract.kinds import EXTRA_KINDS_ENV
+
+    names = {
+        value
+        for key, value in vars(script_env).items()
+        if key.isupper() and isinstance(value, str) and value.startswith("NPULAB_")
+    } | {EXTRA_KINDS_ENV}
+    offenders = []
+    for folder in ("workers", "platform"):
+        for path in (REPO_DIR / folder).rglob("*.py"):
+            if "contract" in path.relative_to(REPO_DIR).parts:
+                continue
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.Constant) and node.value in names:
+                    offenders.append(f"{path.relative_to(REPO_DIR)}: {node.value}")
     assert offenders == []

@@ -12,8 +12,8 @@ from django.db import OperationalError
 from kombu import Connection
 from kombu.exceptions import OperationalError as OperationalErrorOfBroker
 
+from harness.stack import free_port
 from npulab.core.logs import OutageFilter
-from tests.e2e.platform import free_port
 
 
 def record_of(exc: BaseException) -> logging.LogRecord:

@@ -12,7 +12,7 @@ from npulab.snapshots.models import Snapshot
 from tests.coverage.builders import coverage_run, with_results
 from tests.factories import HostFactory
 from tests.paths import TESTS_DIR
-from workers.kinds.coverage import CRASH, ERROR, MISMATCH, PASS, UNSUPPORTED
+from workers.kinds.coverage import CRASH, ERROR, MISMATCH, PASS, UNCLAIMED, UNSUPPORTED, UNTESTED
 
 pytestmark = pytest.mark.django_db
 JUNIT_SCHEMA = xmlschema.XMLSchema(str(TESTS_DIR / "fixtures" / "junit.xsd"))
@@ -169,6 +169,38 @@ def test_a_missing_or_bad_baseline_is_a_clear_error(api) -> None:
     assert api.get(url, {"baseline": str(10**30)}).status_code == 400
     assert api.get(url, {"baseline": "999999"}).status_code == 404
     assert api.get("/api/v1/runs/999999/coverage/compare/").status_code == 404
+
+
+def test_works_unclaimed_is_carried_into_the_compare_view_and_the_junit(api, client, owner):
+    baseline = with_results(
+        {("cumsum", "bool"): PASS, ("embedding", "int64"): UNSUPPORTED, ("svd", "float16"): PASS}
+    )
+    candidate = with_results(
+        {
+            ("cumsum", "bool"): UNCLAIMED,
+            ("embedding", "int64"): UNCLAIMED,
+            ("svd", "float16"): UNTESTED,
+        }
+    )
+    groups = compare(baseline, candidate).groups
+    # Working either way: a change of status, not a regression; gaining it is a fix.
+    assert cells(groups["changed"]) == {("cumsum", "bool")}
+    assert cells(groups["fixes"]) == {("embedding", "int64")}
+    # A pass that turns out untested is no longer known to work.
+    assert cells(groups["regressions"]) == {("svd", "float16")}
+    report = api.get(
+        f"/api/v1/runs/{candidate.pk}/coverage/compare/",
+        {"baseline": baseline.pk, "format": "junit"},
+    ).content
+    JUNIT_SCHEMA.validate(report.decode())
+    cases = {case.name: case for case in next(iter(JUnitXml.fromstring(report)))}
+    assert cases["cumsum bool"].is_passed
+    assert cases["cumsum bool"].system_out == "works, unclaimed (changed)"
+    client.force_login(owner)
+    html = client.get(
+        f"/runs/{candidate.pk}/coverage/compare/", {"baseline": baseline.pk, "all": "1"}
+    ).content.decode()
+    assert "works, unclaimed" in html
 
 
 def test_the_compare_page_lists_regressions_first_and_links_the_junit(client, owner) -> None:

@@ -1,16 +1,19 @@
-"""The end-to-end platform fixture (tests/e2e/platform.py) on the services the tests use."""
+"""The end-to-end platform fixture (harness/stack.py) on the services the tests use."""
 
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 from django.conf import settings
 
-from tests.e2e.platform import CHROMIUM_ARGS, Platform, chromium_path, launched_platform
-from tests.services import in_ci
+from harness.services import in_ci
+from harness.stack import CHROMIUM_ARGS, Platform, chromium_path, launched_platform
 
 ASYNC_UNSAFE = "DJANGO_ALLOW_ASYNC_UNSAFE"
 # Playwright waits 30 s by default; a loaded 2-core machine (a CI runner, a second test
@@ -32,6 +35,24 @@ def platform(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Platform]:
 
 
 ACTIVE = ("queued", "dispatched", "running")
+
+
+@pytest.fixture(scope="session")
+def scripts_dir() -> Iterator[Path]:
+    """A folder for the tests' own scripts that a run can read: runs execute as the run user
+    (npulab-run) when the tests run as root, and pytest's tmp_path is the tester's alone."""
+    folder = Path(tempfile.mkdtemp(prefix="npulab-e2e-scripts-"))
+    folder.chmod(0o755)
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def write_script(folder: Path, name: str, text: str) -> Path:
+    """``text`` as ``folder``/``name``, readable by every user."""
+    path = folder / name
+    path.write_text(text)
+    path.chmod(0o644)
+    return path
 
 
 @pytest.fixture(autouse=True)

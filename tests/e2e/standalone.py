@@ -13,8 +13,8 @@ from typing import Any
 
 import requests
 
+from harness.stack import free_port
 from npulab.web import stack
-from tests.e2e.platform import free_port
 from tests.paths import REPO_DIR
 
 ADMIN_PASSWORD = "standalone-admin-pw"

@@ -8,7 +8,7 @@ import re
 import pytest
 import requests
 
-from tests.e2e.platform import HOST, PASSWORD, USER, Platform
+from harness.stack import HOST, PASSWORD, USER, Platform
 
 pytestmark = [pytest.mark.e2e, pytest.mark.browser]
 

@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 from junitparser import JUnitXml
 
-from tests.e2e.platform import HOST, Platform, free_port
+from harness.stack import HOST, Platform, free_port
+from tests.e2e.conftest import write_script
 from workers.contract import exits
 
 pytestmark = pytest.mark.e2e
@@ -142,9 +143,12 @@ def test_a_smoke_run_that_succeeds_exits_0_with_a_junit_report(
     assert "0 regressions" in compared.stdout
 
 
-def test_a_training_run_whose_script_fails_exits_1(platform: Platform, tmp_path: Path) -> None:
-    script = tmp_path / "fails.py"
-    script.write_text("import sys\nprint('about to fail', flush=True)\nsys.exit(3)\n")
+def test_a_training_run_whose_script_fails_exits_1(
+    platform: Platform, tmp_path: Path, scripts_dir: Path
+) -> None:
+    script = write_script(
+        scripts_dir, "cli_fails.py", "import sys\nprint('about to fail', flush=True)\nsys.exit(3)\n"
+    )
     done = npulab(
         platform,
         tmp_path,

@@ -6,7 +6,7 @@ import pytest
 import xmlschema
 from junitparser import JUnitXml
 
-from tests.e2e.platform import Platform
+from harness.stack import Platform
 from tests.paths import TESTS_DIR
 
 pytestmark = [pytest.mark.e2e, pytest.mark.browser]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import expect
 
-from tests.e2e.platform import HOST, Platform
+from harness.stack import HOST, Platform
 
 pytestmark = [pytest.mark.e2e, pytest.mark.browser]
 

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from tests.e2e.platform import HOST, Platform
+from harness.stack import HOST, Platform
 
 pytestmark = [pytest.mark.e2e, pytest.mark.browser]
 NOTE = "swapping the fan tray"

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from tests.e2e.platform import HOST, Platform
+from harness.stack import HOST, Platform
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.e2e

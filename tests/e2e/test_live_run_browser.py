@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from tests.e2e.platform import HOST, Platform
+from harness.stack import HOST, Platform
 from tests.e2e.screenshots import shoot
 
 pytestmark = [pytest.mark.e2e, pytest.mark.browser]

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 import pytest
 from django.conf import settings
 
-from tests.e2e.platform import Platform, launched_platform
+from harness.stack import Platform, launched_platform
 
 pytestmark = pytest.mark.e2e
 HOSTS = ("gang-1", "gang-2")

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import csv
 import io
-import shutil
 from pathlib import Path
 
 import pytest
 
-from tests.e2e.platform import Platform
+from harness.stack import Platform
+from tests.e2e.conftest import write_script
 from tests.e2e.test_cli_e2e import npulab
 from workers.contract import exits
 
@@ -97,16 +97,15 @@ def test_float32_against_bfloat16_passes_and_is_paged_exported_and_shown(
 
 
 def test_a_perturbed_layer_fails_the_run_names_it_with_its_call_site_and_gates(
-    platform: Platform, browser, tmp_path: Path
+    platform: Platform, browser, tmp_path: Path, scripts_dir: Path
 ) -> None:
-    script = tmp_path / "model_script.py"
-    shutil.copy(SCRIPT, script)
+    script = write_script(scripts_dir, "model_script.py", SCRIPT.read_text())
     run_id = platform.submit(
         kind="parity", entry=str(script), args=["noise"], steps=2, name="parity noise"
     )["id"]
     run = platform.wait(run_id, timeout=600)
     assert run["status"] == "failed", f"{run}\n{platform.tail()}"
-    assert run["exit_cause"] == "parity_diverged"
+    assert run["exit_cause"] == "parity_diverged", f"{run['exit_reason']}\n{platform.tail()}"
 
     answer = platform.api("GET", f"runs/{run_id}/parity/").json()
     first = answer["first_divergent"]

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from tests.e2e.platform import Platform
+from harness.stack import Platform
 
 pytestmark = pytest.mark.e2e
 

@@ -7,7 +7,7 @@ import uuid
 
 import pytest
 
-from tests.e2e.platform import Platform
+from harness.stack import Platform
 from tests.e2e.screenshots import shoot
 
 pytestmark = [pytest.mark.e2e, pytest.mark.browser]

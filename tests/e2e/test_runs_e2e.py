@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from tests.e2e.platform import HOST, Platform
+from harness.stack import HOST, Platform
 from tests.waiting import alive, wait_until
 
 pytestmark = pytest.mark.e2e

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.e2e.platform import HOST, Platform
+from harness.stack import HOST, Platform
 from tests.e2e.screenshots import shoot
 
 pytestmark = [pytest.mark.e2e, pytest.mark.browser]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import requests
 
-from tests.e2e.platform import Platform
+from harness.stack import Platform
 
 pytestmark = [pytest.mark.e2e, pytest.mark.browser]
 

@@ -8,7 +8,7 @@ import time
 import pytest
 import torch
 
-from tests.e2e.platform import HOST, Platform
+from harness.stack import HOST, Platform
 
 pytestmark = pytest.mark.e2e
 SECOND_HOST = "e2e-cpu-2"

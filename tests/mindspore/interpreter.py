@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from harness.services import in_ci
 from tests.paths import REPO_DIR
-from tests.services import in_ci
 
 SCRIPT = Path(__file__).with_name("train_tiny.py")
 

@@ -33,7 +33,7 @@ def test_without_a_mindspore_host_the_run_is_refused_saying_why(owner) -> None:
 
 def test_a_mindspore_run_asks_for_the_mindspore_label(owner) -> None:
     register(HostFactory(name="cpu-01"), "cpu", 1)
-    register(HostFactory(name="cpu-ms"), "cpu", 1, labels=["mindspore"])
+    register(HostFactory(name="cpu-ms", labels=["mindspore"]), "cpu", 1)
     run = do_submit_run(owner, {**mindspore_run(), "labels": ["x"], "wait_for_host": True})
     assert run.labels == ["x", "mindspore"]
     run = do_submit_run(owner, mindspore_run())
@@ -47,7 +47,7 @@ def test_a_pytorch_run_needs_no_label(owner) -> None:
 
 
 def test_an_invalid_combination_is_a_400_naming_the_field(api) -> None:
-    register(HostFactory(name="cpu-ms"), "cpu", 1, labels=["mindspore"])
+    register(HostFactory(name="cpu-ms", labels=["mindspore"]), "cpu", 1)
     response = api.post("/api/v1/runs/", mindspore_run(amp_level="O2"), format="json")
     assert response.status_code == 400
     assert "loss_scale_manager" in response.json()

@@ -3,8 +3,8 @@
 It trains a two-layer network on made-up data with MindSpore's own Model, LossMonitor,
 TimeMonitor and ModelCheckpoint (into NPULAB_CHECKPOINT_FILES), resumes from
 NPULAB_RESUME_CHECKPOINT when given, and logs its last loss through workers.track.
-Arguments: EPOCHS [PAUSE_FILE]: with a pause file, it waits after its first checkpoint
-until the file is gone (so a test can kill it mid-run).
+Arguments: EPOCHS [pause]: with "pause", a first attempt (not resumed) waits after its first
+checkpoint until it is killed.
 """
 
 import os
@@ -27,14 +27,16 @@ from mindspore.train import (
 from workers import track
 
 EPOCHS = int(sys.argv[1]) if len(sys.argv) > 1 else 2
-PAUSE = sys.argv[2] if len(sys.argv) > 2 else ""
+RESUME = os.environ.get("NPULAB_RESUME_CHECKPOINT")
+PAUSE = sys.argv[2:3] == ["pause"] and not RESUME
 
 
 class PauseAfterCheckpoint(Callback):
     def step_end(self, run_context):
         step = run_context.original_args().cur_step_num
         if PAUSE and step == 9:
-            while os.path.exists(PAUSE):
+            print("paused after the first checkpoint", flush=True)
+            while True:
                 time.sleep(0.1)
 
 
@@ -43,10 +45,9 @@ x = np.random.RandomState(0).randn(64, 8).astype(np.float32)
 y = (x.sum(axis=1, keepdims=True) > 0).astype(np.float32)
 data = ds.NumpySlicesDataset({"x": x, "y": y}, shuffle=False).batch(8)
 net = nn.SequentialCell(nn.Dense(8, 16), nn.ReLU(), nn.Dense(16, 1))
-resume = os.environ.get("NPULAB_RESUME_CHECKPOINT")
-if resume:
-    ms.load_param_into_net(net, ms.load_checkpoint(resume))
-    print(f"resumed from {os.path.basename(resume)}", flush=True)
+if RESUME:
+    ms.load_param_into_net(net, ms.load_checkpoint(RESUME))
+    print(f"resumed from {os.path.basename(RESUME)}", flush=True)
 model = Model(net, nn.MSELoss(), nn.SGD(net.trainable_params(), 0.1))
 callbacks = [LossMonitor(1), TimeMonitor()]
 directory = os.environ.get("NPULAB_CHECKPOINT_FILES")

@@ -27,6 +27,7 @@ PAGES = [
     ("get", "/runs/{run}/"),
     ("get", "/runs/{run}/log/"),
     ("get", "/runs/{run}/log.txt"),
+    ("get", "/runs/{run}/bundle/"),
     ("post", "/runs/{run}/cancel/"),
     ("post", "/runs/{run}/restart/"),
     ("post", "/runs/{run}/checkpoints/{step}/pin/"),
@@ -39,12 +40,15 @@ PAGES = [
     ("get", "/profiles/{profile}/timeline/window/?start=0&end=10&width=100"),
     ("get", "/profiles/{profile}/timeline/search/?q=add"),
     ("get", "/profiles/{profile}/timeline/events/1/"),
+    # The test-only kind's page, from its own folder (tests/kinds/echo/).
+    ("get", "/runs/{run}/echo/"),
 ]
 API = [
     ("get", "/api/v1/runs/{run}/"),
     ("get", "/api/v1/runs/{run}/events/"),
     ("get", "/api/v1/runs/{run}/metrics/"),
     ("get", "/api/v1/runs/{run}/checkpoints/"),
+    ("get", "/api/v1/runs/{run}/bundle/"),
     ("post", "/api/v1/runs/{run}/cancel/"),
     ("post", "/api/v1/runs/{run}/restart/"),
     ("get", "/api/v1/runs/{run}/checkpoints/{step}/download/"),
@@ -61,6 +65,7 @@ API = [
     ("get", "/api/v1/runs/{cov}/coverage/"),
     ("get", "/api/v1/runs/{cov}/coverage/summary/"),
     ("get", "/api/v1/runs/{cov}/coverage/compare/?baseline={base}"),
+    ("get", "/api/v1/runs/{run}/echo/"),
 ]
 # Reads: a viewer gets what a member gets.
 READS = [(method, url) for method, url in PAGES + API if method == "get"]

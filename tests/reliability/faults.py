@@ -22,8 +22,8 @@ from pathlib import Path
 
 import redis
 
+from harness.stack import free_port
 from tests.e2e.conftest import require
-from tests.e2e.platform import free_port
 from tests.waiting import wait_until
 
 REDIS_SERVER = shutil.which("redis-server") or "/usr/bin/redis-server"

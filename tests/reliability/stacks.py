@@ -12,7 +12,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from django.conf import settings
 
-from tests.e2e.platform import Platform, create_postgres_database
+from harness.stack import Platform, create_postgres_database
 
 # The platform's timeouts, short enough that a test sees the repairs in seconds.
 FAST_REPAIRS = {

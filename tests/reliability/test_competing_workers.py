@@ -20,13 +20,13 @@ import pytest
 from django.db import connection, transaction
 from rest_framework.test import APIClient
 
+from harness.stack import HOST
 from npulab.hosts.services import do_issue_host_token
 from npulab.runs.models import DeviceLease, Run, RunAttempt
 from npulab.runs.scheduler import place_queued_runs
 from npulab.runs.services import do_cancel_run, do_submit_run
 from npulab.web import stack
 from tests.conftest import register
-from tests.e2e.platform import HOST
 from tests.factories import HostFactory
 from tests.reliability.faults import private_redis
 from tests.reliability.stacks import log_lines, own_database, run_once_each, running_platform

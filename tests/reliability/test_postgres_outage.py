@@ -18,6 +18,7 @@ import pytest
 import requests
 from django.conf import settings
 
+from harness.services import POSTGRES
 from tests.e2e.conftest import require
 from tests.reliability.faults import TcpProxy, private_redis
 from tests.reliability.stacks import (
@@ -28,7 +29,6 @@ from tests.reliability.stacks import (
     running_platform,
     with_port,
 )
-from tests.services import POSTGRES
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.e2e

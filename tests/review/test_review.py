@@ -408,3 +408,20 @@ def test_training_compares_the_same_job_by_throughput_loss_and_time_to_a_thresho
     assert number(result, "training", "loss_last", group)["change"] == pytest.approx(0.1)
     other = number(result, "training", "loss_last", "builtin:cnn --lr 0.1")
     assert (other["current"], other["target"]["n"], other["change"]) == (None, 1, None)
+
+
+def test_a_failure_diagnosed_as_the_users_code_never_counts_against_the_stack(
+    current, staging
+) -> None:
+    finished(staging)
+    # A process exit whose diagnosis blames the user's code (an uncaught exception in train.py).
+    blamed = user_ended(staging, exits.PROCESS_EXIT)
+    blamed.diagnosis = {"category": "user-code", "blame": "user-code", "codes": []}
+    blamed.save()
+    result = review(current, target=staging)
+    assert result.decision == GO, result.reasons
+    assert [run["id"] for run in result.job_errors["target"]] == [blamed.pk]
+    # The same failure blamed on the stack does count.
+    blamed.diagnosis = {"category": "aicore-exec", "blame": "stack", "codes": ["507035"]}
+    blamed.save()
+    assert review(current, target=staging).decision == NO_GO

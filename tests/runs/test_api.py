@@ -159,7 +159,7 @@ def test_events_and_metrics_are_readable_by_type_and_key(api, owner, cpu_host) -
     assert api.get(f"{RUNS}{run.pk}/events/", {"after": "x"}).status_code == 400
 
     assert api.get(f"{RUNS}{run.pk}/metrics/").json() == {
-        "metrics": [{"key": "loss", "points": 4, "last_step": 3}]
+        "metrics": [{"key": "loss", "source": "track", "points": 4, "last_step": 3}]
     }
     series = api.get(f"{RUNS}{run.pk}/metrics/", {"key": "loss"}).json()
     assert series == {

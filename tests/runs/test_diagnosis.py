@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import io
+import json
+import tarfile
+
 import pytest
 from django.utils import timezone
 
@@ -77,3 +81,69 @@ def test_a_secret_in_the_evidence_is_redacted():
     )
     run.refresh_from_db()
     assert "k3y-and-more" not in str(run.diagnosis)
+
+
+def _members(content: bytes) -> dict[str, bytes]:
+    with tarfile.open(fileobj=io.BytesIO(content), mode="r:gz") as archive:
+        return {info.name: archive.extractfile(info).read() for info in archive if info.isfile()}
+
+
+def test_the_support_bundle_holds_spec_diagnosis_and_log_with_secrets_redacted(client):
+    run = _failed_run("lost-heartbeat-el0001", env={"API_KEY": "k3y-and-more"})
+    store_events(
+        run,
+        [{"type": "log", "time": 2.0, "stream": "stderr", "line": "using k3y-and-more"}],
+        timezone.now(),
+    )
+    client.force_login(run.submitted_by)
+    response = client.get(f"/api/v1/runs/{run.pk}/bundle/")
+    assert response.status_code == 200
+    assert response["Content-Type"] == "application/gzip"
+    members = _members(b"".join(response.streaming_content))
+    prefix = f"npulab-run-{run.pk}/"
+    assert json.loads(members[prefix + "diagnosis.json"])["diagnosis"]["category"] == (
+        "hardware-fault"
+    )
+    assert json.loads(members[prefix + "spec.json"])["env"] == {"API_KEY": "<redacted>"}
+    assert b"using <redacted>" in members[prefix + "logs/run.log"]
+    assert not any(b"k3y-and-more" in data for data in members.values())
+    page = client.get(f"/runs/{run.pk}/").content.decode()
+    assert f'href="/runs/{run.pk}/bundle/"' in page
+    assert client.get(f"/runs/{run.pk}/bundle/").status_code == 200
+
+
+def test_the_run_list_page_filters_by_diagnosis_category(client):
+    oom = _failed_run("oom-1eb")
+    hardware = _failed_run("lost-heartbeat-el0001")
+    client.force_login(oom.submitted_by)
+    hardware.submitted_by = oom.submitted_by
+    hardware.project = oom.project
+    hardware.save()
+    html = client.get("/runs/", {"category": "oom"}).content.decode()
+    assert f'data-run="{oom.pk}"' in html
+    assert f'data-run="{hardware.pk}"' not in html
+    assert 'data-failure="oom"' in html
+
+
+def test_the_evidence_lines_are_marked_in_the_log(client):
+    run = _failed_run("oom-1eb")
+    run.diagnosis["evidence"][0]["file"] = "stderr"
+    run.started_at = timezone.now()
+    run.save()
+    store_events(
+        run,
+        [
+            {"type": "log", "time": 2.0, "stream": "stdout", "line": "step 1"},
+            {
+                "type": "log",
+                "time": 3.0,
+                "stream": "stderr",
+                "line": "NPU out of memory. Tried to allocate more than 1EB memory",
+            },
+        ],
+        timezone.now(),
+    )
+    client.force_login(run.submitted_by)
+    html = client.get(f"/runs/{run.pk}/log/").content.decode()
+    assert html.count('title="evidence of the diagnosis"') == 1
+    assert 'stderr evidence bg-warning-subtle" id="L2"' in html

@@ -252,8 +252,7 @@ def test_without_a_checkpoint_cancel_loses_the_time_since_the_attempt_started(
     run = smoke_running(owner, cpu_host)
     began = run.attempts.get().started_at
     assert cancel_warning(run, now=began + timedelta(minutes=3, seconds=2)) == (
-        f"Cancel run #{run.pk}? Its 3 min 2 s of work will be lost: "
-        "it has no checkpoint to go on from."
+        f"Cancel run #{run.pk}? Its 3 min 2 s of work will be lost: a restart starts it over."
     )
     queued = do_submit_run(owner, {"kind": "smoke", "device_type": "cpu"})
     assert (

@@ -38,7 +38,7 @@ def test_a_running_training_run_shows_its_last_loss_steps_and_a_sparkline(owner,
     result = row_result(Run.objects.get(pk=run.pk))
 
     assert result.numbers == [("loss", "0.61")]
-    assert result.steps == "step 4 / 500"
+    assert result.steps == "step 5 / 500"
     assert result.spark_key == "loss"
     assert result.spark == [2.3, 1.7, None, 0.9, 0.61]
 

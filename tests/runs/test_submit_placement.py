@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from django.db import connection
 
-from npulab.runs import scheduler
+from npulab.runs import dispatch, scheduler
 from npulab.runs.models import DeviceLease, Run
 from npulab.runs.services import do_cancel_run, do_submit_run
 from tests.conftest import token_client
@@ -77,7 +77,7 @@ def test_a_pass_that_fails_at_submission_is_left_to_the_control_worker(
     def fail() -> list[int]:
         raise RuntimeError("database went away")
 
-    monkeypatch.setattr(scheduler, "place_queued_runs", fail)
+    monkeypatch.setattr(dispatch, "_placement_pass", fail)
     with caplog.at_level(logging.ERROR), django_capture_on_commit_callbacks(execute=True):
         run = submit(owner)
     assert sent_tasks == [PLACE]

@@ -15,12 +15,14 @@ from rest_framework.test import APIClient
 from npulab.accounts.services import do_issue_api_token
 from npulab.health.models import HostHealth, HostState
 from npulab.hosts.services import do_issue_host_token
+from npulab.projects.models import default_pool
 from npulab.runs.services import do_submit_run
 from npulab.telemetry.services import record_samples
 from npulab.web.metrics import FAMILIES
 from tests.conftest import register, token_client
 from tests.factories import HostFactory
 from tests.paths import REPO_DIR
+from tests.projects.conftest import make_project
 from tests.telemetry.conftest import WARNING_8, capture_samples
 from workers.contract.telemetry import sample
 
@@ -103,6 +105,26 @@ def test_queue_and_run_counts(cpu_host, owner, scraper) -> None:
     assert metrics["npulab_queue_runs"][(("device_type", "npu"),)] == 2
     assert metrics["npulab_queue_runs"][(("device_type", "cpu"),)] == 0
     assert metrics["npulab_runs"][(("kind", "smoke"), ("status", "queued"))] == 2
+
+
+def test_runs_are_counted_only_where_the_scraper_may_see_them(
+    cpu_host, owner, other_user, anon_api, scraper, settings
+) -> None:
+    # Before: every project's runs were counted for any reader.
+    make_project("alpha", [default_pool()], owner=other_user)
+    spec = {"kind": "smoke", "device_type": "npu", "wait_for_host": True, "project": "alpha"}
+    do_submit_run(other_user, spec)
+    metrics = scrape(scraper)
+    assert metrics["npulab_queue_runs"][(("device_type", "npu"),)] == 0
+    assert (("kind", "smoke"), ("status", "queued")) not in metrics.get("npulab_runs", {})
+    assert (
+        scrape(token_client(other_user, scopes=["read"]))["npulab_queue_runs"][
+            (("device_type", "npu"),)
+        ]
+        == 1
+    )
+    settings.NPULAB = {**settings.NPULAB, "METRICS_PUBLIC": True}
+    assert scrape(anon_api)["npulab_queue_runs"][(("device_type", "npu"),)] == 0
 
 
 def test_label_values_from_a_worker_are_escaped(cpu_host, scraper) -> None:

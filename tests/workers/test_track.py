@@ -215,7 +215,12 @@ def test_a_rank_that_exits_stops_counting_for_the_watchdog(tmp_path: Path) -> No
         "import os, sys; from workers import track; run = track.init(); run.heartbeat();"
         " print(os.path.exists(os.path.join(sys.argv[1], 'heartbeat.1')))"
     )
-    env = {**os.environ, "NPULAB_RUN_DIR": str(tmp_path), "RANK": "1", "PYTHONPATH": str(REPO_DIR)}
+    env = {
+        **os.environ,
+        script_env.RUN_DIR: str(tmp_path),
+        "RANK": "1",
+        "PYTHONPATH": str(REPO_DIR),
+    }
     done = subprocess.run(
         [sys.executable, "-c", script, str(tmp_path)], env=env, capture_output=True, text=True
     )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import threading
+import time
 from typing import Iterable, Tuple
 
 from workers.contract.capture import MAX_KEY_CHARS, SOURCE_FIELD
@@ -66,11 +67,13 @@ class Sink:
 
     def write(self, points: Iterable[Point]) -> int:
         """Append the points the bound allows; how many were written."""
-        written = 0
+        written = []
+        now = time.time()
         for key, step, value, at in points:
             if not self.accept(key) or not -_STEP_LIMIT <= step <= _STEP_LIMIT:
                 continue
-            fields = {"key": key, "step": int(step), SOURCE_FIELD: self.source}
+            fields = {"type": METRIC, "time": now, "key": key, "step": int(step)}
+            fields[SOURCE_FIELD] = self.source
             value = float(value)
             if math.isfinite(value):
                 fields["value"] = value
@@ -80,6 +83,6 @@ class Sink:
                 fields["nonfinite"] = repr(value)
             if at is not None and math.isfinite(at):
                 fields["time"] = float(at)  # the point's own wall time, over the write's
-            self.events.emit(METRIC, **fields)
-            written += 1
-        return written
+            written.append(fields)
+        self.events.emit_many(written)
+        return len(written)

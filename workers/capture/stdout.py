@@ -48,8 +48,24 @@ _TQDM_POSTFIX = re.compile(r"\[[^\]]*?(?:it/s|s/it)\s*,\s*([^\]]*)\]")
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 _DIGIT = re.compile(r"\d|nan|inf", re.IGNORECASE)
 _TRACEBACK = "Traceback (most recent call last):"
+# A line that reports a failure or a warning carries codes and counts, not metrics
+# ("aclrtMemcpy failed, error code 507899", "[ERROR] ... EZ9999"): the default shapes skip
+# it. A script's own metric_patterns decide for themselves.
+_DIAGNOSTIC = re.compile(
+    r"\b(?:failed|failure|exception|warning)\b|\berror(?:\s+code|\s*:)|\[(?:error|exception|warning)\]",
+    re.IGNORECASE,
+)
+# CANN's and torch_npu's codes, and Python's exception names (RuntimeError: ...).
+_ERROR_CODE = re.compile(
+    r"\b(?:E[A-Z][0-9]{4}|E[0-9]{5}|ERR[0-9]{5}|[A-Z]\w*(?:Error|Exception))\b"
+)
 # npulab's own lines (the launcher's "npulab: rank 0 of 1, ..."): no metrics of the script.
 _OWN = "npulab: "
+# A framework's own log line (MindSpore's "[WARNING] ME(1234,7f3b...,python):2026-12-05-...
+# [mindspore/context.py:1343] ..."): its numbers are pids, dates and source lines.
+_FRAMEWORK_LOG = re.compile(r"^\[(?:DEBUG|INFO|WARNING|ERROR|CRITICAL|EXCEPTION)\] \w+\(\d+,")
+# "file.cc:1025" (a C++ call stack's frame) names a source line, not a metric.
+_SOURCE_FILE = re.compile(r"\.(?:c|cc|cpp|cxx|h|hpp|py)$")
 # Fields that give the step rather than a metric.
 STEP_KEYS = frozenset(("step", "steps", "global_step", "iter", "iteration", "batch", "it"))
 EPOCH = "epoch"
@@ -79,7 +95,7 @@ class Recogniser:
                 return []
             self._in_traceback[stream] = False
             return []
-        if line.startswith(_OWN):
+        if line.startswith(_OWN) or _FRAMEWORK_LOG.match(line):
             return []
         points: list[Point] = []
         for part in line.split("\r"):
@@ -128,6 +144,8 @@ class Recogniser:
 
 def _default(text: str) -> tuple[dict[str, float], int | None] | None:
     """The metrics and step of one line by the default shapes; None when it has none."""
+    if _DIAGNOSTIC.search(text) or _ERROR_CODE.search(text):
+        return None
     postfix = _TQDM_POSTFIX.search(text)
     if postfix is not None:
         values: dict[str, float] = {}
@@ -213,7 +231,7 @@ def _dict(text: str) -> dict[str, float] | None:
 def _put(values: dict[str, float], key: str, raw: str) -> None:
     number = _number(raw)
     name = _name(key)
-    if number is not None and name and name not in _NOISE:
+    if number is not None and name and name not in _NOISE and not _SOURCE_FILE.search(name):
         values[name] = number
 
 

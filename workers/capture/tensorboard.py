@@ -21,6 +21,8 @@ SCAN_S = 1.0
 # A working directory may be a large checkout: a scan looks at no more than this many entries.
 MAX_SCANNED = 20000
 _SCALAR_PLUGIN = "scalars"
+# What a legacy summary's kind is called, as TensorBoard's plugins name them.
+_KINDS = {"histo": "histograms", "image": "images", "audio": "audio", "tensor": "tensors"}
 
 
 class TensorBoardReader:
@@ -144,7 +146,7 @@ class TensorBoardReader:
                     points.append((value.tag, event.step, number, event.wall_time))
             else:
                 plugin = value.metadata.plugin_data.plugin_name if value.metadata else ""
-                label = plugin or kind or "unknown"
+                label = plugin or _KINDS.get(kind or "", kind or "unknown")
                 self.others[label] = self.others.get(label, 0) + 1
         return points
 

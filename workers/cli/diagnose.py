@@ -3,18 +3,20 @@
 No platform and no token: it reads log files, a plog directory (a run's
 ``ascend_log/``) or a support bundle, and prints the root cause in Ascend's own
 codes. It exits 0 when a root cause is found, 1 when nothing known matches (and
-2 on bad usage).
+2 on bad usage). ``npulab bundle RUN_ID`` downloads a run's support bundle from the
+platform (docs/diagnosis.md).
 """
 
 from __future__ import annotations
 
 import json
+import os
 from typing import Any
 
 import click
 
 from workers.cli import output
-from workers.cli.base import state_of
+from workers.cli.base import handled, json_option, state_of
 from workers.diagnosis import diagnose_paths
 
 DIAGNOSED, NOTHING_KNOWN = 0, 1
@@ -87,3 +89,33 @@ def diagnosis_lines(diagnosis: dict[str, Any] | None) -> list[tuple[str, Any]]:
             f"{first.get('file', '')}:{first.get('line_no', '')}: {first.get('text', '')}",
         ),
     ]
+
+
+@click.command("bundle")
+@click.argument("run_id", type=int)
+@click.option(
+    "-o",
+    "--output",
+    "target",
+    type=click.Path(dir_okay=False, writable=True),
+    help="Where to write it (default: npulab-run-RUN_ID-bundle.tar.gz here).",
+)
+@json_option
+@click.pass_context
+@handled
+def bundle(ctx: click.Context, run_id: int, target: str | None) -> None:
+    """Download a run's support bundle: spec, snapshot, diagnosis, logs, plogs, host health
+    and telemetry around the failure, secrets redacted; one archive for a vendor ticket."""
+    state = state_of(ctx)
+    response = state.client.request("GET", f"runs/{run_id}/bundle/")
+    path = target or f"npulab-run-{run_id}-bundle.tar.gz"
+    temporary = path + ".part"
+    with open(temporary, "wb") as handle:
+        handle.write(response.content)
+    os.replace(temporary, path)
+    if state.json:
+        output.emit_json(
+            {"run": run_id, "bundle": os.path.abspath(path), "bytes": len(response.content)}
+        )
+    else:
+        click.echo(f"bundle of run {run_id} written to {path} ({len(response.content)} bytes)")

@@ -172,6 +172,7 @@ for group in (browse.runs_group, browse.hosts_group, browse.kinds_group, browse.
 cli.add_command(gates.review)
 cli.add_command(gates.compare)
 cli.add_command(diagnose.diagnose)
+cli.add_command(diagnose.bundle)
 cli.add_command(parity.parity)
 
 

@@ -21,6 +21,11 @@ SEED = "NPULAB_SEED"
 KEEP_CHECKPOINTS = "NPULAB_KEEP_CHECKPOINTS"
 CHECKPOINT_EVERY_STEPS = "NPULAB_CHECKPOINT_EVERY_STEPS"
 CHECKPOINT_EVERY_MINUTES = "NPULAB_CHECKPOINT_EVERY_MINUTES"
+# The supervisor's settings, which the host worker passes on from its own environment.
+HEARTBEAT_S = "NPULAB_HEARTBEAT_S"
+KILL_GRACE_S = "NPULAB_KILL_GRACE_S"
+# Tells the supervisor's descendants which inherited descriptor holds the run directory's lock.
+OWNER_LOCK_FD = "NPULAB_OWNER_LOCK_FD"
 # The profiling window run.profile_step() records, as JSON; "null": none.
 PROFILE = "NPULAB_PROFILE"
 # Set by the training runner for a script's own checkpoint files (the spec's checkpoint_dir),

@@ -12,6 +12,8 @@ DELIVER_HEALTH_WEBHOOK = "health.deliver_webhook"
 EXPIRE_UPLOADS = "artifacts.expire_uploads"
 # A stored trace's summary and timeline index (npulab.profiles).
 SUMMARISE_PROFILE = "profiles.summarise_profile"
+# Ends profiles left "summarising" by a worker that died.
+SWEEP_PROFILES = "profiles.sweep_profiles"
 # Device telemetry: raw samples into minute rollups, then retention of both.
 ROLL_UP_TELEMETRY = "telemetry.roll_up"
 # Host workers: "execute attempt K of run N", on the host's own queue.

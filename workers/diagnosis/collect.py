@@ -13,6 +13,7 @@ import os
 import re
 import shutil
 import subprocess
+import tarfile
 import time
 from typing import Iterable, Sequence
 
@@ -141,6 +142,38 @@ def write(run_dir: str, name: str, text: str) -> str:
     with open(path, "w", encoding="utf-8") as handle:
         handle.write(text)
     return path
+
+
+COLLECTED_ARCHIVE = "collected.tar.gz"
+
+
+def pack(run_dir: str, plog_dir: str, limit: int = COLLECT_LIMIT_BYTES) -> str:
+    """The collected files and the run's plogs in one archive for upload (newest first,
+    at most ``limit`` bytes before compression); its path, or "" when there is nothing."""
+    here = collected_dir(run_dir)
+    target = os.path.join(here, COLLECTED_ARCHIVE)
+    members = []
+    for directory, prefix in ((here, "diagnosis"), (plog_dir, "ascend_log")):
+        if not os.path.isdir(directory):
+            continue
+        for root, _dirs, names in os.walk(directory):
+            for name in names:
+                path = os.path.join(root, name)
+                if path == target or os.path.islink(path) or not os.path.isfile(path):
+                    continue
+                stat = os.stat(path)
+                arcname = os.path.join(prefix, os.path.relpath(path, directory))
+                members.append((stat.st_mtime, stat.st_size, path, arcname))
+    if not members:
+        return ""
+    total = 0
+    with tarfile.open(target, "w:gz") as archive:
+        for _mtime, size, path, arcname in sorted(members, reverse=True):
+            if total + size > limit:
+                continue
+            total += size
+            archive.add(path, arcname=arcname)
+    return target
 
 
 def collect_on_failure(

@@ -62,7 +62,8 @@ def _root_code(root: Hit, hits: Sequence[Hit]) -> str | None:
         hit
         for hit in hits
         if hit.file == root.file
-        and hit.rank == root.rank
+        # torch_npu's suffix line names its rank where the message did not.
+        and (hit.rank == root.rank or None in (hit.rank, root.rank))
         and hit.code
         and hit.rule.role != WRAPPER
         and 0 < abs(hit.line_no - root.line_no) <= _BORROW_LINES
@@ -94,12 +95,16 @@ def diagnose(hits: Sequence[Hit], findings: Sequence[dict] = ()) -> dict | None:
             seen.add(where)
             evidence.append(hit.evidence())
     rule = root.rule
+    line = root.text
+    if root.frame is not None:
+        # What a user needs first is where in their own file it was raised.
+        line = f"{line} (raised at {root.frame[0]}:{root.frame[1]})"
     return {
         "category": rule.category,
         "codes": codes,
         # The root cause's own code (codes[0] then), or None when its line has none.
         "root_code": code,
-        "line": root.text,
+        "line": line,
         "fix": rule.fix,
         "blame": rule.blame,
         "rule": rule.id,

@@ -21,7 +21,7 @@ import tarfile
 import zipfile
 from typing import IO, Iterable
 
-from workers.diagnosis.rules import USER, Rule, RuleBook, codes_in, default_rules
+from workers.diagnosis.rules import Rule, RuleBook, codes_in, default_rules
 
 CHUNK_BYTES = 8 * 1024 * 1024
 # A "line" longer than this (a binary file, a tensor printed whole) is cut into pieces.
@@ -58,7 +58,10 @@ ANCHORS = (
 )
 _ANCHOR_RES = [re.compile(re.escape(anchor)) for anchor in ANCHORS]
 _PLOG_RES = [re.compile(re.escape(anchor)) for anchor in PLOG_ANCHORS]
-_CANN_ANCHOR = re.compile(rb"(?<![A-Za-z0-9_])E[A-Z0-9]\d{4}(?![0-9])")
+# No look-behind here: a pattern that starts with a literal is searched for at C speed,
+# one that starts with a look-behind is tried at every byte (40 times slower). The line's
+# own extraction (``rules.CANN_CODE``) checks the boundaries.
+_CANN_ANCHOR = re.compile(rb"E[A-Z0-9]\d{4}")
 _TEXT_ANCHORS = tuple(anchor.decode() for anchor in ANCHORS)
 _CANN_TEXT = re.compile(r"(?<![A-Za-z0-9_])E[A-Z0-9]\d{4}(?![0-9])")
 
@@ -75,7 +78,7 @@ _LIBRARY = re.compile(r"site-packages|dist-packages|/lib/python\d|^<frozen|/lib6
 class Hit:
     """One line a rule matched, with where it was."""
 
-    __slots__ = ("code", "codes", "file", "line_no", "rank", "rule", "seq", "text")
+    __slots__ = ("code", "codes", "file", "frame", "line_no", "rank", "rule", "seq", "text")
 
     def __init__(
         self,
@@ -96,6 +99,8 @@ class Hit:
         self.rank = rank
         self.seq = seq
         self.codes = codes
+        # Where a user-code exception was raised: (file, line) of the innermost frame.
+        self.frame: tuple[str, int] | None = None
 
     def evidence(self) -> dict:
         return {"file": self.file, "line_no": self.line_no, "text": self.text}
@@ -276,10 +281,7 @@ class Scanner:
             return
         self._per_rule[key] = seen + 1
         hit = Hit(rule, code, file, line_no, text, rank, self._seq, codes)
-        if frame is not None and rule.role == USER:
-            # The evidence a user needs is where in their file it was raised.
-            hit.file, hit.line_no = file, line_no
-            hit.text = f"{text} (raised at {frame[0]}:{frame[1]})"[:MAX_TEXT_CHARS]
+        hit.frame = frame
         self.hits.append(hit)
 
     # -- files ---------------------------------------------------------------

@@ -70,6 +70,8 @@ class RunWatch:
         self._partial = b""
         self._lines: dict[str, int] = {}
         self._lock = threading.Lock()
+        # The archive of what was collected on failure, for upload ("" when none).
+        self.collected = ""
 
     def line(self, stream: str, text: str) -> None:
         """One relayed line of the run's output."""
@@ -134,6 +136,7 @@ class RunWatch:
         collect.collect_on_failure(self.run_dir, plogs, self.started, devices)
         if os.path.isdir(plogs):
             self.scanner.scan_path(plogs)
+        self.collected = collect.pack(self.run_dir, plogs)
         found = diagnose(self.scanner.hits, findings)
         if cause in (exits.HANG, exits.HANG_REQUEUED) and (
             found is None or found["category"] not in ("hccl-timeout", "network")

@@ -7,6 +7,7 @@ import os
 import sys
 from typing import Mapping, Sequence
 
+from workers.contract import script_env
 from workers.contract.devices import DEVICE_TYPES
 from workers.contract.frameworks import MINDSPORE, MINDSPORE_LABEL
 from workers.contract.gang import ADVERTISE_ADDRESS, HCCL_CONNECT_TIMEOUT_RANGE
@@ -109,8 +110,9 @@ class HostConfig:
             help="interpreter with MindSpore for framework: mindspore runs whose spec names "
             f"none; gives the host the label '{MINDSPORE_LABEL}' (default: none)",
         )
+        # The variable a run's processes read their device type from names the host's too.
         parser.add_argument(
-            "--device-type", choices=DEVICE_TYPES, default=env.get("NPULAB_DEVICE_TYPE")
+            "--device-type", choices=DEVICE_TYPES, default=env.get(script_env.DEVICE_TYPE)
         )
         parser.add_argument(
             "--devices",

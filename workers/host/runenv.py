@@ -11,6 +11,9 @@ from __future__ import annotations
 
 from typing import Iterable, Mapping
 
+from workers.contract import script_env
+from workers.contract.kinds import EXTRA_KINDS_ENV
+
 # What a process needs to find programs and libraries, speak a locale and have a home; the
 # CANN / CUDA toolkit variables set_env.sh and the driver installers set; the Python
 # environment it runs in; the threading knobs of the numeric libraries.
@@ -48,7 +51,7 @@ DEFAULT_ALLOW = (
 
 # The worker's settings that are the runner's too (none of them a secret): the site's own
 # kinds, and the supervisor's heartbeat and kill grace. No other NPULAB_ variable passes.
-RUNNER_SETTINGS = ("NPULAB_KINDS", "NPULAB_HEARTBEAT_S", "NPULAB_KILL_GRACE_S")
+RUNNER_SETTINGS = (EXTRA_KINDS_ENV, script_env.HEARTBEAT_S, script_env.KILL_GRACE_S)
 
 
 def parse_allow(value: str) -> list[str]:

@@ -182,15 +182,20 @@ def ensure_user(name: str, groups: Iterable[str] = ("HwHiAiUser",)) -> RunUser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m workers.host.runuser NAME PATH...``: make the run user (``make run`` as
+    """``python -m workers.host.runuser [--user NAME] PATH...``: make the run user (``make run`` as
     root, the worker's systemd unit) and let it through the folders above each PATH (the
     run interpreter, the work directory), for a host without the sandbox."""
     import argparse
 
     parser = argparse.ArgumentParser(prog="python -m workers.host.runuser")
-    parser.add_argument("name")
+    parser.add_argument(
+        "--user",
+        default="",
+        help=f"the run user (empty or 'auto': {DEDICATED_USER}); NPULAB_RUN_USER in the unit",
+    )
     parser.add_argument("paths", nargs="*")
     args = parser.parse_args(argv)
+    args.name = args.user if args.user not in ("", AUTO) else DEDICATED_USER
     if os.geteuid() != 0:
         print("not root: runs execute as this user, no run user to prepare")
         return 0

@@ -160,6 +160,9 @@ class Sandbox:
             if os.path.isdir(folder):
                 args += ["--tmpfs", folder]
         args += ["--ro-bind-try", "/sys", "/sys", "--proc", "/proc", "--dev", "/dev"]
+        # POSIX semaphores and shared memory (multiprocessing's locks, DataLoader workers,
+        # msprobe at import) need a /dev/shm the run user may write: the run's own one.
+        args += ["--perms", "01777", "--tmpfs", "/dev/shm"]  # noqa: S108 - the run's own
         for pattern in DEVICE_NODES:
             for node in sorted(glob.glob(pattern)):
                 args += ["--dev-bind", node, node]

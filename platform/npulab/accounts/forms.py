@@ -7,6 +7,7 @@ from django import forms
 from django.utils import timezone
 
 from npulab.accounts.models import DEFAULT_SCOPES, Scope
+from npulab.accounts.users import ROLES, USER
 
 MAX_EXPIRY_DAYS = 3650
 
@@ -37,3 +38,19 @@ class TokenCreateForm(forms.Form):
     def expires(self) -> Any:
         days = self.cleaned_data.get("expires_days")
         return timezone.now() + timedelta(days=days) if days else None
+
+
+class UserCreateForm(forms.Form):
+    """A new person and their platform role (an admin's page)."""
+
+    username = forms.CharField(max_length=150)
+    email = forms.EmailField(required=False)
+    password = forms.CharField(widget=forms.PasswordInput, strip=False)
+    role = forms.ChoiceField(choices=[(role, role) for role in ROLES], initial=USER)
+
+
+class UserRoleForm(forms.Form):
+    """Another platform role, or (de)activation, for one person."""
+
+    role = forms.ChoiceField(choices=[(role, role) for role in ROLES])
+    active = forms.BooleanField(required=False)

@@ -1,20 +1,30 @@
-"""The sign-in page, and the API tokens page: a user makes, lists and revokes their own tokens."""
+"""The sign-in page, the API tokens page (a user makes, lists and revokes their own tokens)
+and the Users page (an admin adds people and gives them a role)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from django.contrib import messages
+from django.contrib.auth import get_user_model
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.views import LoginView
+from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
-from django.views.decorators.http import require_http_methods
+from django.views.decorators.http import require_http_methods, require_POST
 
 from npulab.accounts import lockout
-from npulab.accounts.forms import TokenCreateForm
+from npulab.accounts.forms import TokenCreateForm, UserCreateForm, UserRoleForm
 from npulab.accounts.models import ApiToken
 from npulab.accounts.services import do_issue_api_token, do_revoke_api_token
+from npulab.accounts.users import (
+    UserInvalid,
+    do_create_user,
+    do_set_user_active,
+    do_set_user_role,
+    role_of,
+)
 
 
 class SignInView(LoginView):
@@ -82,3 +92,49 @@ def token_revoke(request: HttpRequest, pk: int) -> HttpResponse:
         return render(request, "accounts/partials/tokens.html", context)
     messages.success(request, f"Token {token.display}… revoked.")
     return redirect("accounts:token_list")
+
+
+def _admin_only(request: HttpRequest) -> None:
+    if not request.user.is_superuser:
+        raise PermissionDenied("Managing people needs the admin role (a superuser).")
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def user_list(request: HttpRequest) -> HttpResponse:
+    """Everyone with their platform role; a POST adds a person (admins only)."""
+    _admin_only(request)
+    form = UserCreateForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        try:
+            made = do_create_user(**form.cleaned_data, by=request.user)
+        except UserInvalid as exc:
+            for field, text in exc.fields.items():
+                form.add_error(field if field in form.fields else None, text)
+        else:
+            messages.info(request, f"{made.username} added as {role_of(made)}.")
+            return redirect("accounts:user_list")
+    people = []
+    for person in get_user_model().objects.order_by("username"):
+        role = role_of(person)
+        change = UserRoleForm(initial={"role": role, "active": person.is_active})
+        people.append((person, role, change))
+    return render(request, "accounts/user_list.html", {"form": form, "people": people})
+
+
+@login_required
+@require_POST
+def user_change(request: HttpRequest, pk: int) -> HttpResponse:
+    """Change one person's platform role or whether they may sign in (admins only)."""
+    _admin_only(request)
+    person = get_object_or_404(get_user_model(), pk=pk)
+    form = UserRoleForm(request.POST)
+    if form.is_valid():
+        try:
+            do_set_user_role(person, form.cleaned_data["role"], by=request.user)
+            do_set_user_active(person, form.cleaned_data["active"], by=request.user)
+        except UserInvalid as exc:
+            messages.error(request, str(exc))
+        else:
+            messages.info(request, f"{person.get_username()}: {role_of(person)}.")
+    return redirect("accounts:user_list")

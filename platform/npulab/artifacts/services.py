@@ -11,14 +11,19 @@ from __future__ import annotations
 
 import errno
 import hashlib
+import os
+import shutil
 import tempfile
 from collections.abc import Iterable
 from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
+from django.core.exceptions import SuspiciousFileOperation
 from django.core.files import File
+from django.core.files.storage import FileSystemStorage
 from django.db import transaction
+from django.db.models import F, Sum
 from django.utils import timezone
 from django.utils.text import get_valid_filename
 from rest_framework import status
@@ -28,6 +33,7 @@ from npulab.artifacts.models import Artifact, ArtifactUpload
 from npulab.artifacts.signals import artifact_stored
 from npulab.artifacts.storage import JoinedReader, artifact_storage
 from npulab.core import errors
+from npulab.core.text import error_text
 
 # Chunks are spooled to disk past this, so a large chunk never sits in memory.
 SPOOL_MEMORY_BYTES = 1 << 20
@@ -65,6 +71,33 @@ class ArtifactTooLarge(_StoreError):
                 "max_bytes": limit,
             }
         )
+
+
+class NameUnusable(_StoreError):
+    """A declared name that sanitises to nothing (``!!``): no file could ever be stored."""
+
+    status_code = status.HTTP_400_BAD_REQUEST
+    default_code = errors.INVALID
+
+    def __init__(self, name: str) -> None:
+        super().__init__(
+            {
+                "detail": "the artifact's name has nothing a file name can keep",
+                "name": [
+                    f"{name[:100]!r} has no letter, digit, '-', '_' or '.' left as a file name"
+                ],
+            }
+        )
+
+
+class NoRoom(_StoreError):
+    """A declared size that would pass a quota or the free space: refused before a byte."""
+
+    status_code = status.HTTP_507_INSUFFICIENT_STORAGE
+    default_code = errors.STORE_FULL
+
+    def __init__(self, detail: str) -> None:
+        super().__init__({"detail": detail})
 
 
 class OffsetMismatch(_StoreError):
@@ -143,6 +176,64 @@ def check_size(kind: str, size: int) -> None:
         raise ArtifactTooLarge(size, limit)
 
 
+# What a declared artifact holds on to: its bytes count against the quotas until it is
+# deleted or given up (damaged), whether they arrived yet or not.
+_HOLDING = (Artifact.Status.UPLOADING, Artifact.Status.STORED)
+
+
+def _declared(artifacts: Any) -> int:
+    return artifacts.filter(status__in=_HOLDING).aggregate(total=Sum("bytes"))["total"] or 0
+
+
+def check_room(run_id: Any, size: int) -> None:
+    """NoRoom when ``size`` more bytes would pass the run's quota, the store's, or the free
+    space of a local store (less what declared uploads still have to send, and a reserve).
+
+    Before: five 64 GiB declarations were all accepted on a disk with room for none.
+    """
+    per_run = int(settings.NPULAB["MAX_RUN_ARTIFACT_BYTES"])
+    held = _declared(Artifact.objects.filter(run_id=run_id))
+    if held + size > per_run:
+        raise NoRoom(
+            f"the run's artifacts would hold {held + size} bytes, past its quota of "
+            f"{per_run} bytes (NPULAB_MAX_RUN_ARTIFACT_BYTES)"
+        )
+    total = int(settings.NPULAB["MAX_ARTIFACT_STORE_BYTES"])
+    if total:
+        stored = _declared(Artifact.objects.all())
+        if stored + size > total:
+            raise NoRoom(
+                f"the store would hold {stored + size} bytes, past its quota of {total} bytes "
+                "(NPULAB_MAX_ARTIFACT_STORE_BYTES)"
+            )
+    free = local_free_bytes()
+    if free is not None:
+        pending = ArtifactUpload.objects.filter(artifact__status=Artifact.Status.UPLOADING)
+        owed = pending.aggregate(owed=Sum(F("artifact__bytes") - F("bytes_received")))["owed"]
+        owed = owed or 0
+        reserve = int(settings.NPULAB["ARTIFACT_FREE_RESERVE_BYTES"])
+        if free - owed - reserve < size:
+            raise NoRoom(
+                f"the store's disk has room for {max(0, free - owed - reserve)} more bytes "
+                f"(keeping {reserve} free, NPULAB_ARTIFACT_FREE_RESERVE_BYTES), not {size}"
+            )
+
+
+def local_free_bytes() -> int | None:
+    """Free bytes on a local store's disk; None for a store that is not a local folder."""
+    storage = artifact_storage()
+    location = getattr(storage, "location", None)
+    if not isinstance(storage, FileSystemStorage) or not location:
+        return None
+    folder = location
+    while not os.path.isdir(folder):  # made on the first upload
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            return None
+        folder = parent
+    return shutil.disk_usage(folder).free
+
+
 def final_key(artifact: Artifact) -> str:
     """Where a stored artifact goes: ``runs/<run>/<kind>s/[<step>/]<name>``."""
     folder = f"runs/{artifact.run_id}/{artifact.kind}s"
@@ -174,10 +265,16 @@ def do_create_upload(
     sha256: str,
     step: int | None = None,
 ) -> ArtifactUpload:
-    """Declare an artifact and open its upload at offset 0; 413 past the size limit."""
+    """Declare an artifact and open its upload at offset 0; 413 past the size limit, 400
+    for a name no file can have, 507 past a quota or the free space."""
     check_size(kind, size)
+    try:
+        get_valid_filename(name)
+    except SuspiciousFileOperation:
+        raise NameUnusable(name) from None
     run_id = getattr(run, "pk", run)
     with transaction.atomic():
+        check_room(run_id, size)
         artifact = Artifact.objects.create(
             run_id=run_id,
             attempt=attempt,
@@ -354,13 +451,6 @@ def _delete(artifact: Artifact, reason: str) -> None:
         artifact_storage().delete(key)
 
 
-def do_delete_artifact(artifact: Artifact, reason: str) -> Artifact:
-    """Delete a stored artifact's file; the row stays, ``deleted`` with the reason."""
-    if artifact.status != Artifact.Status.DELETED:
-        _delete(artifact, reason)
-    return artifact
-
-
 def do_pin_artifact(artifact: Artifact, pinned: bool) -> Artifact:
     """Pin (kept whatever the retention says) or unpin; unpinning may not delete at once."""
     artifact.pinned = pinned
@@ -424,7 +514,7 @@ def do_verify_stored(artifact: Artifact) -> bool:
                 digest.update(chunk)
                 total += len(chunk)
     except OSError as error:
-        problem = f"the stored file cannot be read: {error}"
+        problem = f"the stored file cannot be read: {error_text(error)}"
     else:
         if total == artifact.bytes and digest.hexdigest() == artifact.sha256:
             return True

@@ -21,6 +21,9 @@ PROJECT_CHANGE_MEMBER = "project.change_member"
 PROJECT_REMOVE_MEMBER = "project.remove_member"
 HOST_MOVE_TO_POOL = "host.move_to_pool"
 HOST_ACCEPT_DEVICES = "host.accept_devices"
+USER_CREATE = "user.create"
+USER_SET_ROLE = "user.set_role"
+USER_SET_ACTIVE = "user.set_active"
 
 LABELS = {
     RUN_SUBMIT: "submitted a run",
@@ -42,4 +45,7 @@ LABELS = {
     PROJECT_REMOVE_MEMBER: "removed a member from a project",
     HOST_MOVE_TO_POOL: "moved a host to a pool",
     HOST_ACCEPT_DEVICES: "accepted a host's device type and count",
+    USER_CREATE: "created a user",
+    USER_SET_ROLE: "changed a user's role",
+    USER_SET_ACTIVE: "activated or deactivated a user",
 }

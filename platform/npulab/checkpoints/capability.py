@@ -95,8 +95,8 @@ class CheckpointsCapability(Capability):
             f"{newest.step} will be lost; a restart goes on from that checkpoint."
         )
 
-    def resumable(self, run: Run) -> bool:
-        return run.checkpoints.exists()
+    def resumes_from(self, run: Run) -> str:
+        return "checkpoint" if run.checkpoints.exists() else ""
 
 
 CHECKPOINTS = CheckpointsCapability(

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.conf import settings
 from django.core.validators import RegexValidator
@@ -57,10 +58,12 @@ class Host(models.Model):
     )
     registered = models.DateTimeField(null=True, blank=True)
     # Which projects' runs may come here (a project's pools); an operator moves it.
+    # Without a field default: one would query at every Host() made in memory; ``save`` puts
+    # a new host without a pool in the default one.
     pool = models.ForeignKey(
         Pool,
         on_delete=models.PROTECT,
-        default=default_pool_pk,
+        blank=True,
         related_name="hosts",
         help_text="Runs of the projects using this pool may be placed here.",
     )
@@ -85,6 +88,11 @@ class Host(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        if self.pool_id is None:
+            self.pool_id = default_pool_pk()
+        super().save(*args, **kwargs)
 
     def get_absolute_url(self) -> str:
         return reverse("hosts:host_detail", args=[self.name])

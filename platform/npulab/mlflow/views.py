@@ -16,10 +16,12 @@ from rest_framework.exceptions import APIException
 from rest_framework.request import Request
 
 from npulab.accounts.authentication import TokenAuthentication
+from npulab.accounts.models import Scope
 from npulab.mlflow.store import DatabaseStore
 from workers.contract.mlflow import MAX_BODY_BYTES, handle
 
 UNAUTHENTICATED = "UNAUTHENTICATED"
+PERMISSION_DENIED = "PERMISSION_DENIED"
 
 
 @csrf_exempt
@@ -31,10 +33,17 @@ def tracking_api(request: HttpRequest, path: str) -> HttpResponse:
     if found is None:
         message = "An npulab API token is required: set MLFLOW_TRACKING_TOKEN to one."
         return _reply(401, {"error_code": UNAUTHENTICATED, "message": message})
+    user, token = found
+    # Every call of MLflow's client that logs is a POST: it needs the token's submit scope,
+    # a read its read scope, as in the rest of the API.
+    scope = Scope.READ if request.method == "GET" else Scope.SUBMIT
+    if not token.has_scope(scope):
+        message = f"This token lacks the `{scope}` scope, which {request.method} needs."
+        return _reply(403, {"error_code": PERMISSION_DENIED, "message": message})
     length = int(request.headers.get("Content-Length") or 0)
     body = b"" if length > MAX_BODY_BYTES else request.body
     status, reply = handle(
-        DatabaseStore(found[0]), request.method or "GET", "/" + path, request.GET.dict(), body
+        DatabaseStore(user), request.method or "GET", "/" + path, request.GET.dict(), body
     )
     return _reply(status, reply)
 

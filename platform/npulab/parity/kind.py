@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from npulab.parity.reports import int8_bars, loss_chart, table
-from npulab.runs.kinds import Headline, Panel, RunKind
+from npulab.runs.kinds import Headline, HeadlinePanel, RunKind
 from npulab.runs.models import Run
 
 HEADLINES = frozenset(
@@ -61,7 +61,8 @@ def parity_panel(run: Run) -> dict[str, Any]:
 
 PARITY = ParityKind(
     "parity",
-    panels=(Panel("parity/partials/layers.html", parity_panel),),
+    # What a parity run is for leads its page: the verdict per layer, the curves, INT8.
+    headline=HeadlinePanel("parity/partials/layers.html", parity_panel),
     headline_keys=HEADLINES,
     lower_is_better=LOWER_IS_BETTER,
 )

@@ -18,7 +18,7 @@ import shutil
 import tempfile
 from collections.abc import Iterator
 from contextvars import ContextVar
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import IO, Any
 
 from django.conf import settings
@@ -111,6 +111,22 @@ def do_resummarise_profile(profile: Profile) -> Profile:
             locked.save(update_fields=["status", "error", "updated"])
             transaction.on_commit(lambda: request_summary(locked.pk))
     return locked
+
+
+def sweep_stale_profiles(now: datetime | None = None) -> int:
+    """End the profiles left ``summarising`` past ``STALE_SUMMARY_S``: their worker died (a
+    summary never takes that long), and nothing else would ever move them. They become
+    ``failed`` with the reason, and may be asked for again. Returns how many."""
+    now = now or timezone.now()
+    stale = now - timedelta(seconds=STALE_SUMMARY_S)
+    return Profile.objects.filter(status=Profile.Status.SUMMARISING, updated__lt=stale).update(
+        status=Profile.Status.FAILED,
+        error=(
+            f"the summary was still being made after {STALE_SUMMARY_S // 60} min: its worker "
+            "stopped; ask for it again"
+        ),
+        updated=now,
+    )
 
 
 def unique_name(run: Any, name: str) -> str:

@@ -27,6 +27,7 @@ from typing import IO, Any
 from django.conf import settings
 from django.core.files.uploadhandler import StopUpload, TemporaryFileUploadHandler
 
+from npulab.core.text import error_text
 from workers.contract.events import ASCEND, KINETO, TRACE_SUFFIXES
 
 BLOCK = 1 << 20
@@ -146,7 +147,7 @@ def _gunzipped(handle: IO[bytes], limit: int) -> Iterator[bytes]:
                     raise unpacks_too_large(limit)
                 yield block
     except (OSError, EOFError, zlib.error) as exc:
-        raise TraceRefused(f"not a complete gzip file: {exc}") from exc
+        raise TraceRefused(f"not a complete gzip file: {error_text(exc)}") from exc
 
 
 def check_json_gz(path: str) -> int:

@@ -38,7 +38,7 @@ from npulab.snapshots.stack import (
     stack,
     stack_differences,
 )
-from workers.contract import exits
+from workers.contract import diagnosis, exits
 from workers.contract.compat import INCOMPATIBLE, OK
 
 GO, CAUTION, NO_GO = "go", "caution", "no-go"
@@ -206,8 +206,16 @@ def evidence(wanted: Stack) -> Evidence:
 
 
 def user_caused(run: Run) -> bool:
-    """The run ended through the user's doing: its own code, its spec, a cancel."""
-    return run.status == Run.Status.CANCELLED or run.exit_cause in USER_CAUSES
+    """The run ended through the user's doing: its own code, its spec, a cancel, or a
+    failure its diagnosis blames on the user's code (docs/diagnosis.md)."""
+    return (
+        run.status == Run.Status.CANCELLED
+        or run.exit_cause in USER_CAUSES
+        or (
+            run.status == Run.Status.FAILED
+            and (run.diagnosis or {}).get("blame") == diagnosis.USER_CODE
+        )
+    )
 
 
 def run_outcomes(found: Evidence) -> dict[str, dict[str, Any]]:

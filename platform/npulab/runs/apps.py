@@ -9,7 +9,7 @@ class RunsConfig(AppConfig):
     def ready(self) -> None:
         from npulab.hosts.pages import host_page
         from npulab.projects.pages import project_page
-        from npulab.runs import pages, telemetry
+        from npulab.runs import dispatch, pages, scheduler, telemetry
         from npulab.runs.selectors import (
             host_runs_context,
             project_runs_context,
@@ -17,6 +17,8 @@ class RunsConfig(AppConfig):
         )
         from npulab.snapshots.pages import snapshot_page
 
+        # A submission alone in the queue is placed at once by the submitting process.
+        dispatch.set_placement_pass(scheduler.place_queued_runs)
         host_page.add(host_runs_context)
         project_page.add(project_runs_context)
         snapshot_page.add(snapshot_runs_context)

@@ -15,7 +15,7 @@ no capability itself:
 | ``open_upload``, ``on_upload``, ``upload_waiting`` | a file of its ``artifact_kinds``: |
 | | declared, finished, waiting for room in the store |
 | ``panels`` | the run page |
-| ``cancel_warning``, ``resumable`` | what a cancel loses, what a restart goes on from |
+| ``cancel_warning``, ``resumes_from`` | what a cancel loses, what a restart goes on from |
 
 Event types are handled the generic way (``npulab.runs.events.register_handler``).
 """
@@ -80,9 +80,10 @@ class Capability:
         """What cancelling the running ``run`` loses, if this capability keeps something."""
         return None
 
-    def resumable(self, run: Run) -> bool:
-        """Whether a restart of ``run`` goes on from something this capability kept."""
-        return False
+    def resumes_from(self, run: Run) -> str:
+        """What a restart of ``run`` goes on from that this capability kept (a noun:
+        "checkpoint"), or "" when nothing."""
+        return ""
 
 
 _registry: dict[str, Capability] = {}

@@ -13,6 +13,7 @@ without the broker hop and the task in between.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 from kombu.exceptions import OperationalError
 
@@ -21,6 +22,16 @@ from npulab.runs.models import Run
 from workers.contract.tasks import CONTROL_QUEUE, EXECUTE_RUN, PLACE_RUNS
 
 log = logging.getLogger(__name__)
+
+# The placement pass (``npulab.runs.scheduler.place_queued_runs``). The scheduler sits above
+# the write paths (it dispatches through them) and they send from here, so it is handed in
+# from RunsConfig.ready rather than imported: runs' modules import each other one way only.
+_placement_pass: Callable[[], object] | None = None
+
+
+def set_placement_pass(placement_pass: Callable[[], object]) -> None:
+    global _placement_pass
+    _placement_pass = placement_pass
 
 
 def place_submitted() -> None:
@@ -31,13 +42,10 @@ def place_submitted() -> None:
     that pass is the control worker's, as is one that fails here. Either way it is
     the one placement pass, and its host row locks keep racing passes apart.
     """
-    # Imported here: the scheduler imports the services, which import this module.
-    from npulab.runs.scheduler import place_queued_runs
-
     try:
         queued = len(Run.objects.filter(status=Run.Status.QUEUED).values_list("pk")[:2])
-        if queued == 1:
-            place_queued_runs()
+        if queued == 1 and _placement_pass is not None:
+            _placement_pass()
         elif queued:
             request_placement()
     except Exception:

@@ -248,7 +248,11 @@ def _form_field(field: Field) -> forms.Field:
         choices = [(choice, choice) for choice in field.choices]
         if field.name == "device_type":
             choices = list(DeviceType.choices)
-        made: forms.Field = forms.ChoiceField(choices=choices, **options)
+        if field.required:
+            made: forms.Field = forms.ChoiceField(choices=choices, **options)
+        else:
+            # Not sent at all (a client that posts only what it changes): the default.
+            made = forms.TypedChoiceField(choices=choices, empty_value=field.default, **options)
     elif field.type == "integer":
         made = forms.IntegerField(min_value=field.minimum, max_value=field.maximum, **options)
     elif field.type == "number":

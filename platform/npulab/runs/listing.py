@@ -10,7 +10,7 @@ from django.db.models.functions import Cast
 
 from npulab.runs.models import Run
 
-FILTERS = ("q", "status", "kind", "host", "project")
+FILTERS = ("q", "status", "kind", "host", "project", "category")
 # A search term this long is no run's name: refuse to scan every spec with it.
 MAX_QUERY = 200
 
@@ -31,6 +31,9 @@ def apply(runs: QuerySet[Run], filters: Mapping[str, str]) -> QuerySet[Run]:
         runs = runs.filter(host__name=filters["host"])
     if filters.get("project"):
         runs = runs.filter(project__slug=filters["project"])
+    if filters.get("category"):
+        # The diagnosis category of a failed run (docs/diagnosis.md).
+        runs = runs.filter(diagnosis_category=filters["category"])
     if filters.get("q"):
         runs = search(runs, filters["q"])
     return runs

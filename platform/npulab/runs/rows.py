@@ -1,8 +1,8 @@
 """What one row of a run table says of the run's result, at a glance.
 
-The run list answers "how did it go" without opening each run: a succeeded run's headline
-numbers, a run with curves its first metric (losses first) with steps done and a sparkline,
-a failed run why. A page of rows costs two small reads per run with metrics.
+The run list answers "how did it go" without opening each run: a run with curves its first
+metric (losses first) with steps done and a sparkline, else a succeeded run's headline
+numbers; a failed run why. A page of rows costs two small reads per run with metrics.
 """
 
 from __future__ import annotations
@@ -42,13 +42,13 @@ def row_result(run: Run) -> RowResult:
         found.failure = diagnosis.get("category") or run.exit_cause_label
         lines = str(diagnosis.get("line") or run.exit_reason or "").strip().splitlines()
         found.failure_line = lines[0] if lines else ""
-    if run.status == Run.Status.SUCCEEDED:
+    if run.started_at is not None:
+        _first_metric(run, found)
+    if run.status == Run.Status.SUCCEEDED and not found.numbers:
         headlines = get_kind(run.kind).headlines(run)
         found.numbers = [
             (name, f"{headlines[name].value:.4g}") for name in sorted(headlines)[:HEADLINES_SHOWN]
         ]
-    if run.started_at is not None and not found.numbers:
-        _first_metric(run, found)
     return found
 
 
@@ -57,7 +57,9 @@ def _first_metric(run: Run, found: RowResult) -> None:
     if not keys:
         return
     key = keys[0]
-    series = reads.series(Owner.of_run(run.pk), key, points=SPARK_POINTS)
+    owner = Owner.of_run(run.pk)
+    stored = reads.find(owner, key)
+    series = reads.series(owner, key, points=SPARK_POINTS)
     values = [_finite(point[1]) for point in series["points"]]
     if not values:
         return
@@ -65,7 +67,10 @@ def _first_metric(run: Run, found: RowResult) -> None:
     if last is not None:
         found.numbers = [(key, f"{last:.4g}")]
     found.spark_key, found.spark = key, values
+    # Steps done, as the run page counts them: a series logged from step 0 has done one more.
     last_step = series["points"][-1][0]
+    if stored is not None and stored.last_step is not None:
+        last_step = stored.last_step + (1 if stored.first_step == 0 else 0)
     total_field = get_kind(run.kind).total_steps_field
     total = int(run.spec.get(total_field) or 0) if total_field else 0
     found.steps = f"step {last_step} / {total}" if total else f"step {last_step}"

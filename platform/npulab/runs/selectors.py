@@ -22,7 +22,7 @@ from npulab.series import reads
 from npulab.series.models import MetricSeries
 from npulab.snapshots.diff import version_changes
 from npulab.snapshots.models import Snapshot
-from workers.contract.capture import PARAM, TAG, TRACK
+from workers.contract.capture import PARAM, SOURCES, TAG, TRACK
 from workers.contract.events import LOG, STEP
 
 LOG_TAIL_LINES = 200
@@ -56,7 +56,11 @@ def metric_keys(run: Run) -> list[str]:
     names = MetricSeries.objects.filter(run=run).values_list("key", "source")
     ordered = sorted(
         names,
-        key=lambda row: ("loss" not in row[0].rsplit("/", 1)[-1].lower(), row[0], row[1]),
+        key=lambda row: (
+            "loss" not in row[0].rsplit("/", 1)[-1].lower(),
+            row[0],
+            SOURCES.index(row[1]) if row[1] in SOURCES else len(SOURCES),
+        ),
     )
     return [series_label(key, source) for key, source in ordered]
 
@@ -175,7 +179,7 @@ def cancel_warning(run: Run, now: datetime | None = None) -> str:
             return f"{asked} {kept}"
     attempt = run.attempts.filter(number=run.attempt).values_list("started_at", flat=True).first()
     elapsed = duration_text(now - (attempt or run.started_at))
-    return f"{asked} Its {elapsed} of work will be lost: it has no checkpoint to go on from."
+    return f"{asked} Its {elapsed} of work will be lost: a restart starts it over."
 
 
 def duration_text(delta: Any) -> str:
@@ -238,6 +242,24 @@ def log_page(
         event.log_page = (event.line_no - 1) // LOG_PAGE_LINES + 1
     found.object_list = events
     return found
+
+
+# The start of an evidence line that marks a log line (the diagnosis keeps its text cleaned
+# of colours and cut; its start is the line's own).
+EVIDENCE_PREFIX = 120
+
+
+def mark_evidence(run: Run, events: list[RunEvent]) -> None:
+    """Set ``evidence`` on the log lines the run's diagnosis quotes (docs/diagnosis.md)."""
+    quoted = [
+        (str(item.get("file", "")), str(item.get("text", ""))[:EVIDENCE_PREFIX])
+        for item in ((run.diagnosis or {}).get("evidence") or [])
+        if isinstance(item, dict) and item.get("text")
+    ]
+    for event in events:
+        line = str(event.data.get("line", ""))
+        stream = event.data.get("stream")
+        event.evidence = any(file == stream and text and text in line for file, text in quoted)
 
 
 def _line_numbers(run: Run, attempt: int, ids: list[int]) -> dict[int, int]:

@@ -831,9 +831,11 @@ def _end_attempt(
 
 def _resumes(run: Run) -> str:
     """How a restart goes on: from what a capability kept (a stored checkpoint), or anew."""
-    if any(capability.resumable(run) for capability in capabilities.of(run)):
-        return " resumes from what it kept"
-    return ""
+    for capability in capabilities.of(run):
+        kept = capability.resumes_from(run)
+        if kept:
+            return f" resumes from the last stored {kept}"
+    return " starts over"
 
 
 def _requeue_as_new_attempt(run: Run, now: datetime) -> None:

@@ -10,6 +10,7 @@ urlpatterns = [
     path("<id:pk>/", views.run_detail, name="run_detail"),
     path("<id:pk>/log/", views.run_log, name="run_log"),
     path("<id:pk>/log.txt", views.run_log_text, name="run_log_text"),
+    path("<id:pk>/bundle/", views.run_bundle, name="run_bundle"),
     path("<id:pk>/cancel/", views.run_cancel, name="run_cancel"),
     path("<id:pk>/restart/", views.run_restart, name="run_restart"),
 ]

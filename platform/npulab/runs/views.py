@@ -17,6 +17,7 @@ from npulab.hosts.models import Host
 from npulab.projects.selectors import visible_projects
 from npulab.runs import capabilities, listing, logview
 from npulab.runs.access import change_refused, may_change, run_for, visible_runs
+from npulab.runs.bundle import bundle_response
 from npulab.runs.forms import RunSubmitForm
 from npulab.runs.kinds import get as get_kind
 from npulab.runs.models import Run
@@ -31,6 +32,7 @@ from npulab.runs.selectors import (
     log_tail,
     log_text,
     logged_parameters,
+    mark_evidence,
     metric_keys,
     progress,
     steps,
@@ -44,6 +46,7 @@ from npulab.runs.services import (
 )
 from npulab.series.owners import Owner
 from npulab.series.reads import keys
+from workers.contract.diagnosis import CATEGORIES
 
 RUNS_PER_PAGE = 50
 MAX_COMPARED = 20
@@ -66,6 +69,7 @@ def run_list(request: HttpRequest) -> HttpResponse:
         "kinds": visible_runs(request.user).order_by().values_list("kind", flat=True).distinct(),
         "hosts": Host.objects.values_list("name", flat=True),
         "projects": visible_projects(request.user).values_list("slug", flat=True),
+        "categories": list(CATEGORIES),
     }
     template = "runs/partials/run_table.html" if request.htmx else "runs/run_list.html"
     return render(request, template, context)
@@ -132,7 +136,7 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "placements": list(run.placements.filter(attempt=run.attempt).select_related("host"))
         if run.hosts > 1
         else [],
-        "resumable": any(c.resumable(run) for c in capabilities.of(run)),
+        "resumes_from": next(filter(None, (c.resumes_from(run) for c in capabilities.of(run))), ""),
         "can_cancel": run.is_active and may,
         "can_restart": run.status in Run.RESTARTABLE and may,
         "can_manage": may,
@@ -140,6 +144,10 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
         # queued.``): a refresh that shows another status drops them.
         "status_changed": request.GET.get("shown", run.status) != run.status,
     }
+    # The steps, or the summary of a kind without a headline, take a card beside the facts.
+    context["beside_facts"] = bool(
+        context["steps"] or kind.reports_steps or (context["summary"] and not kind.headline)
+    )
     if context["can_cancel"] and not run.cancel_requested:
         context["cancel_warning"] = cancel_warning(run)
     for panel in [*panels, *([kind.headline] if kind.headline else [])]:
@@ -216,6 +224,8 @@ def run_log(request: HttpRequest, pk: int) -> HttpResponse:
             if isinstance(item, dict) and item.get("text")
         ],
     }
+    if context["page"] is not None:
+        mark_evidence(run, context["page"].object_list)
     template = "runs/partials/log_lines.html" if request.htmx else "runs/run_log.html"
     return render(request, template, context, status=400 if errors else 200)
 
@@ -233,6 +243,12 @@ def run_log_text(request: HttpRequest, pk: int) -> HttpResponse:
     )
     response["Content-Disposition"] = f'attachment; filename="{name}"'
     return response
+
+
+@login_required
+def run_bundle(request: HttpRequest, pk: int) -> HttpResponse:
+    """The run's support bundle (spec, snapshot, diagnosis, logs, plogs, health, telemetry)."""
+    return bundle_response(run_for(request.user, pk))
 
 
 @login_required

@@ -160,8 +160,10 @@ def respond(request: Request, owner: Owner) -> HttpResponse | StreamingHttpRespo
         raise
     found = find(owner, key)
     head: dict[str, Any] = {"key": key, "total": 0 if found is None else found.points}
-    if owner.run_id is not None:
-        head["source"] = found.source if found is not None else (source or TRACK)
+    # Said when asked for or not track's: the row form of a tracked series stays as it was.
+    shown = found.source if found is not None else source
+    if owner.run_id is not None and (source is not None or shown not in (None, TRACK)):
+        head["source"] = shown
     paged = after_step is not None or limit is not None
     if found is not None and is_downsampled(found, points):
         head["downsampled"] = True

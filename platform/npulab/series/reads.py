@@ -250,9 +250,11 @@ _PREFERENCE = Case(
 
 def summary(owner: Owner) -> list[dict[str, Any]]:
     """Each metric's name, point count and last step, by name."""
-    return list(
-        _of(owner).order_by("key", _PREFERENCE).values("key", "source", "points", "last_step")
+    # A run's series name their source; a host's telemetry has none.
+    fields = (
+        ("key", "source", "points", "last_step") if owner.run_id else ("key", "points", "last_step")
     )
+    return list(_of(owner).order_by("key", _PREFERENCE).values(*fields))
 
 
 def keys(owner: Owner) -> list[str]:

@@ -42,6 +42,8 @@ class TrainingKind(RunKind):
     def headlines(self, run: Run) -> dict[str, Headline]:
         """Its losses, and its throughput: the median of its samples/s series."""
         found = super().headlines(run)
+        if "loss_last" not in found:
+            found.update(_loss_headlines(run.pk))
         points = reads.series(Owner.of_run(run.pk), THROUGHPUT, points=reads.MAX_POINTS)
         # Whole points are [step, value], downsampled ones [step, mean, min, max].
         values = [point[1] for point in points["points"] if point[1] is not None]
@@ -63,6 +65,22 @@ class TrainingKind(RunKind):
             if seconds is not None:
                 headlines[key] = Headline(seconds, lower_is_better=True)
         return found
+
+
+def _loss_headlines(run_id: int) -> dict[str, Headline]:
+    """First and last finite loss of a run whose script did not use workers.track: its loss
+    printed, written to TensorBoard or logged to MLflow (the first source that has one)."""
+    found = reads.find(Owner.of_run(run_id), LOSS)
+    if found is None:
+        return {}
+    values = reads.whole(found, with_time=False).columns["value"]
+    finite = values[np.isfinite(values)]
+    if len(finite) == 0:
+        return {}
+    return {
+        "loss_first": Headline(float(finite[0]), lower_is_better=True),
+        "loss_last": Headline(float(finite[-1]), lower_is_better=True),
+    }
 
 
 def seconds_to_loss(run_id: int, threshold: float) -> float | None:

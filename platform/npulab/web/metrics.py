@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from django.conf import settings
 from django.db.models import Count
@@ -23,6 +24,7 @@ from npulab.accounts.authentication import TokenAuthentication, token_key
 from npulab.accounts.models import ApiToken, Scope
 from npulab.health.models import HostState
 from npulab.hosts.models import Host
+from npulab.runs.access import visible_runs
 from npulab.runs.models import Run
 from npulab.telemetry.models import DeviceTelemetry
 from workers.contract.devices import DEVICE_TYPES, NPU
@@ -148,8 +150,9 @@ class Exposition:
             yield from samples
 
 
-def exposition() -> str:
-    """The whole /metrics body."""
+def exposition(user: Any = None) -> str:
+    """The /metrics body: every host and device, and the runs ``user`` may see (counted by
+    status and kind, never named); none for an anonymous scraper of public metrics."""
     out = Exposition()
     fields = ("pk", "name", "status", "enabled", "device_type", "device_count", "devices")
     hosts = list(Host.objects.select_related("health").only(*fields, "health__state"))
@@ -169,15 +172,16 @@ def exposition() -> str:
         if host is None:
             continue  # registered after the host list was read
         _device(out, host, row)
+    runs = visible_runs(user)
     queued = dict(
-        Run.objects.filter(status=Run.Status.QUEUED)
+        runs.filter(status=Run.Status.QUEUED)
         .order_by()
         .values_list("device_type")
         .annotate(n=Count("id"))
     )
     for device_type in DEVICE_TYPES:
         out.add(QUEUED, queued.get(device_type, 0), device_type=device_type)
-    counts = Run.objects.order_by().values_list("status", "kind").annotate(n=Count("id"))
+    counts = runs.order_by().values_list("status", "kind").annotate(n=Count("id"))
     for status, kind, count in counts:
         out.add(RUNS, count, status=status, kind=kind)
     return "\n".join(out.lines()) + "\n"
@@ -220,6 +224,7 @@ def _refusal(status: int, detail: str) -> HttpResponse:
 def metrics(request: HttpRequest) -> HttpResponse:
     """Prometheus scrapes this: open with NPULAB_METRICS_PUBLIC=true, else a user token with
     the read scope (``Authorization: Bearer npl_…``) or a signed-in session."""
+    user = request.user
     if not settings.NPULAB["METRICS_PUBLIC"] and not request.user.is_authenticated:
         try:
             key = token_key(request)
@@ -233,7 +238,7 @@ def metrics(request: HttpRequest) -> HttpResponse:
             return _refusal(401, "/metrics needs a user API token: Authorization: Bearer <token>.")
         if found is None:
             return _refusal(403, "Host tokens may only call /api/v1/agent/; use a user API token.")
-        token = found[1]
+        user, token = found
         if isinstance(token, ApiToken) and not token.has_scope(Scope.READ):
             return _refusal(403, "This token lacks the `read` scope, which /metrics needs.")
-    return HttpResponse(exposition(), content_type=CONTENT_TYPE)
+    return HttpResponse(exposition(user), content_type=CONTENT_TYPE)

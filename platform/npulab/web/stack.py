@@ -21,7 +21,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO, Protocol
 
@@ -322,9 +322,19 @@ class Supervisor:
 
 
 def web_argv(
-    bind: str, port: int, workers: int = 2, threads: int = 8, access_log: Path | None = None
+    bind: str,
+    port: int,
+    workers: int = 2,
+    threads: int = 8,
+    access_log: Path | None = None,
+    trusted_proxies: Sequence[str] = (),
 ) -> list[str]:
-    """Gunicorn serving the platform; its access log to ``access_log``, or stdout when None."""
+    """Gunicorn serving the platform; its access log to ``access_log``, or stdout when None.
+
+    Gunicorn believes ``X-Forwarded-Proto`` only from ``trusted_proxies``
+    (NPULAB_TRUSTED_PROXIES), none by default: its own default, 127.0.0.1, let any local
+    client turn on HSTS and secure cookies for itself.
+    """
     return [
         sys.executable,
         "-m",
@@ -348,6 +358,8 @@ def web_argv(
         str(access_log) if access_log is not None else "-",
         "--access-logformat",
         '%(h)s "%(r)s" %(s)s %(M)sms',
+        "--forwarded-allow-ips",
+        ",".join(trusted_proxies),
     ]
 
 

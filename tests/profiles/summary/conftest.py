@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from harness.traces import write_traces
 from tests.paths import ASCEND_FIXTURES
-from tests.profiles.summary.synth import write_traces
 
 ASCEND_PT = ASCEND_FIXTURES / "profiler" / "npulab-synth-host_4242_20261201120000000_ascend_pt"
 ACTIVE_STEPS = 4

@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
+from harness.traces import write_trace
 from npulab.profiles.summary import breakdown, summarise
-from tests.profiles.summary.synth import write_trace
 
 hta_trace_analysis = pytest.importorskip("hta.trace_analysis")
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import tracemalloc
 from pathlib import Path
 
+from harness.traces import write_trace
 from npulab.profiles.summary import summarise
-from tests.profiles.summary.synth import write_trace
 
 MB = 1 << 20
 

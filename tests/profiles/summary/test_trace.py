@@ -109,7 +109,16 @@ def test_a_bad_trace_is_a_trace_error_naming_the_file(
     path.write_text(text)
     with pytest.raises(TraceError, match=message) as info:
         list(iter_events(path))
-    assert str(path) in str(info.value)
+    # Its name, never the folder it sits in on the server: the page shows the message.
+    assert str(info.value).startswith("bad.json: ")
+    assert str(tmp_path) not in str(info.value)
+
+
+def test_an_unreadable_trace_says_why_without_the_servers_path(tmp_path: Path) -> None:
+    path = tmp_path / "gone.json"
+    with pytest.raises(TraceError, match=r"gone\.json: no such file or folder") as info:
+        list(iter_events(path))
+    assert str(tmp_path) not in str(info.value)
 
 
 def test_a_broken_gzip_is_a_trace_error(tmp_path: Path) -> None:

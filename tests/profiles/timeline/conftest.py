@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
+from harness.timelines import write_trace
 from npulab.profiles import timeline
 from npulab.profiles.timeline import build_index
-from tests.profiles.timeline.generate import write_trace
 from tests.profiles.timeline.profiles import record_torch_trace
 
 

@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
+from harness.timelines import write_trace
 from npulab.profiles.models import Profile
 from tests.factories import RunFactory
-from tests.profiles.timeline.generate import write_trace
 from tests.profiles.timeline.profiles import stored_profile, use_local_stores
 
 pytestmark = pytest.mark.django_db

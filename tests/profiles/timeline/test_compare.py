@@ -10,6 +10,7 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
+from harness.timelines import write_trace
 from npulab.profiles.compare import compare, step_time_us
 from npulab.profiles.evidence import STEP_TIME
 from npulab.profiles.models import Profile
@@ -17,7 +18,6 @@ from npulab.review.review import review
 from npulab.runs.models import Run
 from npulab.snapshots.services import do_record_snapshot
 from tests.factories import HostFactory, RunFactory
-from tests.profiles.timeline.generate import write_trace
 from tests.profiles.timeline.profiles import stored_profile, use_local_stores
 from workers.contract import exits
 

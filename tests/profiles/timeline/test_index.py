@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
+from harness.timelines import CPU_PID, DEVICE_PID, MAIN_TID
 from npulab.profiles import timeline
 from npulab.profiles.timeline import build_index
 from npulab.profiles.timeline.query import level_for
-from tests.profiles.timeline.generate import CPU_PID, DEVICE_PID, MAIN_TID
 
 
 def brute_force(events: list[dict], start: float, end: float, threshold: float) -> set[int]:

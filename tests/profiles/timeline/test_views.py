@@ -15,11 +15,11 @@ from django.core.files.base import ContentFile
 from django.test import Client
 from django.urls import reverse
 
+from harness.timelines import write_trace
 from npulab.artifacts.storage import artifact_storage
 from npulab.profiles.models import Profile
 from npulab.profiles.timeline import INDEX_NAME
 from tests.factories import RunFactory
-from tests.profiles.timeline.generate import write_trace
 from tests.profiles.timeline.profiles import stored_profile, use_local_stores
 
 pytestmark = pytest.mark.django_db

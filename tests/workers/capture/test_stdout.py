@@ -150,3 +150,33 @@ def test_non_finite_values_are_written_as_gaps(tmp_path: Path, value: str) -> No
     writer.close()
     [event] = list(iter_events(str(path)))
     assert (event["value"], event["nonfinite"]) == (None, repr(float(value)))
+
+
+def test_mindspore_log_lines_and_call_stacks_are_no_metrics() -> None:
+    # As a CPU MindSpore 2.10.0 prints them (tests/fixtures/mindspore/).
+    lines = [
+        "[WARNING] COMMON(20625,7f3b1dfdbb80,python):2026-12-05-02:31:46.902.794 "
+        "[mindspore/ccsrc/utils/comm_manager.cc:82] GetInstance] CommManager instance for CPU "
+        "not found, return default instance.",
+        "mindspore/ccsrc/frontend/jit/ps/parse/parse.cc:1025 ParseExprNode",
+        "epoch: 1 step: 10, loss is 2.3012",
+    ]
+    assert points(lines) == [("epoch", 10, 1.0), ("loss", 10, 2.3012)]
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "aclrtMemcpy failed, error code 507899",
+        "[ERROR] RUNTIME(12,python):2025-01-01 kernel task 3 failed",
+        "EZ9999: Inner Error! rank 3 timeout 1800",
+        "Warning: step 10 took 4.2 s",
+        "RuntimeError: shape mismatch at layer 12",
+    ],
+)
+def test_lines_that_report_a_failure_give_no_metric(line: str) -> None:
+    assert Recogniser().feed(line) == []
+
+
+def test_a_metric_named_for_an_error_rate_is_still_a_metric() -> None:
+    assert Recogniser().feed("step 3 | val_error 0.12 | top1_err 0.3") != []

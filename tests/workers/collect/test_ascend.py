@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.ascend_tree import (
+from harness.ascend_tree import (
     TOOLKIT,
     body,
     driver_25,

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.ascend_tree import build_ascend_tree
+from harness.ascend_tree import build_ascend_tree
 from tests.paths import ASCEND_FIXTURES, REPO_DIR
 from tests.workers.test_run_cli import python38
 from workers.collect.doctor import diagnose

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.ascend_tree import DRIVER_25, TOOLKIT, VERSIONS, body, section, write
+from harness.ascend_tree import DRIVER_25, TOOLKIT, VERSIONS, body, section, write
 from tests.paths import REPO_DIR
 from workers.collect.ascend import find_cann, parse_version_cfg, read_driver, read_firmware
 from workers.contract.compat import (

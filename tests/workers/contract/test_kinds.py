@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from workers.contract import exits, kinds
-from workers.contract.events import CORE_EVENT_TYPES, EventType
+from workers.contract.events import EventType
 from workers.contract.exits import Cause
 from workers.contract.kinds import Kind, KindConflict
 from workers.contract.spec import common_fields
@@ -70,10 +70,11 @@ def test_an_outcome_with_a_cause_nobody_declared_is_refused() -> None:
         ({"type": "result", "status": "succeeded", "summary": []}, "result.summary must be"),
     ],
 )
-def test_core_event_types_say_what_is_wrong_with_an_event(
+def test_core_and_capability_event_types_say_what_is_wrong_with_an_event(
     event: dict[str, object], problem: str | None
 ) -> None:
-    found = CORE_EVENT_TYPES[str(event["type"])].problem(event)
+    # checkpoint is the checkpoints capability's (workers.contract.capabilities), not core.
+    found = kinds.event_types()[str(event["type"])].problem(event)
     if problem is None:
         assert found is None
     else:
@@ -95,3 +96,17 @@ def test_a_kind_describes_its_fields_for_forms_and_the_cli() -> None:
     device_type = described["fields"][1]
     assert device_type["choices"] == ["cpu", "cuda", "npu"]
     assert device_type["required"] is True
+
+
+def test_a_kind_gets_its_capabilities_fields_and_may_not_take_their_event_types() -> None:
+    from workers.contract.capabilities import CHECKPOINT_DAMAGED, PROFILING
+
+    kind = Kind("kind_with_profiling", "t", "r", [], capabilities=(PROFILING,))
+    assert kind.fields[-1].name == "profile"
+    assert kind.can(PROFILING)
+    with pytest.raises(KindConflict, match="event type 'checkpoint_damaged'"):
+        kinds.register(
+            Kind("thief", "t", "r", [], event_types=(EventType(CHECKPOINT_DAMAGED, {}, ()),))
+        )
+    with pytest.raises(KeyError, match="unknown capability 'flying'"):
+        Kind("k", "t", "r", [], capabilities=("flying",))

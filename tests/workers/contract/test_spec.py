@@ -22,12 +22,16 @@ def test_smoke_spec_gets_its_defaults() -> None:
         "timeout_s": 900,
         "python": "",
         "env": {},
+        "tensorboard_dirs": [],
+        "metric_patterns": [],
+        "stdout_metrics": True,
         "hang_timeout_s": 600,
         "on_hang": "fail",
         "stop_on_nan": False,
         "matmul_size": 2048,
         "train_steps": 50,
         "seed": 0,
+        "framework": "pytorch",
         "profile": None,
     }
 
@@ -130,3 +134,18 @@ def test_json_schema_matches_the_fields() -> None:
         "description": "Devices the run leases on one host.",
     }
     assert schema["properties"]["env"]["additionalProperties"] == {"type": "string"}
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "reason"),
+    [
+        ("metric_patterns", ["(unclosed"], "is not a regular expression"),
+        ("metric_patterns", [r"loss (\d+)"], "needs a named group"),
+        ("tensorboard_dirs", ["../elsewhere"], "must not contain '..'"),
+        ("stdout_metrics", "yes", "must be true or false"),
+    ],
+)
+def test_capture_fields_say_what_is_wrong(field: str, value: object, reason: str) -> None:
+    with pytest.raises(SpecError) as excinfo:
+        validate({"kind": "smoke", "device_type": "cpu", field: value})
+    assert reason in excinfo.value.errors[field]

@@ -190,3 +190,22 @@ def test_collected_logs_are_bounded_newest_kept(tmp_path):
         "plog-1.log",
         "plog-2.log",
     ]
+
+
+def test_a_huge_plain_log_is_read_at_its_head_and_tail_with_true_line_numbers(
+    tmp_path, monkeypatch
+):
+    from workers.diagnosis import scanner
+
+    monkeypatch.setattr(scanner, "CHUNK_BYTES", 10_000)
+    monkeypatch.setattr(scanner, "PLAIN_LIMIT", 200_000)
+    monkeypatch.setattr(scanner, "PLAIN_HEAD", 50_000)
+    lines = [f"step {i} fine" for i in range(100_000)]
+    lines[50_000] = "EI0006: Getting socket times out."  # in the middle: only counted
+    lines[99_990] = "RuntimeError: NPU out of memory. Tried to allocate 2 MiB"
+    path = tmp_path / "huge.log"
+    path.write_text("\n".join(lines) + "\n")
+    found = diagnose_paths([str(path)], tables={})
+    assert found["root_cause"]["category"] == "oom"
+    assert found["evidence"][0]["line_no"] == 99_991
+    assert all(item["line_no"] != 50_001 for item in found["evidence"])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import tarfile
 from pathlib import Path
 
 from tests.workers.test_run_cli import by_type, run
@@ -42,6 +43,12 @@ def test_a_failed_run_ends_with_its_diagnosis_and_its_plogs_land_in_the_run(tmp_
     assert diagnosis["blame"] == "user-code"
     assert diagnosis["evidence"][0]["file"] == "stderr"
     assert (run_dir / "ascend_log" / "debug" / "plog" / "plog-1.log").exists()
+    # The collected files and plogs travel to the platform as one artifact.
+    (artifact,) = by_type(events, "artifact")
+    assert artifact["name"] == "diagnosis.tar.gz"
+    assert artifact["kind"] == "report"
+    with tarfile.open(artifact["path"]) as archive:
+        assert "ascend_log/debug/plog/plog-1.log" in archive.getnames()
 
 
 def test_a_hung_run_is_stopped_with_its_stacks_and_diagnosed_hang(tmp_path: Path):

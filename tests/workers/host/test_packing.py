@@ -9,6 +9,8 @@ import struct
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from workers.contract.blocks import DEFAULT_SOURCE, POINT_BYTES
 from workers.events import EventWriter
 from workers.host.packing import pack
@@ -65,10 +67,9 @@ def test_a_run_of_metric_lines_is_a_block_per_key_and_other_lines_go_as_they_are
 
 def test_lines_that_are_not_exactly_a_writers_metric_go_as_they_are() -> None:
     odd = [
-        # An escape in the key, a step with a leading zero, one too long for 64 bits,
-        # another spacing, a field more, a value that is a string, no newline inside a key.
+        # An escape in the key, a step too long for 64 bits, another spacing, a field more,
+        # a value that is a string, a line that does not start with the event.
         b'{"type": "metric", "time": 1.0, "key": "a\\"b", "step": 1, "value": 1.0}\n',
-        b'{"type": "metric", "time": 1.0, "key": "a", "step": 01, "value": 1.0}\n',
         b'{"type": "metric", "time": 1.0, "key": "a", "step": 9223372036854775808, "value": 1}\n',
         b'{"type":"metric","time":1.0,"key":"a","step":1,"value":1.0}\n',
         b'{"type": "metric", "time": 1.0, "key": "a", "step": 1, "value": 1.0, "x": 1}\n',
@@ -79,6 +80,17 @@ def test_lines_that_are_not_exactly_a_writers_metric_go_as_they_are() -> None:
     body, packed = pack(b"".join(odd))
     assert packed == 0
     assert unpacked(body) == [("lines", b"".join(odd))]
+
+
+@pytest.mark.parametrize(
+    ("step", "value"),
+    [(b"01", b"1.0"), (b"1", b"1."), (b"1", b"01"), (b"1", b"1e400"), (b"1", b"--1"), (b"1", b"e")],
+)
+def test_a_number_json_refuses_leaves_the_batch_to_go_as_lines(step: bytes, value: bytes) -> None:
+    good = b'{"type": "metric", "time": 1.0, "key": "a", "step": 1, "value": 1.0}\n'
+    bad = b'{"type": "metric", "time": 1.0, "key": "a", "step": %s, "value": %s}\n' % (step, value)
+    assert pack(good + bad) == (b"", 0)
+    assert pack(good)[1] == 1
 
 
 def test_a_source_is_kept_and_a_key_that_is_not_utf8_is_read_as_json_would() -> None:

@@ -9,6 +9,8 @@ import pytest
 
 from tests.workers.host.fakes import FakePlatform
 from tests.workers.host.test_execution import ATTEMPT, training_claim
+from workers.contract import script_env
+from workers.contract.kinds import EXTRA_KINDS_ENV
 from workers.host.agent import HostAgent
 from workers.host.runenv import DEFAULT_ALLOW, RUNNER_SETTINGS, clean_env, parse_allow
 
@@ -46,7 +48,7 @@ def test_a_run_never_sees_the_workers_credentials_or_settings(
         monkeypatch.setenv(name, value)
     monkeypatch.setenv("ASCEND_OPP_PATH", "/usr/local/Ascend/ascend-toolkit/latest/opp")
     monkeypatch.setenv("LD_LIBRARY_PATH", "/usr/local/Ascend/driver/lib64")
-    monkeypatch.setenv("NPULAB_KINDS", "tests.kinds.echo")
+    monkeypatch.setenv(EXTRA_KINDS_ENV, "tests.kinds.echo")
 
     env = run_environment(agent, platform, tmp_path, env={"HCCL_CONNECT_TIMEOUT": "600"})
 
@@ -56,8 +58,8 @@ def test_a_run_never_sees_the_workers_credentials_or_settings(
     assert env["ASCEND_OPP_PATH"] == "/usr/local/Ascend/ascend-toolkit/latest/opp"
     assert env["LD_LIBRARY_PATH"].startswith("/usr/local/Ascend/driver/lib64")
     assert env["HCCL_CONNECT_TIMEOUT"] == "600"
-    assert env["NPULAB_KINDS"] == "tests.kinds.echo"
-    assert env["NPULAB_RUN_ID"] == "1"
+    assert env[EXTRA_KINDS_ENV] == "tests.kinds.echo"
+    assert env[script_env.RUN_ID] == "1"
     assert env["PATH"]
 
 

@@ -242,3 +242,20 @@ def test_a_hostile_run_of_a_worker_that_is_not_root_reads_nothing_of_the_platfor
     assert result.returncode == 0, result.stderr[-3000:]
     events = json.loads(result.stdout.strip().splitlines()[-1])
     assert_nothing_read(events, layout)
+
+
+def test_a_run_user_in_the_sandbox_can_take_a_multiprocessing_lock() -> None:
+    """A semaphore lives in /dev/shm: without a writable one, importing msprobe (or a
+    DataLoader with workers) fails with PermissionError."""
+    if os.geteuid() != 0:
+        pytest.skip("dropping to a run user needs root")
+    run_user = runuser.choose(runuser.AUTO)
+    assert run_user is not None
+    box = sandbox.Sandbox(
+        shutil.which("bwrap") or "bwrap", [], setpriv=shutil.which("setpriv") or ""
+    )
+    code = "import multiprocessing; multiprocessing.Lock(); print('locked')"
+    argv = box.argv([sys.executable, "-c", code], sys.executable, (), run_user=run_user, cwd="/")
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "locked"

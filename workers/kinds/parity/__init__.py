@@ -203,6 +203,8 @@ FIELDS = [
         "string",
         default="",
         check=lambda entry: _check_entry(entry) if entry else None,
+        # A script on the host: the sandbox lets the run read its folder.
+        host_input=True,
         help=f"The model script (path/to/script.py or package.module:function), or "
         f"{BUILTIN_MLP} (an MLP of `layers` linear layers).",
     ),
@@ -212,10 +214,18 @@ FIELDS = [
         "string",
         default="",
         check=host_path_problem,
+        host_input=True,
         help="Parity of dumps that exist (no script runs): side A's msprobe step folder "
         "on the host (.../dump/step0 of an earlier parity run, or a dump taken by hand).",
     ),
-    Field("dump_b", "string", default="", check=host_path_problem, help="Side B's, with dump_a."),
+    Field(
+        "dump_b",
+        "string",
+        default="",
+        check=host_path_problem,
+        host_input=True,
+        help="Side B's, with dump_a.",
+    ),
     SideField("a", "Side A, the reference: device_type, dtype, amp_level, env."),
     SideField("b", "Side B, compared with A: device_type, dtype, amp_level, env."),
     Field("seed", "integer", default=0, minimum=0, maximum=2**31 - 1),

@@ -1,4 +1,5 @@
-"""The "operators" group, holding health.operate_hosts (npulab.health.roles)."""
+"""Creates the "operators" group and gives it the health.operate_hosts permission
+(npulab.health.roles: drain, undrain, clear a device); reversed, it deletes the group."""
 
 from django.contrib.auth.management import create_permissions
 from django.db import migrations

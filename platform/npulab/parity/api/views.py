@@ -77,6 +77,12 @@ def _first(run: Run) -> dict[str, Any] | None:
 class ParityView(APIView):
     renderer_classes = [FastJSONRenderer, CSVRenderer, XLSXRenderer]
 
+    def handle_exception(self, exc: Exception) -> Response:
+        # An error is JSON whatever format was asked for: a CSV of it would be no CSV.
+        self.request.accepted_renderer = FastJSONRenderer()
+        self.request.accepted_media_type = FastJSONRenderer.media_type
+        return super().handle_exception(exc)
+
     @extend_schema(
         parameters=[
             OpenApiParameter("limit", int, description="Layers a page (default 50)."),

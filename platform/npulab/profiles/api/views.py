@@ -21,6 +21,7 @@ from npulab.artifacts.models import Artifact
 from npulab.artifacts.services import open_artifact
 from npulab.core import errors
 from npulab.core.api import OCTET_STREAM, ErrorSerializer
+from npulab.core.text import served_filename
 from npulab.profiles.access import visible_profiles
 from npulab.profiles.api.serializers import (
     ProfileDetailSerializer,
@@ -125,7 +126,7 @@ class ProfileDownloadView(APIView):
         return FileResponse(
             open_artifact(profile.artifact),
             as_attachment=True,
-            filename=profile.name,
+            filename=served_filename(profile.name),
             content_type=OCTET_STREAM,
         )
 

@@ -20,6 +20,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from npulab.core.text import error_text
+
 TOP = 15
 MAX_TYPES = 5000
 # communication.json is read whole: beyond this it is skipped rather than risk the memory.
@@ -180,7 +182,7 @@ def communication(path: Path) -> dict[str, Any] | None:
         with open(path, encoding="utf-8") as stream:
             data = json.load(stream)
     except (OSError, ValueError) as exc:
-        return {"error": f"communication.json unreadable: {exc}"}
+        return {"error": f"communication.json unreadable: {error_text(exc)}"}
     if not isinstance(data, dict):
         return None
     ops: dict[str, list[float]] = {}  # op type -> [count, elapse, transit, wait, sync]
@@ -248,7 +250,7 @@ def npu_views(output_dir: str | Path) -> dict[str, Any]:
         try:
             value = reader(path)
         except (OSError, csv.Error, UnicodeError) as exc:
-            value = {"error": f"{filename} unreadable: {exc}"}
+            value = {"error": f"{filename} unreadable: {error_text(exc)}"}
         if value is None:
             result["missing"].append(filename)
         else:

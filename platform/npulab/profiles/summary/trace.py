@@ -26,6 +26,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from npulab.core.text import error_text
+
 try:  # a dependency of the platform; the standard library does the same, slower
     from orjson import loads as _loads
 except ImportError:  # pragma: no cover
@@ -181,7 +183,7 @@ class Trace:
             with open(self.path, "rb") as raw:
                 magic = raw.read(2)
         except OSError as exc:
-            raise TraceError(f"{self.path}: cannot read: {exc.strerror or exc}") from None
+            raise TraceError(f"{self.path.name}: cannot read: {error_text(exc)}") from None
         if magic == b"\x1f\x8b":
             return io.TextIOWrapper(gzip.open(self.path, "rb"), encoding="utf-8", errors="replace")
         return open(self.path, encoding="utf-8", errors="replace")
@@ -189,9 +191,9 @@ class Trace:
     def events(self) -> Iterator[dict]:
         try:
             with self._open() as stream:
-                yield from self._events(_Scanner(stream, str(self.path)))
+                yield from self._events(_Scanner(stream, self.path.name))
         except (OSError, EOFError, zlib.error) as exc:  # gzip CRC / truncation, read errors
-            raise TraceError(f"{self.path}: cannot read: {exc}") from None
+            raise TraceError(f"{self.path.name}: cannot read: {error_text(exc)}") from None
 
     def _events(self, sc: _Scanner) -> Iterator[dict]:
         first = sc.skip()
@@ -266,7 +268,7 @@ def trace_files(path: str | Path) -> list[Path]:
     if p.is_file():
         return [p]
     if not p.is_dir():
-        raise TraceError(f"{p}: no such file or folder")
+        raise TraceError(f"{p.name}: no such file or folder")
     own = _ascend_trace(p)
     if own:
         return [own]

@@ -22,6 +22,7 @@ from npulab.artifacts.api.serializers import ArtifactSerializer
 from npulab.artifacts.models import Artifact
 from npulab.artifacts.services import open_artifact
 from npulab.core.api import OCTET_STREAM
+from npulab.core.text import served_filename
 from npulab.runs.access import run_for
 
 
@@ -52,6 +53,6 @@ class ArtifactDownloadView(APIView):
         return FileResponse(
             open_artifact(artifact),
             as_attachment=True,
-            filename=artifact.name,
+            filename=served_filename(artifact.name),
             content_type=OCTET_STREAM,
         )

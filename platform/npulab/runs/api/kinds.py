@@ -47,6 +47,10 @@ class KindSerializer(serializers.Serializer):
     event_types = serializers.ListField(
         child=serializers.CharField(), help_text="Event types this kind adds to events.jsonl."
     )
+    capabilities = serializers.ListField(
+        child=serializers.CharField(),
+        help_text="What it does beyond a plain run: checkpoints, profiling.",
+    )
 
 
 class KindViewSet(viewsets.ViewSet):

@@ -3,6 +3,7 @@ from __future__ import annotations
 from django.db.models import QuerySet
 from django.http import Http404, HttpResponseBase
 from django_filters import rest_framework as filters
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
@@ -18,6 +19,7 @@ from npulab.runs.api.serializers import (
     RunEventSerializer,
     RunSerializer,
 )
+from npulab.runs.bundle import bundle_response
 from npulab.runs.models import Run, RunEvent
 from npulab.runs.services import do_cancel_run, do_restart_run, do_submit_run
 from npulab.series import api as metrics_api
@@ -137,6 +139,16 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
             raise PermissionDenied(refused)
         run = do_restart_run(run.pk, request.user)
         return Response(RunDetailSerializer(run, context=self.get_serializer_context()).data)
+
+    @extend_schema(
+        responses={(200, "application/gzip"): OpenApiTypes.BINARY},
+        description="The run's support bundle (docs/diagnosis.md): spec, snapshot, diagnosis, "
+        "logs, what the host collected (plogs, kernel messages, npu-smi health), the host's "
+        "health and telemetry around the failure, secrets redacted; a gzipped tar.",
+    )
+    @action(detail=True, methods=["get"], filter_backends=[], pagination_class=None)
+    def bundle(self, request: Request, pk: str) -> HttpResponseBase:
+        return bundle_response(self.get_object())
 
     @extend_schema(
         parameters=[

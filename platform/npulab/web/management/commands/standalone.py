@@ -20,6 +20,7 @@ from npulab.accounts import tokens
 from npulab.hosts.models import Host
 from npulab.hosts.services import do_create_host, do_issue_host_token
 from npulab.web import stack
+from workers.contract.frameworks import MINDSPORE_LABEL
 
 ADMIN_USERNAME = "admin"
 LOCAL_HOST = "local"
@@ -44,9 +45,22 @@ class Command(BaseCommand):
             help="local CPU host workers, each its own host (local, local-2, ...), so that "
             "runs across hosts can be tried on one machine",
         )
+        parser.add_argument(
+            "--mindspore-python",
+            default="",
+            help="an interpreter with MindSpore (make mindspore): the local hosts run "
+            f"framework: mindspore runs in it and carry the label '{MINDSPORE_LABEL}'",
+        )
 
     def handle(
-        self, *args: Any, bind: str, port: int, no_host_worker: bool, hosts: int, **options
+        self,
+        *args: Any,
+        bind: str,
+        port: int,
+        no_host_worker: bool,
+        hosts: int,
+        mindspore_python: str,
+        **options,
     ) -> None:
         if hosts < 1:
             raise CommandError("--hosts must be at least 1")
@@ -73,7 +87,15 @@ class Command(BaseCommand):
 
         access_log = logs.log_dir / "web-access.log"
         web = stack.ManagedProcess(
-            "web", stack.web_argv(bind, port, access_log=access_log), env, logs
+            "web",
+            stack.web_argv(
+                bind,
+                port,
+                access_log=access_log,
+                trusted_proxies=settings.NPULAB["TRUSTED_PROXIES"],
+            ),
+            env,
+            logs,
         )
         control = stack.ManagedProcess(
             "control", stack.control_argv(var_dir / "celerybeat-schedule"), env, logs
@@ -85,12 +107,17 @@ class Command(BaseCommand):
             token_file = self._local_host_token(
                 LOCAL_HOST + suffix, var_dir / f"local-host{suffix}.token"
             )
+            worker_argv = stack.host_worker_argv(
+                url, token_file, broker_url, var_dir / ("worker" + suffix)
+            )
+            if mindspore_python:
+                # Whoever starts the stack is its operator: the label is theirs to give.
+                self._label_local_host(LOCAL_HOST + suffix, MINDSPORE_LABEL)
+                worker_argv += ["--mindspore-python", mindspore_python]
             processes.append(
                 stack.ManagedProcess(
                     "worker" + suffix,
-                    stack.host_worker_argv(
-                        url, token_file, broker_url, var_dir / ("worker" + suffix)
-                    ),
+                    worker_argv,
                     env,
                     logs,
                 )
@@ -152,6 +179,12 @@ class Command(BaseCommand):
             path.write_text(current)
         return path
 
+    def _label_local_host(self, name: str, label: str) -> None:
+        host = Host.objects.get(name=name)
+        if label not in host.labels:
+            host.labels = [*host.labels, label]
+            host.save(update_fields=["labels", "updated"])
+
     def _banner(self, url: str, login: str, broker_url: str, log_dir: Path) -> None:
         database = settings.DATABASES["default"]
         lines = [
@@ -173,16 +206,17 @@ class Command(BaseCommand):
 
 def keep_private(var_dir: Path) -> None:
     """What the stack writes under ``var/`` (database, secret key, tokens, artifacts, logs)
-    is readable by its own user only, and so is what an earlier start left there.
+    is no other user's to read, nor what an earlier start left there.
 
-    The run user may be let through ``var/`` to reach its run directory (``make run`` as
-    root on a host without the sandbox): it must find nothing else it can open.
+    The run user may be let through ``var/`` by an ACL entry to reach its run directory
+    (``make run`` as root on a host without the sandbox): it must find nothing else it can
+    open. Only the bits of other users go; the group bits are the ACL's mask, which keeps
+    that entry working.
     """
     os.umask(0o077)
-    var_dir.chmod(var_dir.stat().st_mode & ~0o077)
-    for entry in var_dir.iterdir():
-        if not entry.is_symlink():
-            entry.chmod(entry.stat().st_mode & ~0o077)
+    for path in (var_dir, *var_dir.iterdir()):
+        if not path.is_symlink():
+            path.chmod(path.stat().st_mode & ~0o007)
 
 
 def _record(line: str) -> str:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from tests.paths import ASCEND_FIXTURES
+# The captured Ascend files the tree is made of (data the tests keep, not test code).
+ASCEND_FIXTURES = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "ascend"
 
 VERSIONS = ASCEND_FIXTURES / "versions"
 DRIVER_25 = "driver_and_firmware_version.info_25.0.rc1.1_fw-7.7.0.1.231.txt"

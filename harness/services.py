@@ -65,7 +65,7 @@ def tests_redis_db() -> int:
     if index >= len(_TESTS_REDIS_DBS):
         raise RuntimeError(
             f"pytest-xdist worker {worker}: at most {len(_TESTS_REDIS_DBS)} workers have a "
-            "Redis db of their own (tests/services.py)"
+            "Redis db of their own (harness/services.py)"
         )
     return _TESTS_REDIS_DBS[index]
 

@@ -23,10 +23,12 @@ import requests
 from requests.adapters import HTTPAdapter
 from urllib3.util.retry import Retry
 
+from harness.services import Services
 from npulab.web import stack
-from tests.paths import REPO_DIR
-from tests.services import Services
+from workers.contract import script_env
 from workers.host.agent import SUPERVISOR_PID, kill_run_processes
+
+REPO_DIR = Path(__file__).resolve().parent.parent
 
 # Without these, Chromium keeps trying to reach Google's hosts, which a closed
 # network refuses, and the refusals slow every page.
@@ -153,7 +155,7 @@ class Platform:
                 "NPULAB_VAR_DIR": str(var_dir),
                 "NPULAB_SECRET_KEY": "e2e-only-not-a-secret",
                 "NPULAB_SCHEDULER_TICK_S": "1",
-                "NPULAB_HEARTBEAT_S": "1",
+                script_env.HEARTBEAT_S: "1",
                 "NPULAB_WORKER_HEARTBEAT_S": "1",
                 "NPULAB_RUN_CLAIM_GRACE_S": "3",
                 # A lost host and its runs are noticed in seconds, not minutes.
@@ -235,12 +237,14 @@ class Platform:
     def stop_web(self) -> None:
         self.processes["web"].stop()
 
-    def start_worker(self, host: str = HOST, *extra: str, devices: int | None = None) -> None:
+    def start_worker(
+        self, host: str = HOST, *extra: str, devices: int | None = None, labels: str = ""
+    ) -> None:
         """The host worker of ``host`` (a second one gets its own token and work directory);
-        ``extra``: more of its command-line flags."""
+        ``extra``: more of its command-line flags; ``labels``: an operator's, for a new host."""
         token = self.var_dir / f"{host}.token"
         if not token.exists():
-            token.write_text(self.manage("host_token", host))
+            token.write_text(self.manage("host_token", host, "--labels", labels))
         work = self.run_dir(0, host=host).parents[2]
         argv = stack.host_worker_argv(self.url, token, self.broker_url, work, devices=devices)
         self.start(f"worker-{host}", [*argv, *extra])

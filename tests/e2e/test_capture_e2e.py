@@ -1,0 +1,76 @@
+"""Unmodified scripts through the whole platform: their metrics reach the run's series.
+
+The same scripts as tests/workers/capture (MLflow by hand, SummaryWriter, HF-style dicts,
+``| epoch |`` lines), submitted as training runs and executed by the host worker; then an
+outside MLflow client logging through ``/mlflow/`` with a token.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from harness.stack import Platform
+from tests.paths import REPO_DIR
+
+pytestmark = pytest.mark.e2e
+SCRIPTS = REPO_DIR / "tests" / "fixtures" / "scripts"
+# script -> (source, a key it gives, points of that key)
+EXPECTED = {
+    "mlflow_by_hand.py": ("mlflow", "loss", 20),
+    "summary_writer.py": ("tensorboard", "train/loss", 50),
+    "hf_trainer_dicts.py": ("stdout", "loss", 10),
+    "epoch_lines.py": ("stdout", "ppl", 6),
+}
+
+
+@pytest.mark.parametrize("script", list(EXPECTED))
+def test_a_script_submitted_as_a_training_run_gets_curves(platform: Platform, script: str) -> None:
+    submitted = platform.submit(kind="training", entry=str(SCRIPTS / script), name=script)
+    run = platform.wait(submitted["id"], timeout=600)
+    assert run["status"] == "succeeded", platform.tail()
+    source, key, points = EXPECTED[script]
+    metrics = platform.api("GET", f"runs/{run['id']}/metrics/").json()["metrics"]
+    listed = {(m["key"], m["source"]): m["points"] for m in metrics}
+    assert listed[(key, source)] == points, listed
+    if source == "mlflow":
+        assert run["params"]["lr"] == "0.1"
+        assert listed[("trial-1/loss", "mlflow")] == 3
+        assert run["logged_tags"]["team"] == "vision"
+        names = {
+            event["data"]["name"]
+            for event in platform.api(
+                "GET", f"runs/{run['id']}/events/", params={"type": "artifact"}
+            ).json()["results"]
+        }
+        assert any(name.endswith("config.json") for name in names), names
+
+
+def test_an_outside_mlflow_client_logs_through_the_platform(platform: Platform) -> None:
+    token = platform.session.headers["Authorization"].split()[1]
+    code = (
+        "import mlflow\n"
+        "with mlflow.start_run(run_name='ci-job') as run:\n"
+        "    mlflow.log_param('commit', 'abc123')\n"
+        "    for step in range(10):\n"
+        "        mlflow.log_metric('loss', 1.0 / (step + 1), step=step)\n"
+        "print(run.info.run_id)\n"
+    )
+    env = {
+        **os.environ,
+        "MLFLOW_TRACKING_URI": f"{platform.url}/mlflow",
+        "MLFLOW_TRACKING_TOKEN": token,
+    }
+    env.pop("MLFLOW_RUN_ID", None)
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    run = platform.run(int(done.stdout.strip().splitlines()[-1]))
+    assert (run["status"], run["host"], run["name"]) == ("succeeded", None, "ci-job")
+    assert run["params"] == {"commit": "abc123"}
+    loss = platform.api("GET", f"runs/{run['id']}/metrics/", params={"key": "loss"}).json()
+    assert (loss["source"], loss["total"]) == ("mlflow", 10)
