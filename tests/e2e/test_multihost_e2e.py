@@ -100,7 +100,7 @@ def test_two_hosts_by_two_processes_train_with_ddp_and_resume_after_a_killed_wor
     assert first["exit_reason"].startswith(f"host {HOSTS[1]} (ranks 2-3) failed first")
     run = platform.wait(run_id, timeout=900)
     assert run["status"] == "succeeded", (run, platform.tail())
-    assert run["attempts"][1]["resumed_from_step"] is not None
+    assert run["attempts"][-1]["resumed_from_step"] is not None
     assert {p["state"] for p in run["placements"]} == {"succeeded"}
     losses = platform.api("GET", f"runs/{run_id}/metrics/", params={"key": "loss"}).json()
     steps = [step for step, _ in losses["points"]]

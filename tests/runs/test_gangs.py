@@ -283,3 +283,14 @@ def test_a_heartbeat_tells_the_other_hosts_of_a_failed_gang_to_stop(owner) -> No
     do_cancel_run(run.pk, owner)
     beat = client.post("/api/v1/agent/heartbeat/", {"running": [run.pk]}, format="json")
     assert beat.json()["cancel"] == [run.pk]
+
+
+def test_a_new_attempt_on_the_same_host_gets_another_rendezvous_port(owner) -> None:
+    run, a, b = _started(owner)
+    first = run.placements.get(attempt=1, node_rank=0).master_port
+    do_finish_run(b, run.pk, 1, {"exit_code": 1})
+    do_finish_run(a, run.pk, 1, {"exit_code": -15})
+    place_queued_runs()
+    again = Placement.objects.get(run=run, attempt=2, node_rank=0)
+    assert again.host_name == "cpu-1"
+    assert again.master_port != first

@@ -44,6 +44,8 @@ def _master_port(gang: dict[str, Any]) -> list[str]:
     """Rank 0's host must be able to listen on the rendezvous port it was given."""
     port = int(gang["master_port"])
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        # As torch's TCPStore binds: a port in TIME_WAIT is free, one listened on is not.
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             probe.bind(("", port))
         except OSError as exc:

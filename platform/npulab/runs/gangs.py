@@ -11,10 +11,11 @@ holds what they compute.
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import models
+from django.utils import timezone
 
 from npulab.hosts.models import Host
 from npulab.runs.models import DeviceLease, Placement, Run
@@ -23,6 +24,7 @@ from workers.contract import gang as contract
 
 # Rendezvous ports the platform hands out on rank 0's host, one per active gang there.
 MASTER_PORTS = range(29500, 30500)
+PORT_REST_S = 600
 ENDED_BADLY = (Placement.State.FAILED, Placement.State.LOST)
 
 
@@ -62,10 +64,12 @@ def free_master_port(host: Host) -> int:
 
     The host worker checks that nothing else listens there before it starts.
     """
+    # Nor one a gang there let go of lately: its processes may still be stopping.
+    recent = timezone.now() - timedelta(seconds=PORT_REST_S)
     taken = set(
-        Placement.objects.filter(
-            host=host, node_rank=0, state__in=Placement.ACTIVE, master_port__isnull=False
-        ).values_list("master_port", flat=True)
+        Placement.objects.filter(host=host, node_rank=0, master_port__isnull=False)
+        .filter(models.Q(state__in=Placement.ACTIVE) | models.Q(finished_at__gte=recent))
+        .values_list("master_port", flat=True)
     )
     return next(port for port in MASTER_PORTS if port not in taken)
 
