@@ -5,32 +5,15 @@ from __future__ import annotations
 import re
 
 from tests.paths import REPO_DIR
+from workers.contract import gang, script_env
 
-# Set by npulab for a run's processes, not read as configuration.
+# Set by npulab for a run's processes, not read as configuration: the contract's names for
+# them (workers.contract.script_env; a run across hosts' own, workers.contract.gang).
 SET_FOR_RUNS = {
-    "NPULAB_RUN_DIR",
-    "NPULAB_RUN_ID",
-    "NPULAB_ATTEMPT",
-    "NPULAB_CHECKPOINT_DIR",
-    "NPULAB_PRECISION",
-    "NPULAB_MAX_STEPS",
-    "NPULAB_SEED",
-    "NPULAB_KEEP_CHECKPOINTS",
-    "NPULAB_CHECKPOINT_EVERY_STEPS",
-    "NPULAB_CHECKPOINT_EVERY_MINUTES",
-    # The spec's profiling window, for workers.track's run.profile_step().
-    "NPULAB_PROFILE",
-    # The run directory's owner lock, handed from the supervisor to its child.
-    "NPULAB_OWNER_LOCK_FD",
-    # A script's own checkpoint files, and the one restored for it (docs/mindspore.md).
-    "NPULAB_CHECKPOINT_FILES",
-    "NPULAB_RESUME_CHECKPOINT",
-    # The framework and a MindSpore run's settings, for workers.training.launch.
-    "NPULAB_FRAMEWORK",
-    "NPULAB_MS_MODE",
-    "NPULAB_MS_DEVICE_TARGET",
-    "NPULAB_MS_AMP_LEVEL",
-    "NPULAB_MS_LOSS_SCALE_MANAGER",
+    value
+    for module in (script_env, gang)
+    for name, value in vars(module).items()
+    if name.isupper() and isinstance(value, str) and value.startswith("NPULAB_")
 }
 
 

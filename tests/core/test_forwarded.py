@@ -12,7 +12,6 @@ import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from harness.stack import free_port
 from npulab.web import stack
 from tests.paths import REPO_DIR
 from tests.waiting import wait_until

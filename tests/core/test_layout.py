@@ -46,10 +46,11 @@ def test_runner_side_modules_need_only_the_standard_library() -> None:
     # numpy only where its absence is handled (RNG states are saved when it is there);
     # psutil likewise (workers/telemetry/cpu.py reads /proc and /sys without it).
     # mindspore in a MindSpore run's interpreter, as torch in a PyTorch one's; msprobe
-    # only in a parity run's dump, whose runner says first when it is missing.
+    # only in a parity run's dump, whose runner says first when it is missing; tensorboard
+    # only to read event files, the worker's optional extra (a notice without it).
     allowed = sys.stdlib_module_names | {
         *("workers", "torch", "torch_npu", "mindspore", "numpy", "psutil", "msprobe"),
-        "__future__",
+        *("tensorboard", "__future__"),
     }
     # The host worker and the npulab CLI are installed with their own dependencies.
     runner_side = [

@@ -46,6 +46,7 @@ class Site:
     run: Run
     coverage: Run
     coverage_baseline: Run
+    parity: Run
     checkpoint: Checkpoint
     artifact: Artifact
     profile: Profile
@@ -106,6 +107,12 @@ def site(db: None, store: None) -> Site:
     )
     for each in (coverage, baseline):
         OpResult.objects.create(run=each, op="add", dtype="float32", status="pass")
+    parity = RunFactory(
+        spec=validate({"kind": "parity", "device_type": "cpu", "entry": "builtin:mlp"}),
+        project=alpha,
+        submitted_by=bob,
+        status=Run.Status.SUCCEEDED,
+    )
     profile = Profile.objects.create(
         run=run,
         artifact=checkpoint.artifact,
@@ -126,6 +133,7 @@ def site(db: None, store: None) -> Site:
         run,
         coverage,
         baseline,
+        parity,
         checkpoint,
         checkpoint.artifact,
         profile,

@@ -66,6 +66,8 @@ API = [
     ("get", "/api/v1/runs/{cov}/coverage/summary/"),
     ("get", "/api/v1/runs/{cov}/coverage/compare/?baseline={base}"),
     ("get", "/api/v1/runs/{run}/echo/"),
+    ("get", "/api/v1/runs/{parity}/parity/"),
+    ("get", "/api/v1/runs/{parity}/parity/loss/?against={run}"),
 ]
 # Reads: a viewer gets what a member gets.
 READS = [(method, url) for method, url in PAGES + API if method == "get"]
@@ -75,6 +77,7 @@ def url(template: str, site: Site) -> str:
     return template.format(
         run=site.run.pk,
         cov=site.coverage.pk,
+        parity=site.parity.pk,
         base=site.coverage_baseline.pk,
         step=STEP,
         artifact=site.artifact.pk,
@@ -139,7 +142,7 @@ def test_every_route_that_takes_a_run_or_profile_is_in_the_lists() -> None:
     listed = set()
     for _, path in PAGES + API:
         path = path.split("?")[0].lstrip("/").replace("events/1/", "events/<id>/")
-        for name in ("run", "cov", "base", "profile", "artifact"):
+        for name in ("run", "cov", "base", "parity", "profile", "artifact"):
             path = path.replace("{" + name + "}", "<id>")
         listed.add(path.replace("{step}", "<step>"))
     runs = [
@@ -189,7 +192,7 @@ def test_the_run_list_shows_only_visible_runs_and_filters_by_project(site: Site)
     assert seen == {default_run["id"]}
     vera = token_client(site.vera)
     alpha = {run["id"] for run in vera.get("/api/v1/runs/", {"project": "alpha"}).json()["results"]}
-    assert alpha == {site.run.pk, site.coverage.pk, site.coverage_baseline.pk}
+    assert alpha == {site.run.pk, site.coverage.pk, site.coverage_baseline.pk, site.parity.pk}
     default = vera.get("/api/v1/runs/", {"project": "default"}).json()["results"]
     assert [run["id"] for run in default] == [default_run["id"]]
     page = page_client(site.other).get("/runs/").content.decode()
