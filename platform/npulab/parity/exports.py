@@ -8,24 +8,9 @@ import io
 from collections.abc import Iterable
 
 from npulab.parity.models import ParityLayer
+from workers.kinds.parity import LAYER_FIELDS
 
-CSV_COLUMNS = [
-    "index",
-    "name",
-    "dtype_a",
-    "dtype_b",
-    "shape_a",
-    "shape_b",
-    "cosine",
-    "euc_dist",
-    "max_abs_err",
-    "max_rel_err",
-    "one_thousandth_ratio",
-    "five_thousandth_ratio",
-    "broken",
-    "nan",
-    "stack",
-]
+CSV_COLUMNS = list(LAYER_FIELDS)
 # msprobe's compare result (CompareConst): side B is its "NPU", side A its "Bench".
 MSPROBE_COLUMNS = [
     "NPU Name",

@@ -33,6 +33,24 @@ PARITY = "parity"
 SIDES = ("a", "b")
 # One row of the per-layer comparison (forward or backward of one module or API call).
 LAYER = "parity_layer"
+# A layer row: the event's fields, in the order the API, the exports and the page show them.
+LAYER_FIELDS = {
+    "index": ("integer",),
+    "name": ("string",),
+    "dtype_a": ("string",),
+    "dtype_b": ("string",),
+    "shape_a": ("string",),
+    "shape_b": ("string",),
+    "cosine": ("number", "null"),
+    "euc_dist": ("number", "null"),
+    "max_abs_err": ("number", "null"),
+    "max_rel_err": ("number", "null"),
+    "one_thousandth_ratio": ("number", "null"),
+    "five_thousandth_ratio": ("number", "null"),
+    "broken": ("array",),
+    "nan": ("boolean",),
+    "stack": ("array",),
+}
 
 # Exit causes: a broken threshold is the finding itself (like a failed stability verdict),
 # never an infrastructure failure, never restarted.
@@ -311,23 +329,7 @@ KIND = Kind(
     event_types=(
         EventType(
             LAYER,
-            {
-                "index": ("integer",),
-                "name": ("string",),
-                "dtype_a": ("string",),
-                "dtype_b": ("string",),
-                "shape_a": ("string",),
-                "shape_b": ("string",),
-                "cosine": ("number", "null"),
-                "euc_dist": ("number", "null"),
-                "max_abs_err": ("number", "null"),
-                "max_rel_err": ("number", "null"),
-                "one_thousandth_ratio": ("number", "null"),
-                "five_thousandth_ratio": ("number", "null"),
-                "broken": ("array",),
-                "nan": ("boolean",),
-                "stack": ("array",),
-            },
+            LAYER_FIELDS,
             ("index", "name"),
             "one layer's forward or backward output, side B against side A",
         ),

@@ -26,6 +26,7 @@ from workers.kinds.parity import (
     BUILTIN_MLP,
     DIVERGED,
     LAYER,
+    LAYER_FIELDS,
     MAX_LAYERS,
     NOT_COMPARABLE,
     SHAPE_MISMATCH,
@@ -49,22 +50,6 @@ INT8_PASS = {"device_type": "cpu", "dtype": "float32", "amp_level": "O0", "env":
 STDERR_TAIL_CHARS = 64 * 1024
 # The loss series of each side, overlaid on the run page.
 LOSS_KEY = "parity_loss/{side}"
-LAYER_FIELDS = (
-    "name",
-    "dtype_a",
-    "dtype_b",
-    "shape_a",
-    "shape_b",
-    "cosine",
-    "euc_dist",
-    "max_abs_err",
-    "max_rel_err",
-    "one_thousandth_ratio",
-    "five_thousandth_ratio",
-    "broken",
-    "nan",
-    "stack",
-)
 
 
 def run(ctx: RunContext) -> Outcome:
@@ -283,7 +268,7 @@ def _compare(
         row = judge(cells, thresholds, statistics)
         row["index"] = index
         row["stack"] = script_frames(stack_of(stacks, row["name"]), os.path.basename(script))[:5]
-        ctx.events.emit(LAYER, **{key: row[key] for key in ("index", *LAYER_FIELDS)})
+        ctx.events.emit(LAYER, **{key: row[key] for key in LAYER_FIELDS})
         rows.append(row)
     return rows
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from rest_framework import serializers
 
 from npulab.parity.models import ParityLayer
+from workers.kinds.parity import LAYER_FIELDS
 
 
 class ParityLayerSerializer(serializers.ModelSerializer):
@@ -19,23 +20,7 @@ class ParityLayerSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = ParityLayer
-        fields = [
-            "index",
-            "name",
-            "dtype_a",
-            "dtype_b",
-            "shape_a",
-            "shape_b",
-            "cosine",
-            "euc_dist",
-            "max_abs_err",
-            "max_rel_err",
-            "one_thousandth_ratio",
-            "five_thousandth_ratio",
-            "broken",
-            "nan",
-            "stack",
-        ]
+        fields = list(LAYER_FIELDS)
 
 
 class FirstDivergentSerializer(serializers.Serializer):
