@@ -34,7 +34,7 @@ def test_a_runs_life_by_hand_is_in_the_log(api, owner, cpu_host) -> None:
     ]
     submitted = AuditEntry.objects.get(action=actions.RUN_SUBMIT)
     assert submitted.user == owner
-    assert submitted.data == {"device_type": "cpu", "devices": 1}
+    assert submitted.data == {"device_type": "cpu", "devices": 1, "hosts": 1}
 
 
 def test_a_refused_submission_leaves_no_entry(api) -> None:

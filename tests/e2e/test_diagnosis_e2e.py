@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.platform import Platform
+from harness.stack import Platform
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.e2e

@@ -146,4 +146,4 @@ def test_the_evidence_lines_are_marked_in_the_log(client):
     client.force_login(run.submitted_by)
     html = client.get(f"/runs/{run.pk}/log/").content.decode()
     assert html.count('title="evidence of the diagnosis"') == 1
-    assert 'stderr evidence bg-warning-subtle" id="L2"' in html
+    assert 'stderr evidence" id="L2"' in html

@@ -147,7 +147,8 @@ class RunSubmitForm(forms.Form):
                 if ENTRY_FIELD in data and "entry_path" in data:
                     choice = data[ENTRY_FIELD]
                     values[name] = data["entry_path"].strip() if choice == ENTRY_PATH else choice
-            elif name in data:
+            elif name in data and (data[name] is not None or self.kind.by_name[name].required):
+                # An optional number left empty, or not sent at all: the kind's default.
                 values[name] = data[name]
         return values
 

@@ -9,6 +9,9 @@ from workers.kinds.parity import LAYER_FIELDS
 
 
 class ParityLayerSerializer(serializers.ModelSerializer):
+    # Declared, not derived from the model: a derived bound is the database's (64 bits on
+    # SQLite, 32 on PostgreSQL), and the schema must not depend on it.
+    index = serializers.IntegerField(min_value=0, help_text="Its place in execution order.")
     broken = serializers.ListField(
         child=serializers.CharField(),
         help_text="The thresholds it breaks: cosine, max_rel_err, thousandth_ratio, nan, "
