@@ -61,7 +61,13 @@ def test_a_full_artifact_store_delays_checkpoints_and_corrupts_nothing(tmp_path:
             small_filesystem(tmp_path / "store", "16m") as store,
             own_database(tmp_path, "store") as database_url,
             running_platform(
-                tmp_path, database_url, broker.url, NPULAB_ARTIFACT_DIR=str(store)
+                tmp_path,
+                database_url,
+                broker.url,
+                NPULAB_ARTIFACT_DIR=str(store),
+                # A store of 16 MB: the free-space reserve of a real one (1 GiB) would
+                # refuse every declaration before the store is full.
+                NPULAB_ARTIFACT_FREE_RESERVE_BYTES="0",
             ) as platform,
         ):
             run_id = platform.submit(
@@ -131,7 +137,9 @@ def test_a_full_artifact_store_delays_checkpoints_and_corrupts_nothing(tmp_path:
 def full_store(settings, tmp_path: Path):
     require(can_mount(), "mounting a tmpfs needs root")
     with small_filesystem(tmp_path / "store", "1m") as store:
-        settings.NPULAB = dict(settings.NPULAB, ARTIFACT_DIR=str(store))
+        settings.NPULAB = dict(
+            settings.NPULAB, ARTIFACT_DIR=str(store), ARTIFACT_FREE_RESERVE_BYTES=0
+        )
         yield store
 
 
@@ -144,9 +152,11 @@ def test_a_chunk_the_full_store_cannot_take_is_refused_and_nothing_is_kept(
     first = b"a" * 1000
     stored = upload(client, run, "first.bin", first)
     assert stored["status"] == "stored"
-    filler = fill(full_store)
     data = b"b" * 200_000
+    # Declared while there was room; the store fills before its bytes come (a declaration
+    # the store has no room for is refused at once: test_uploads).
     declared = declare(client, run, "second.bin", data).json()
+    filler = fill(full_store)
     refused = send(client, run, declared["id"], 0, data)
     assert refused.status_code == 507
     body = refused.json()
@@ -190,4 +200,5 @@ def send(client: APIClient, run: Run, upload_id: str, offset: int, data: bytes) 
 
 def upload(client: APIClient, run: Run, name: str, data: bytes) -> dict[str, Any]:
     declared = declare(client, run, name, data).json()
+    assert "id" in declared, declared
     return send(client, run, declared["id"], 0, data).json()
