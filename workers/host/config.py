@@ -10,7 +10,7 @@ from typing import Mapping, Sequence
 from workers.contract import script_env
 from workers.contract.devices import DEVICE_TYPES
 from workers.contract.frameworks import MINDSPORE, MINDSPORE_LABEL
-from workers.contract.gang import ADVERTISE_ADDRESS, HCCL_CONNECT_TIMEOUT_RANGE
+from workers.contract.gang import HCCL_CONNECT_TIMEOUT_RANGE, NETWORK_KEYS
 from workers.contract.telemetry import DEFAULT_INTERVAL_S, DEFAULT_SEND_S
 from workers.host.runenv import DEFAULT_ALLOW, parse_allow
 
@@ -225,16 +225,8 @@ class HostConfig:
             telemetry_send_s=args.telemetry_send_s,
             run_env_allow=parse_allow(args.run_env_allow),
             run_user=args.run_user or None,
-            network={
-                key: value
-                for key, value in (
-                    (ADVERTISE_ADDRESS, args.advertise_address),
-                    ("hccl_if_ip", args.hccl_if_ip),
-                    ("hccl_socket_ifname", args.hccl_socket_ifname),
-                    ("hccl_connect_timeout", args.hccl_connect_timeout),
-                )
-                if value
-            },
+            # Each network key is its option's name (--advertise-address, --hccl-if-ip, ...).
+            network={key: getattr(args, key) for key in NETWORK_KEYS if getattr(args, key)},
             sandbox=args.sandbox,
             sandbox_read=parse_allow(args.sandbox_read),
             token_file=os.path.abspath(args.token_file) if args.token_file else "",
