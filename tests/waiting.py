@@ -29,11 +29,12 @@ def wait_until(
 def alive(pid: int) -> bool:
     """Running or stopped; a zombie nobody reaped yet has died.
 
-    An orphan's zombie waits for init to reap it, which takes a while on a loaded machine:
-    ``os.kill(pid, 0)`` would still find it.
+    An orphan's zombie waits for init to reap it, which takes a while on a loaded machine
+    and for ever where PID 1 of a container reaps nothing: ``os.kill(pid, 0)`` would still
+    find it.
     """
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
+        stat = Path(f"/proc/{pid}/stat").read_text(encoding="ascii", errors="replace")
     except OSError:
         return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+    return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")

@@ -85,8 +85,8 @@ def test_cancel_kills_the_run_and_frees_the_device(platform: Platform) -> None:
     run = platform.wait(run_id, timeout=60)
     assert (run["status"], run["exit_cause"]) == ("cancelled", "cancelled")
     assert run["exit_reason"] == "cancelled by e2e"
-    with pytest.raises(ProcessLookupError):
-        os.kill(child, 0)
+    # The kill is sent before the run is reported; the child goes a moment later.
+    wait_until(lambda: not alive(child), f"the run's child {child} to die", timeout=60)
     assert platform.api("GET", f"hosts/{HOST}/").json()["busy_devices"] == 0
 
 

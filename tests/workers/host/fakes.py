@@ -29,16 +29,6 @@ from workers.host.client import PlatformRejected, PlatformUnavailable
 from workers.host.config import HostConfig
 
 
-def process_alive(pid: int) -> bool:
-    """True while ``pid`` runs; a zombie nobody reaps (PID 1 in a container) counts as gone."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as handle:
-            state = handle.read().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state not in ("Z", "X")
-
-
 def host_config(work_dir: Path, **overrides: object) -> HostConfig:
     """A host worker on one CPU with quick heartbeats and flushes, and no claim retries."""
     values: dict[str, object] = {

@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from tests.waiting import wait_until
-from tests.workers.host.fakes import FakePlatform, process_alive
+from tests.waiting import alive, wait_until
+from tests.workers.host.fakes import FakePlatform
 from workers.contract.events import EVENTS_FILE
 from workers.events import iter_events
 from workers.host import agent as agent_module
@@ -206,7 +206,7 @@ def test_a_cancel_in_the_events_reply_stops_the_run_and_its_processes(
     platform.cancel.add(6)
     join(thread, "the cancelled execution")
 
-    assert not process_alive(pid)
+    assert not alive(pid)
     [(_, _, report)] = platform.finished
     assert report["stop_reason"] == "cancel requested"
     assert report["exit_code"] == 1
@@ -232,7 +232,7 @@ def test_a_run_that_ignores_the_stop_is_killed_with_its_process_groups(
     agent.cancel(7)
     join(thread, "the killed execution")
 
-    wait_until(lambda: not process_alive(pid), "the script to be killed", timeout=10)
+    wait_until(lambda: not alive(pid), "the script to be killed", timeout=10)
     [(_, _, report)] = platform.finished
     assert report["exit_code"] == -9
     assert report["stop_reason"] == "cancel requested"
@@ -248,7 +248,7 @@ def test_shutdown_stops_a_running_run_and_reports_why(
     agent.shutdown()
     join(thread, "the execution after shutdown")
 
-    assert not process_alive(pid)
+    assert not alive(pid)
     [(_, _, report)] = platform.finished
     assert report["stop_reason"] == "the host worker is shutting down"
     assert_forwarded_exactly_once(platform, work_dir, 8)
@@ -266,7 +266,7 @@ def test_shutdown_while_the_platform_is_down_leaves_the_spool_on_disk(
     agent.shutdown()
     join(thread, "the execution after shutdown")
 
-    assert not process_alive(pid)
+    assert not alive(pid)
     assert platform.finished == []
     directory = run_dir(work_dir, 9)
     events = file_events(work_dir, 9)
@@ -293,7 +293,7 @@ def test_shutdown_before_the_supervisor_started_still_stops_the_run(
 
     # Whatever it had started (the training process group, if any) is gone.
     for pgid in registered_groups(str(run_dir(work_dir, 10))):
-        assert not process_alive(pgid)
+        assert not alive(pgid)
     [(_, _, report)] = platform.finished
     assert report["stop_reason"] == "the host worker is shutting down"
 

@@ -7,8 +7,7 @@ import time
 
 import pytest
 
-from tests.waiting import wait_until
-from tests.workers.host.fakes import process_alive
+from tests.waiting import alive, wait_until
 from tests.workers.telemetry.conftest import DOC, INFO, OTHER, FakeTool, dcmi_error, section
 from workers import telemetry
 from workers.contract import telemetry as contract
@@ -80,7 +79,7 @@ def test_a_hanging_tool_times_out_with_its_children_killed(npu_smi: FakeTool) ->
     assert sample["readings"] == {}
     # The `sleep 600` the script started is gone with it.
     pid = int(npu_smi.hang_pid.read_text())
-    wait_until(lambda: not process_alive(pid), f"the hanging child {pid} to be killed")
+    wait_until(lambda: not alive(pid), f"the hanging child {pid} to be killed")
 
 
 def test_npu_smi_missing_gives_error_samples(bin_dir, monkeypatch: pytest.MonkeyPatch) -> None:
