@@ -17,6 +17,7 @@ from npulab.runs.services import (
     do_claim_run,
     do_finish_run,
     do_ingest_events,
+    do_mark_run_lost,
     do_reconcile_host_runs,
     do_submit_run,
     sweep_runs,
@@ -358,3 +359,19 @@ def test_runs_the_worker_no_longer_lists_are_lost_after_the_grace(
     run.refresh_from_db()
     assert (run.status, run.exit_cause) == ("lost", "worker_lost")
     assert run.exit_reason == "the host worker on cpu-01 is no longer running it (it restarted)"
+
+
+def test_a_restarted_attempt_has_its_own_grace(owner, cpu_host, settings) -> None:
+    grace = timedelta(seconds=settings.NPULAB["RUN_CLAIM_GRACE_S"] + 1)
+    run = running_run(owner, cpu_host, kind="training", entry="builtin:cnn", max_restarts=2)
+    # It trained for an hour before its machine died.
+    Run.objects.filter(pk=run.pk).update(started_at=timezone.now() - timedelta(hours=1))
+    assert do_mark_run_lost(run.pk, timezone.now(), "the machine died") == 1
+    place_queued_runs()
+    run = do_claim_run(cpu_host, run.pk, 2)
+    # The run started long before, its second attempt a moment ago: a heartbeat the worker
+    # sent before it listed the new attempt loses nothing.
+    assert do_reconcile_host_runs(cpu_host, [], timezone.now()) == 0
+    run.refresh_from_db()
+    assert (run.status, run.attempt) == ("running", 2)
+    assert do_reconcile_host_runs(cpu_host, [], timezone.now() + grace) == 1

@@ -704,8 +704,17 @@ def do_reconcile_host_runs(host: Host, running: list[int], now: datetime | None 
         last_heartbeat=now
     )
     cutoff = now - timedelta(seconds=settings.NPULAB["RUN_CLAIM_GRACE_S"])
+    # The grace runs from the start of the current attempt: a restarted run keeps its first
+    # attempt's started_at, and its new attempt must not be lost to a heartbeat sent before
+    # the worker listed it.
+    attempt_started_before = models.Exists(
+        RunAttempt.objects.filter(
+            run=models.OuterRef("pk"), number=models.OuterRef("attempt"), started_at__lt=cutoff
+        )
+    )
     forgotten = (
-        Run.objects.filter(host=host, status=Run.Status.RUNNING, started_at__lt=cutoff, hosts=1)
+        Run.objects.filter(host=host, status=Run.Status.RUNNING, hosts=1)
+        .filter(attempt_started_before)
         .exclude(pk__in=running)
         .values_list("pk", flat=True)
     )
