@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from npulab.accounts.roles import is_operator
-from npulab.accounts.users import role_of
+from npulab.accounts.roles import OPERATORS_GROUP, is_operator
+from npulab.accounts.users import do_set_user_role, role_of
 from npulab.audit import actions
 from npulab.audit.models import AuditEntry
 from tests.factories import UserFactory
@@ -42,6 +43,15 @@ def test_an_admin_adds_a_user_and_makes_them_an_operator_in_the_browser(client, 
     weak = client.post("/account/users/", {"username": "bob", "password": "bob", "role": "user"})
     assert weak.status_code == 200
     assert "too short" in weak.content.decode()
+
+
+def test_an_operator_made_after_the_group_was_lost_holds_the_operator_permission(admin) -> None:
+    # A flushed or hand-edited database: the group the health migration made is gone.
+    Group.objects.filter(name=OPERATORS_GROUP).delete()
+    ada = UserFactory(username="ada")
+    do_set_user_role(ada, "operator", by=admin)
+    ada = get_user_model().objects.get(pk=ada.pk)  # a fresh object: no cached permissions
+    assert is_operator(ada)
 
 
 def test_only_admins_manage_users(client, owner) -> None:

@@ -11,12 +11,12 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib.auth import get_user_model
-from django.contrib.auth.models import AbstractBaseUser, Group
+from django.contrib.auth.models import AbstractBaseUser, Group, Permission
 from django.contrib.auth.password_validation import validate_password
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
-from npulab.accounts.roles import OPERATORS_GROUP
+from npulab.accounts.roles import OPERATE_PERMISSION, OPERATORS_GROUP
 from npulab.audit import actions
 from npulab.audit.services import record
 
@@ -45,11 +45,25 @@ def _apply_role(user: Any, role: str) -> None:
         raise UserInvalid({"role": f"one of {', '.join(ROLES)}"})
     user.is_superuser = user.is_staff = role == ADMIN
     user.save(update_fields=["is_superuser", "is_staff"])
-    group, _ = Group.objects.get_or_create(name=OPERATORS_GROUP)
+    group = _operators_group()
     if role == OPERATOR:
         user.groups.add(group)
     else:
         user.groups.remove(group)
+
+
+def _operators_group() -> Group:
+    """The operators group, holding the operator permission.
+
+    The health app's migration makes both; a database that lost the group (a
+    hand-deleted row, a flushed test database) gets it back whole here, since a
+    member of a group without the permission would be an operator in name only.
+    """
+    group, _ = Group.objects.get_or_create(name=OPERATORS_GROUP)
+    app_label, codename = OPERATE_PERMISSION.split(".")
+    permission = Permission.objects.get(content_type__app_label=app_label, codename=codename)
+    group.permissions.add(permission)
+    return group
 
 
 @transaction.atomic
