@@ -7,6 +7,7 @@ database and broker of their own, driven over HTTP like a user would.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import shutil
 import socket
@@ -26,6 +27,7 @@ from urllib3.util.retry import Retry
 from harness.services import Services
 from npulab.web import stack
 from workers.contract import script_env
+from workers.host import runuser
 from workers.host.agent import SUPERVISOR_PID, kill_run_processes
 
 REPO_DIR = Path(__file__).resolve().parent.parent
@@ -131,6 +133,20 @@ def launched_platform(
             embedded.stop()
         if drop_database is not None:
             drop_database()
+
+
+def prepare_run_user(work: Path, interpreters: list[str]) -> None:
+    """As root, a worker's runs execute as the run user, as under ``make run``: made here if
+    missing, and let through the folders above the interpreters, this checkout and the
+    work directory (pytest's temporary folders and a venv under /root are root's alone)."""
+    if os.geteuid() != 0:
+        return
+    user = runuser.ensure_user(runuser.DEDICATED_USER)
+    work.mkdir(parents=True, exist_ok=True)
+    folders = [str(work), str(REPO_DIR)]
+    for python in interpreters:
+        folders += [os.path.dirname(os.path.abspath(python)), python]
+    runuser.grant_traverse(user.name, folders)
 
 
 class Platform:
@@ -245,7 +261,12 @@ class Platform:
         token = self.var_dir / f"{host}.token"
         if not token.exists():
             token.write_text(self.manage("host_token", host, "--labels", labels))
+            token.chmod(0o600)
         work = self.run_dir(0, host=host).parents[2]
+        interpreters = [sys.executable] + [
+            value for flag, value in itertools.pairwise(extra) if flag == "--mindspore-python"
+        ]
+        prepare_run_user(work, interpreters)
         argv = stack.host_worker_argv(self.url, token, self.broker_url, work, devices=devices)
         self.start(f"worker-{host}", [*argv, *extra])
 

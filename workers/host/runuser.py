@@ -16,6 +16,8 @@ import subprocess
 import sys
 from typing import Callable, Iterable
 
+from workers.host import acl
+
 log = logging.getLogger(__name__)
 
 
@@ -139,24 +141,28 @@ def grant_traverse(user: str, paths: Iterable[str]) -> list[str]:
     directory on the host's own paths (a checkout under /root or in a ``mktemp -d`` folder).
     Returns the folders changed.
     """
+    uid = pwd.getpwnam(user).pw_uid
     changed = []
     for path in paths:
         real = os.path.realpath(path)
         folder = real if os.path.isdir(real) else os.path.dirname(real)
         while True:
-            mode = os.stat(folder).st_mode
-            if not mode & 0o001:
-                subprocess.run(
-                    ["setfacl", "-m", f"u:{user}:x", folder],
-                    check=True,
-                    capture_output=True,
-                )
+            if not os.stat(folder).st_mode & 0o001 and not acl.user_permissions(folder, uid):
+                acl.allow_search(folder, uid)
                 changed.append(folder)
             parent = os.path.dirname(folder)
             if parent == folder:
                 break
             folder = parent
     return changed
+
+
+def revoke_traverse(user: str, folders: Iterable[str]) -> None:
+    """Undo :func:`grant_traverse` on the folders it returned."""
+    uid = pwd.getpwnam(user).pw_uid
+    for folder in folders:
+        if os.path.isdir(folder):
+            acl.remove_user(folder, uid)
 
 
 def ensure_user(name: str, groups: Iterable[str] = ("HwHiAiUser",)) -> RunUser:
@@ -202,7 +208,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         user = ensure_user(args.name)
         changed = grant_traverse(user.name, args.paths)
-    except (OSError, subprocess.CalledProcessError) as exc:
+    except (OSError, ValueError, subprocess.CalledProcessError) as exc:
         detail = getattr(exc, "stderr", b"") or b""
         print(f"cannot prepare run user {args.name!r}: {exc} {detail.decode(errors='replace')}")
         return 1

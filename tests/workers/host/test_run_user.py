@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import shutil
 import stat
-import subprocess
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,7 +14,14 @@ import pytest
 from tests.workers.host.fakes import FakePlatform, host_config
 from tests.workers.host.test_execution import ATTEMPT, training_claim
 from workers.host.agent import HostAgent
-from workers.host.runuser import AUTO, RunUser, RunUserError, choose, grant_traverse
+from workers.host.runuser import (
+    AUTO,
+    RunUser,
+    RunUserError,
+    choose,
+    grant_traverse,
+    revoke_traverse,
+)
 
 # An interpreter outside /root, which the run user cannot enter.
 SYSTEM_PYTHON = "/usr/bin/python3"
@@ -34,8 +40,7 @@ def checkout_reachable() -> Iterator[None]:
     in a ``mktemp -d`` folder (mode 700) is root's alone, and the runner is imported from it."""
     changed = grant_traverse("nobody", [str(PACKAGE_ROOT / "workers")])
     yield
-    for folder in changed:
-        subprocess.run(["setfacl", "-x", "u:nobody", folder], check=False)
+    revoke_traverse("nobody", changed)
 
 
 PROBE = """

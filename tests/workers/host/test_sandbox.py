@@ -214,8 +214,7 @@ def unprivileged_worker(top: Path) -> Iterator[list[str]]:
             "--",
         ]
     finally:
-        for folder in changed:
-            subprocess.run(["setfacl", "-x", f"u:{UNPRIVILEGED}", folder], check=False)
+        runuser.revoke_traverse(UNPRIVILEGED, changed)
 
 
 def test_a_hostile_run_of_a_worker_that_is_not_root_reads_nothing_of_the_platforms(
