@@ -275,7 +275,7 @@ def test_declarations_past_the_run_quota_the_store_quota_or_the_free_space_are_r
     huge = {"bytes": 64 * 1024**3, "sha256": "0" * 64, "kind": "file"}
     replies = [declare(host_api, run, name=f"big-{n}.bin", **huge) for n in range(5)]
     assert replies[-1].status_code == 507
-    assert "the store's disk has room for" in replies[-1].json()["detail"]
+    assert "the artifact store is full: its disk has room for" in replies[-1].json()["detail"]
     assert settings.NPULAB["ARTIFACT_DIR"] not in replies[-1].content.decode()
 
 

@@ -214,7 +214,8 @@ def check_room(run_id: Any, size: int) -> None:
         reserve = int(settings.NPULAB["ARTIFACT_FREE_RESERVE_BYTES"])
         if free - owed - reserve < size:
             raise NoRoom(
-                f"the store's disk has room for {max(0, free - owed - reserve)} more bytes "
+                "the artifact store is full: its disk has room for "
+                f"{max(0, free - owed - reserve)} more bytes "
                 f"(keeping {reserve} free, NPULAB_ARTIFACT_FREE_RESERVE_BYTES), not {size}"
             )
 

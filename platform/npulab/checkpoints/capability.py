@@ -77,8 +77,8 @@ class CheckpointsCapability(Capability):
     def on_upload(self, artifact: Artifact, reason: str = "") -> None:
         do_attach_artifact(artifact, reason)
 
-    def upload_waiting(self, artifact: Artifact, reason: str) -> None:
-        do_note_upload_waiting(artifact, reason)
+    def upload_waiting(self, run_id: int, step: int | None, reason: str) -> None:
+        do_note_upload_waiting(run_id, step, reason)
 
     def cancel_warning(self, run: Run, now: datetime) -> str | None:
         newest = (

@@ -100,11 +100,11 @@ def do_attach_artifact(artifact: Artifact, reason: str = "") -> Checkpoint | Non
     return checkpoint
 
 
-def do_note_upload_waiting(artifact: Artifact, reason: str) -> None:
+def do_note_upload_waiting(run_id: int, step: int | None, reason: str) -> None:
     """A checkpoint whose upload the store cannot take now (full) says why on its row."""
-    Checkpoint.objects.filter(
-        run_id=artifact.run_id, step=artifact.step, status=Checkpoint.Status.ON_HOST
-    ).update(status_reason=reason[:500], updated=timezone.now())
+    Checkpoint.objects.filter(run_id=run_id, step=step, status=Checkpoint.Status.ON_HOST).update(
+        status_reason=reason[:500], updated=timezone.now()
+    )
 
 
 def store_upload(checkpoint: Checkpoint, chunks: Iterable[bytes]) -> Checkpoint:

@@ -73,8 +73,9 @@ class Capability:
     def on_upload(self, artifact: Artifact, reason: str = "") -> None:
         """A file of one of ``artifact_kinds`` finished uploading: stored or damaged."""
 
-    def upload_waiting(self, artifact: Artifact, reason: str) -> None:
-        """A file of one of ``artifact_kinds`` waits: the store cannot take it now."""
+    def upload_waiting(self, run_id: int, step: int | None, reason: str) -> None:
+        """A file of one of ``artifact_kinds`` (of ``step``) waits: the store cannot take it
+        now, whether its declaration was refused or a chunk of it."""
 
     def cancel_warning(self, run: Run, now: datetime) -> str | None:
         """What cancelling the running ``run`` loses, if this capability keeps something."""

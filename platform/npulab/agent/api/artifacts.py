@@ -24,7 +24,7 @@ from rest_framework.response import Response
 from npulab.agent.api.base import AgentAPIView, valid
 from npulab.artifacts.api.serializers import UploadCreateSerializer, UploadSerializer
 from npulab.artifacts.models import Artifact, ArtifactUpload
-from npulab.artifacts.services import StoreFull, do_append_chunk, do_create_upload
+from npulab.artifacts.services import NoRoom, StoreFull, do_append_chunk, do_create_upload
 from npulab.core import errors
 from npulab.runs import capabilities
 from npulab.runs.capabilities import UploadRefused
@@ -67,6 +67,10 @@ class UploadCreateView(AgentAPIView):
             # A capability's file (a checkpoint) must match what the run's events said of it.
             try:
                 upload = capability.open_upload(request.auth, run, data)
+            except NoRoom as full:
+                # Refused before a byte: the capability's row still says why it waits.
+                capability.upload_waiting(run.pk, data.get("step"), full.detail["detail"])
+                raise
             except UploadRefused as refused:
                 return Response(
                     {"code": errors.UNPROCESSABLE, "detail": refused.detail},
@@ -130,7 +134,8 @@ class UploadView(AgentAPIView):
         except StoreFull as full:
             capability = capabilities.for_artifact(upload.artifact.kind)
             if capability is not None:
-                capability.upload_waiting(upload.artifact, full.detail["detail"])
+                artifact = upload.artifact
+                capability.upload_waiting(artifact.run_id, artifact.step, full.detail["detail"])
             raise
         artifact = upload.artifact
         capability = capabilities.for_artifact(artifact.kind)
