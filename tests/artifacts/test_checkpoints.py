@@ -111,6 +111,32 @@ def test_a_checkpoint_over_the_limit_is_refused_with_413(
     assert local_store.keys() == []
 
 
+def test_a_checkpoint_the_full_store_refuses_at_declaration_says_why_it_waits(
+    local_store, settings, owner, cpu_host, host_api
+) -> None:
+    run = started(owner, cpu_host)
+    payload = b"x" * 2048
+    checkpoint(run, 7, payload)
+    # The disk's free space less the reserve is short of the checkpoint.
+    settings.NPULAB = dict(settings.NPULAB, ARTIFACT_FREE_RESERVE_BYTES=10**18)
+    declared = {"name": "state.pt", "kind": "checkpoint", "step": 7, "bytes": len(payload)}
+    reply = host_api.post(
+        f"/api/v1/agent/runs/{run.pk}/uploads/", dict(declared, sha256=sha(payload)), format="json"
+    )
+    assert reply.status_code == 507
+    assert reply.json()["code"] == "store_full"
+    waiting = Checkpoint.objects.get()
+    assert waiting.status == Checkpoint.Status.ON_HOST
+    assert waiting.status_reason == reply.json()["detail"]
+    assert waiting.status_reason.startswith("the artifact store is full")
+    assert not Artifact.objects.exists()
+    # Room again: the same declaration goes through and the reason goes with the upload.
+    settings.NPULAB = dict(settings.NPULAB, ARTIFACT_FREE_RESERVE_BYTES=0)
+    assert chunked(host_api, run, 7, payload).json()["status"] == "stored"
+    stored = Checkpoint.objects.get()
+    assert (stored.status, stored.status_reason) == (Checkpoint.Status.STORED, "")
+
+
 def test_a_chunked_checkpoint_must_match_its_event(local_store, owner, cpu_host, host_api) -> None:
     run = started(owner, cpu_host)
     checkpoint(run, 3, b"the real one")
