@@ -13,6 +13,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -192,6 +193,11 @@ class Platform:
             }
         )
         self.logs = var_dir / "logs"
+        # The host workers' work directories, outside pytest's temporary root: each pytest
+        # session chmods that root to 700 at its start, which masks the run user's ACL
+        # entry on it and fails the runs of a session already going (a second session on
+        # the machine, a helper's).
+        self.work_root = Path(tempfile.mkdtemp(prefix="npulab-e2e-work-"))
         self.logs.mkdir(parents=True, exist_ok=True)
         self._log_lock = threading.Lock()
         self.processes: dict[str, stack.ManagedProcess] = {}
@@ -222,6 +228,7 @@ class Platform:
     def shutdown(self) -> None:
         for process in reversed(list(self.processes.values())):
             process.stop()
+        shutil.rmtree(self.work_root, ignore_errors=True)
 
     def echo(self, name: str, line: str) -> None:
         with self._log_lock, open(self.logs / f"{name}.log", "a") as handle:
@@ -330,7 +337,7 @@ class Platform:
         return run_id, int(child_pid.read_text())
 
     def run_dir(self, run_id: int, attempt: int = 1, host: str = HOST) -> Path:
-        work = self.var_dir / ("worker" if host == HOST else f"worker-{host}")
+        work = self.work_root / ("worker" if host == HOST else f"worker-{host}")
         return work / "runs" / str(run_id) / f"attempt-{attempt}"
 
     def tail(self, lines: int = 30) -> str:
