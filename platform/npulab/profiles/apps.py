@@ -27,6 +27,12 @@ class ProfilesConfig(AppConfig):
         # On every run page, not only those of kinds with the profiling capability (which
         # capture traces): a trace may be imported for a run of any kind.
         add_panel(Panel(TEMPLATE, panel_context))
+        # The run page leads with the newest summary's top findings, whatever the kind.
+        from npulab.profiles import headline
+        from npulab.runs.kinds import HeadlinePanel
+        from npulab.runs.pages import add_headline
+
+        add_headline(HeadlinePanel(headline.TEMPLATE, headline.headline_context))
         # The capability (workers.contract.capabilities.PROFILING) asks nothing more of the
         # generic run code: a captured trace is an artifact, made a profile once stored.
         from npulab.runs import capabilities

@@ -21,7 +21,7 @@ from npulab.runs.bundle import bundle_response
 from npulab.runs.forms import RunSubmitForm
 from npulab.runs.kinds import get as get_kind
 from npulab.runs.models import Run
-from npulab.runs.pages import run_panels
+from npulab.runs.pages import run_headlines, run_panels
 from npulab.runs.selectors import (
     LOG_PAGE_LINES,
     MAX_LOG_QUERY,
@@ -112,11 +112,14 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
     may = may_change(request.user, run)
     kind = get_kind(run.kind)
     panels = run_panels(kind.panels, capabilities.of(run))
+    headlines = run_headlines(kind.headline)
     shows_attempts = len(run.attempts.all()) > 1 or kind.shows_attempts
     context = {
         "run": run,
         "kind": kind,
         "headline": kind.headline,
+        # Those every run may have (a profile's findings), after the kind's own.
+        "more_headlines": [panel.template for panel in headlines if panel is not kind.headline],
         "panels": [panel.template for panel in panels],
         # The cards under the facts go two a row; an odd last one takes the whole row.
         "cards": len(panels) + shows_attempts,
@@ -150,7 +153,7 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
     )
     if context["can_cancel"] and not run.cancel_requested:
         context["cancel_warning"] = cancel_warning(run)
-    for panel in [*panels, *([kind.headline] if kind.headline else [])]:
+    for panel in [*panels, *headlines]:
         context.update(panel.render_context(run))
     if request.htmx:
         return render(request, "runs/partials/run_live.html", context)
