@@ -9,6 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from tests.e2e.screenshots import shoot
+
 AXE = Path(__file__).parent / "vendor" / "axe-core" / "axe.min.js"
 # axe's impacts are minor, moderate, serious and critical: the last two fail a test.
 FAILING = ("serious", "critical")
@@ -34,3 +36,31 @@ def violations(page: Any) -> list[dict[str, Any]]:
         for item in found
         if item["impact"] in FAILING
     ]
+
+
+# The screen issue 34's pages are judged on.
+VIEWPORT = {"width": 1280, "height": 800}
+
+
+def assert_accessible(page: Any, name: str) -> None:
+    found = violations(page)
+    assert not found, f"{name}: {found}"
+
+
+def assert_leads_with(page: Any, selector: str, var_dir: Path, name: str) -> None:
+    """The run page leads with ``selector`` at 1280×800: on the first screen and above the
+    run's facts. The page is pictured (``name``.png) and checked for serious violations;
+    the test goes on at its own viewport."""
+    before = page.viewport_size
+    page.set_viewport_size(VIEWPORT)
+    try:
+        page.evaluate("window.scrollTo(0, 0)")
+        lead = page.locator(selector).first.bounding_box()
+        facts = page.locator("#run-facts").bounding_box()
+        assert lead is not None, f"{name}: {selector} is not drawn"
+        assert lead["y"] < VIEWPORT["height"], f"{name}: {selector} starts below the fold"
+        assert facts is None or lead["y"] < facts["y"], f"{name}: {selector} follows the facts"
+        shoot(page, var_dir, name)
+        assert_accessible(page, name)
+    finally:
+        page.set_viewport_size(before)

@@ -7,6 +7,7 @@ import xmlschema
 from junitparser import JUnitXml
 
 from harness.stack import Platform
+from tests.e2e.accessibility import assert_leads_with
 from tests.paths import TESTS_DIR
 
 pytestmark = [pytest.mark.e2e, pytest.mark.browser]
@@ -52,6 +53,7 @@ def test_a_coverage_run_its_matrix_and_a_compare_with_a_seeded_regression(
     page.goto(f"{platform.url}/runs/{candidate}/")
     progress = page.locator("#coverage-done")
     assert progress.inner_text().startswith(f"{CELLS} of {CELLS} results")
+    assert_leads_with(page, "#coverage-progress", platform.var_dir, "pages-coverage-run")
 
     page.click("#open-matrix")
     page.wait_for_selector(".cov-matrix")

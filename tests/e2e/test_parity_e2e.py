@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from harness.stack import Platform
+from tests.e2e.accessibility import assert_leads_with
 from tests.e2e.conftest import write_script
 from tests.e2e.test_cli_e2e import npulab
 from workers.contract import exits
@@ -88,6 +89,7 @@ def test_float32_against_bfloat16_passes_and_is_paged_exported_and_shown(
     platform.log_in(page)
     page.goto(f"{platform.url}/runs/{run_id}/")
     assert page.locator("#parity-layers").get_attribute("data-verdict") == "pass"
+    assert_leads_with(page, "#parity-layers", platform.var_dir, "pages-parity-run")
     assert page.locator("#parity-table tbody tr").count() == min(summary["layers"], 200)
     assert page.locator("#parity-first").count() == 0
     assert page.locator("#parity-loss polyline[data-side='a']").get_attribute("points")
@@ -125,6 +127,7 @@ def test_a_perturbed_layer_fails_the_run_names_it_with_its_call_site_and_gates(
     page.goto(f"{platform.url}/runs/{run_id}/")
     top = page.locator("#parity-table tbody tr").first
     assert top.get_attribute("id") == "parity-first"
+    assert_leads_with(page, "#parity-first", platform.var_dir, "pages-parity-diverged")
     assert "self.second(x)" in top.inner_text()
     # Every breaking row is marked (the first divergent one is also on top).
     marked = page.locator("#parity-table tr[data-broken]").count()

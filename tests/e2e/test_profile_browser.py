@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from harness.stack import Platform
+from tests.e2e.accessibility import assert_leads_with
 from tests.e2e.screenshots import shoot
 
 pytestmark = [pytest.mark.e2e, pytest.mark.browser]
@@ -34,6 +35,12 @@ def test_the_profiles_card_shows_a_ready_profile_and_imports_a_trace(
     assert row.locator("a", has_text="timeline").count() == 1
     assert page.locator("#profiles [hx-trigger]").count() == 0
     shoot(page, platform.var_dir, "run-profiles")
+    # Once summarised, the page leads with the profile's top findings.
+    page.reload()
+    assert page.locator("#profile-headline").get_attribute("data-profile") == row.get_attribute(
+        "data-profile"
+    )
+    assert_leads_with(page, "#profile-headline", platform.var_dir, "pages-profiled-run")
 
     # A trace from elsewhere: the one just captured, as a plain .json.
     download = platform.api("GET", f"profiles/{row.get_attribute('data-profile')}/download/")

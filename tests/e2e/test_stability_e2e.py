@@ -7,6 +7,7 @@ import time
 import pytest
 
 from harness.stack import HOST, Platform
+from tests.e2e.accessibility import VIEWPORT, assert_leads_with
 
 pytestmark = [pytest.mark.e2e, pytest.mark.browser]
 
@@ -42,10 +43,11 @@ def test_a_stability_run_gives_a_verdict_its_intervals_and_their_charts(
     events = platform.api("GET", f"runs/{run_id}/events/", params={"type": "interval"}).json()
     assert events["results"] == []
 
-    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page = browser.new_page(viewport=VIEWPORT)
     platform.log_in(page)
     page.goto(f"{platform.url}/runs/{run_id}/")
     assert page.locator("#stability-verdict").get_attribute("data-verdict") == "pass"
+    assert_leads_with(page, "#stability-verdict", platform.var_dir, "pages-stability-run")
     assert page.locator("#stability-verdict-text").inner_text() == "PASS"
     cells = page.locator("#stability-grid [data-consistency]")
     assert cells.count() == 3
