@@ -5,6 +5,7 @@ from __future__ import annotations
 import signal
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -14,6 +15,7 @@ from workers.processes import kill_registered
 
 pytestmark = pytest.mark.e2e
 MS_HOST = "e2e-ms"
+BAD_GRAPH = Path(__file__).resolve().parents[1] / "mindspore" / "bad_graph.py"
 
 
 @pytest.fixture(scope="module")
@@ -74,3 +76,32 @@ def test_a_mindspore_run_killed_with_sigkill_resumes_from_its_ckpt(
     # LossMonitor's lines became the run's loss series (the stdout recogniser).
     losses = platform.api("GET", f"runs/{run_id}/metrics/", params={"key": "loss"}).json()
     assert len(losses["points"]) >= 16
+
+
+def test_a_failed_mindspore_run_ends_with_a_diagnosis_naming_its_cause(
+    platform: Platform, ms_host: str
+) -> None:
+    # Graph mode cannot compile a set literal: MindSpore's own error, the script's fault.
+    run_id = platform.submit(
+        kind="training",
+        framework="mindspore",
+        mode="graph",
+        entry=str(BAD_GRAPH),
+        max_restarts=2,
+        timeout_s=300,
+    )["id"]
+    run = platform.wait(run_id, timeout=300)
+    assert run["status"] == "failed", platform.tail()
+    assert run["host"] == ms_host
+    diagnosis = run["diagnosis"]
+    assert (diagnosis["rule"], diagnosis["category"], diagnosis["blame"]) == (
+        "ms-graph-syntax",
+        "graph-compile",
+        "user-code",
+    )
+    assert diagnosis["evidence"][0]["text"].startswith("RuntimeError: Unsupported expression 'Set'")
+    assert "PyNative" in diagnosis["fix"]
+    # The script's own mistake is not retried, whatever max_restarts says.
+    assert run["restarts"] == 0
+    listed = platform.api("GET", "runs/", params={"category": "graph-compile"}).json()["results"]
+    assert run_id in [found["id"] for found in listed]

@@ -84,6 +84,15 @@ def test_a_graph_compile_error_names_the_failing_line(tmp_path: Path, ms_python:
     assert result["cause"] == "job_error"
     assert result["reason"].startswith("graph compile error: RuntimeError: Unsupported expression")
     assert result["reason"].endswith(f"{script}:10: y = {{1, 2}}")
+    # The diagnosis names it from MindSpore's own words (workers/diagnosis/rules/mindspore.json).
+    (diagnosis,) = by_type(events, "diagnosis")
+    found = diagnosis["diagnosis"]
+    assert (found["rule"], found["category"], found["blame"]) == (
+        "ms-graph-syntax",
+        "graph-compile",
+        "user-code",
+    )
+    assert found["line"].startswith("RuntimeError: Unsupported expression 'Set'.")
 
 
 def test_an_interpreter_without_mindspore_says_so(tmp_path: Path) -> None:

@@ -19,18 +19,19 @@ from workers.contract.diagnosis import BLAMES, CATEGORIES
 RULES_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "rules")
 # Files are read in this order; within a code family the first rule that fits wins,
 # so specific codes come before the family's catch-all.
-RULE_FILES = ("driver", "hccl", "text", "cann", "acl", "torch_npu", "python")
+RULE_FILES = ("driver", "hccl", "text", "mindspore", "cann", "acl", "torch_npu", "python")
 
 # Roles, in the order ranking prefers them (hardware aside, docs/diagnosis.md).
 ROOT, GENERIC, USER, WRAPPER = "root", "generic", "user", "wrapper"
 ROLES = (ROOT, GENERIC, USER, WRAPPER)
 
 # Codes as Ascend prints them. A CANN code is E + a letter or digit + 4 digits, not part
-# of a longer word or number; an ACL code is 6 digits after the words that introduce it.
+# of a longer word or number; an ACL code is 6 digits after the words that introduce it
+# (MindSpore's task-failure lines say ``retcode: 507011``).
 CANN_CODE = re.compile(r"(?<![A-Za-z0-9_])(E[A-Z0-9]\d{4})(?![0-9])")
 ACL_CODE = re.compile(
     r"(?:error code is|runtime result =|result =|ret:|ret=|failed: |ErrCode=|return: "
-    r"|NPU error code is:)\s*(\d{6})(?![0-9])"
+    r"|NPU error code is:|retcode:)\s*(\d{6})(?![0-9])"
 )
 TORCH_NPU_CODE = re.compile(r"(?<![A-Za-z0-9])(ERR\d{5})(?![0-9])")
 EXTRACTORS = (CANN_CODE, ACL_CODE, TORCH_NPU_CODE)

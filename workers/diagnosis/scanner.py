@@ -37,6 +37,9 @@ HITS_PER_RULE = 20
 MAX_HITS = 5000
 
 _PLOG_HEAD = re.compile(rb"^\s*\[(?:ERROR|WARNING|INFO|DEBUG|EVENT|TRACE)\] ")
+# MindSpore's log lines look like a plog's (``[WARNING] ME(pid,...):... [mindspore/...]``)
+# but a run's output that starts with one holds its traceback too: read it whole.
+_MINDSPORE_HEAD = re.compile(rb"^[^\n]{0,200}\[mindspore/")
 PLOG_ANCHORS = (b"[ERROR]",)
 # Every line a rule can match contains one of these (tests/diagnosis checks each rule's
 # samples against them): the words of errors, exceptions and tracebacks.
@@ -55,6 +58,10 @@ ANCHORS = (
     b"Killed",
     b"verflow",
     b"ECC",
+    # MindSpore's report blocks and its null-pointer checks (rules/mindspore.json).
+    b"Call Stack",
+    b"call stack",
+    b"pointer[",
 )
 _ANCHOR_RES = [re.compile(re.escape(anchor)) for anchor in ANCHORS]
 _PLOG_RES = [re.compile(re.escape(anchor)) for anchor in PLOG_ANCHORS]
@@ -327,7 +334,7 @@ class Scanner:
     def scan_stream(self, handle: IO[bytes], name: str, size: int = 0) -> None:
         self.files.append(name)
         head = handle.read(CHUNK_BYTES)
-        plog = bool(_PLOG_HEAD.match(head[:256]))
+        plog = bool(_PLOG_HEAD.match(head[:256])) and not _MINDSPORE_HEAD.match(head[:256])
         anchors = _PLOG_RES if plog else _ANCHOR_RES
         cann = None if plog else _CANN_ANCHOR
         skip_from = PLAIN_HEAD if (not plog and size > PLAIN_LIMIT) else -1
