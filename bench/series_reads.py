@@ -160,15 +160,20 @@ _SLICE = 1_000_000
 
 
 def write(run_id: int, points: int) -> None:
-    """``points`` points of one series, written by the store's own chunk and rollup writers a
-    million at a time (the events endpoint would take minutes for ten million)."""
+    """``points`` points of one series, written as ingestion would have left them."""
+    write_series(run_id, KEY, points)
+    settle()
+
+
+def write_series(run_id: int, key: str, points: int) -> None:
+    """``points`` points of series ``key``, written by the store's own chunk and rollup
+    writers a million at a time (the events endpoint would take minutes for ten million)."""
     import numpy as np
-    from django.db import connection
 
     from npulab.series import chunks, rollups
     from npulab.series.models import MetricSeries
 
-    found = MetricSeries.objects.create(run_id=run_id, key=KEY, points=points)
+    found = MetricSeries.objects.create(run_id=run_id, key=key, points=points)
     steps = np.arange(points, dtype=np.int64)
     values = 2.0 + np.sin(steps / 5000.0) + (steps % 977) / 977.0
     values[steps % 100_003 == 0] = 50.0  # spikes a chart must keep
@@ -179,9 +184,15 @@ def write(run_id: int, points: int) -> None:
         # Every block of a slice is new: it starts after the slice before it.
         rollups.store(rollups.aggregate(found.pk, part), {found.pk: start - 1 if start else None})
     MetricSeries.objects.filter(pk=found.pk).update(last_step=points - 1)
+
+
+def settle() -> None:
+    """On PostgreSQL, the tables as autovacuum leaves an insert-only table: visibility map
+    set, statistics in."""
+    from django.db import connection
+
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
-            # As autovacuum leaves an insert-only table: visibility map set, statistics in.
             cursor.execute("VACUUM ANALYZE series_metricchunk")
             cursor.execute("VACUUM ANALYZE series_metricrollup")
 

@@ -8,7 +8,7 @@ from django.test import Client
 from npulab.runs.listing import MAX_QUERY
 from npulab.runs.metric_stats import lower_is_better, metric_stats
 from npulab.runs.models import Run
-from npulab.runs.rows import row_result
+from npulab.runs.rows import row_result, row_results
 from npulab.runs.services import do_ingest_events, do_submit_run
 from npulab.runs.templatetags.run_tags import sparkline
 from tests.runs.test_attempts import crash, started
@@ -41,6 +41,43 @@ def test_a_running_training_run_shows_its_last_loss_steps_and_a_sparkline(owner,
     assert result.steps == "step 5 / 500"
     assert result.spark_key == "loss"
     assert result.spark == [2.3, 1.7, None, 0.9, 0.61]
+
+
+def test_a_script_that_only_prints_its_loss_has_it_in_its_row(browser, owner, cpu_host) -> None:
+    # An unmodified script: its only series is the one its printed lines gave (issue 27).
+    run = started(owner, cpu_host, max_steps=100)
+    printed = [
+        {"type": "metric", "time": 1.0 + step, "key": "loss", "step": step, "value": value,
+         "source": "stdout"}
+        for step, value in enumerate([2.5, 1.5, 0.75])
+    ]  # fmt: skip
+    do_ingest_events(cpu_host, run.pk, run.attempt, 0, 300, printed)
+
+    result = row_result(Run.objects.get(pk=run.pk))
+
+    assert result.numbers == [("loss (stdout)", "0.75")]
+    assert result.spark == [2.5, 1.5, 0.75]
+    assert result.steps == "step 3 / 100"
+    row = browser.get("/runs/").content.decode().split(f'data-run="{run.pk}"', 1)[1]
+    assert 'data-headline="loss (stdout)"' in row.split("</tr>", 1)[0]
+
+
+def test_a_page_of_rows_reads_its_series_together(
+    owner, cpu_host, django_assert_max_num_queries
+) -> None:
+    runs = []
+    for losses in ([3.0, 2.0], [1.0, 0.5, 0.25], [9.0]):
+        run = started(owner, cpu_host, max_steps=10, max_restarts=0)
+        _losses(cpu_host, run, losses)
+        runs.append(crash(cpu_host, run))  # the host's device is free for the next
+    # Two reads for every run's series, then one read of points per run with curves.
+    with django_assert_max_num_queries(2 + len(runs)):
+        results = row_results(runs)
+    assert [results[run.pk].numbers for run in runs] == [
+        [("loss", "2")],
+        [("loss", "0.25")],
+        [("loss", "9")],
+    ]
 
 
 def test_the_sparkline_leaves_a_gap_where_a_value_is_missing() -> None:

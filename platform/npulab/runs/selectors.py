@@ -54,15 +54,18 @@ def metric_keys(run: Run) -> list[str]:
     two charts.
     """
     names = MetricSeries.objects.filter(run=run).values_list("key", "source")
-    ordered = sorted(
-        names,
-        key=lambda row: (
-            "loss" not in row[0].rsplit("/", 1)[-1].lower(),
-            row[0],
-            SOURCES.index(row[1]) if row[1] in SOURCES else len(SOURCES),
-        ),
-    )
+    ordered = sorted(names, key=lambda row: chart_order(*row))
     return [series_label(key, source) for key, source in ordered]
+
+
+def chart_order(key: str, source: str) -> tuple[bool, str, int]:
+    """Where series ``key`` of ``source`` comes among a run's charts: losses first, then by
+    name, one key's sources in ``SOURCES``' order."""
+    return (
+        "loss" not in key.rsplit("/", 1)[-1].lower(),
+        key,
+        SOURCES.index(source) if source in SOURCES else len(SOURCES),
+    )
 
 
 def logged_parameters(run: Run) -> tuple[dict[str, str], dict[str, str]]:

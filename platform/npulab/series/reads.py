@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from django.db.models import Case, OuterRef, QuerySet, Subquery, Value, When
+from django.db.models import Case, Min, OuterRef, QuerySet, Subquery, Value, When
 
 from npulab.core.sql import table_name
 from npulab.series import chunks, rollups
@@ -96,6 +96,22 @@ def series(owner: Owner, key: str, points: int | None = None) -> dict[str, Any]:
     found = find(owner, key)
     if found is None:
         return {"key": key, "total": 0, "downsampled": False, "points": []}
+    return {"key": key, **points_of(found, points)}
+
+
+def first_steps(series_ids: list[int]) -> dict[int, int]:
+    """Each series' lowest step, in one read (a series without points is left out)."""
+    rows = (
+        MetricChunk.objects.filter(series_id__in=series_ids)
+        .values("series_id")
+        .annotate(first=Min("first_step"))
+        .values_list("series_id", "first")
+    )
+    return dict(rows)
+
+
+def points_of(found: Found, points: int | None = None) -> dict[str, Any]:
+    """A found series' points, whole or in at most ``points`` buckets (as ``series``)."""
     downsampled = is_downsampled(found, points)
     if downsampled:
         columns = buckets(found, points or 0).columns
@@ -105,7 +121,7 @@ def series(owner: Owner, key: str, points: int | None = None) -> dict[str, Any]:
     if downsampled:
         # Whole points have always been (step, value) tuples, buckets lists.
         rows = [list(row) for row in rows]
-    return {"key": key, "total": found.points, "downsampled": downsampled, "points": rows}
+    return {"total": found.points, "downsampled": downsampled, "points": rows}
 
 
 def is_downsampled(found: Found, points: int | None) -> bool:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shlex
+from collections.abc import Iterable
 
 from django import template
 from django.utils.html import format_html
@@ -27,9 +28,16 @@ def entry_line(run: Run) -> str:
     return shlex.join([entry, *spec.get("args", [])])
 
 
+@register.simple_tag
+def row_results(runs: Iterable[Run]) -> dict[int, RowResult]:
+    """``{% row_results runs as results %}``: the Result cells of a table of runs, read
+    together (``results|row_of:run`` then gives a run's)."""
+    return rows.row_results(runs)
+
+
 @register.filter
-def row_result(run: Run) -> RowResult:
-    return rows.row_result(run)
+def row_of(results: dict[int, RowResult], run: Run) -> RowResult | None:
+    return results.get(run.pk)
 
 
 @register.filter
