@@ -173,6 +173,12 @@ class Supervisor:
             preexec_fn=dying_with_this_process(),
         )
         write_pid_file(os.path.join(self.run_dir, CHILD_PID_FILE), self.child.pid)
+        child = self.child.pid
+        self.watch.watch_devices(
+            self.spec["device_type"],
+            self._devices(),
+            lambda: [child, *registered_groups(self.run_dir)],
+        )
         pumps = [
             self._pump(self.child.stdout, STDOUT),
             self._pump(self.child.stderr, STDERR),
@@ -270,6 +276,13 @@ class Supervisor:
             reason = "stop_on_nan: " + str((self.watch.health.first_nan or {}).get("message"))
             self.events.log(RUNNER, reason + "; stopping the run")
             self.stopped_for = (exits.NAN_LOSS, reason)
+        elif found == diagnosis_watch.BUSY:
+            self.events.log(
+                RUNNER,
+                f"no event for {self.watch.hang_timeout_s} s (hang_timeout_s), but the devices "
+                f"compute ({self.watch.activity.last_pct:.0f} % utilisation): not a hang",
+            )
+            return False
         elif found == diagnosis_watch.HANG:
             reason = f"no progress for {self.watch.hang_timeout_s} s (hang_timeout_s)"
             stacks = self.watch.capture_stacks([self.child.pid, *registered_groups(self.run_dir)])

@@ -3,8 +3,9 @@
 Every relayed line goes through the scanner as it is written, so the root cause
 is ready when the run ends. The run's events.jsonl is read as it grows: any
 event but a heartbeat is progress, and metric points feed the training-health
-findings. ``poll`` says when the run has hung (no progress for ``hang_timeout_s``)
-or, with ``stop_on_nan``, when its loss went NaN. ``finish`` collects the plogs,
+findings. ``poll`` says when the run has hung (no progress for ``hang_timeout_s`` and
+its devices idle: ``workers.diagnosis.activity``) or, with ``stop_on_nan``, when its
+loss went NaN. ``finish`` collects the plogs,
 kernel messages and device health of a failed run and gives the ``diagnosis``
 event's fields.
 """
@@ -15,7 +16,7 @@ import json
 import os
 import threading
 import time
-from typing import Iterable
+from typing import Callable, Iterable
 
 from workers.contract import exits
 from workers.contract.diagnosis import (
@@ -25,6 +26,7 @@ from workers.contract.diagnosis import (
     PROCESS_LOG_ENV,
     STOP_ON_NAN_FIELD,
 )
+from workers.diagnosis import activity as device_activity
 from workers.diagnosis import collect
 from workers.diagnosis.cann_tables import installed_tables
 from workers.diagnosis.findings import HealthWatch
@@ -32,6 +34,8 @@ from workers.diagnosis.ranking import diagnose
 from workers.diagnosis.scanner import Scanner
 
 HANG, NAN = "hang", "nan"
+# Silent for hang_timeout_s, but its devices compute: not a hang, the clock starts again.
+BUSY = "busy"
 STACKS_FILE = "stacks.txt"
 # A run that ended this way was stopped by someone or something else: nothing to explain.
 _NOT_EXPLAINED = (exits.CANCELLED, exits.TERMINATED, exits.SPEC_INVALID, exits.COMPLETED)
@@ -66,6 +70,8 @@ class RunWatch:
         self.stop_on_nan = bool(spec.get(STOP_ON_NAN_FIELD))
         self.last_progress = clock()
         self.hung_after: float | None = None
+        # The run's devices, once its processes are up (``watch_devices``).
+        self.activity: device_activity.Activity = device_activity.Activity([], lambda: ())
         self._offset = 0
         self._partial = b""
         self._lines: dict[str, int] = {}
@@ -81,19 +87,29 @@ class RunWatch:
             self.scanner.feed(text, stream, number)
             self.last_progress = self.clock()
 
+    def watch_devices(
+        self, device_type: str, devices: list[int], groups: Callable[[], Iterable[int]]
+    ) -> None:
+        """Tell a silent run's idle devices from busy ones (``groups``: its process groups)."""
+        self.activity = device_activity.of(device_type, devices, groups)
+
     def poll(self) -> str | None:
-        """Read the new events; HANG or NAN when the run should be stopped or recorded."""
+        """Read the new events; HANG or NAN when the run should be stopped or recorded, BUSY
+        when it was silent for hang_timeout_s while its devices computed."""
         self._read_events()
         if self.stop_on_nan and self.health.first_nan is not None:
             return NAN
-        if (
-            self.hang_timeout_s > 0
-            and self.hung_after is None
-            and self.clock() - self.last_progress > self.hang_timeout_s
-        ):
-            self.hung_after = self.clock() - self.last_progress
-            return HANG
-        return None
+        if self.hang_timeout_s <= 0 or self.hung_after is not None:
+            return None
+        if self.clock() - self.last_progress <= self.hang_timeout_s:
+            # What ``busy`` compares against, a poll (about a second) before it is asked.
+            self.activity.look()
+            return None
+        if self.activity.busy():
+            self.last_progress = self.clock()
+            return BUSY
+        self.hung_after = self.clock() - self.last_progress
+        return HANG
 
     def _read_events(self) -> None:
         try:
@@ -150,7 +166,13 @@ class RunWatch:
 
     def _hang(self, findings: list[dict]) -> dict:
         stacks = os.path.join(collect.COLLECTED_DIR, STACKS_FILE)
-        line = f"no metric, log or checkpoint event for {self.hang_timeout_s} s"
+        used = self.activity.last_pct
+        idle = (
+            f"its devices idle ({used:.0f} % utilisation)"
+            if used is not None
+            else "its devices' activity unknown"
+        )
+        line = f"no metric, log or checkpoint event for {self.hang_timeout_s} s, {idle}"
         return {
             "category": "hang",
             "codes": [],

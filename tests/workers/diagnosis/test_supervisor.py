@@ -62,7 +62,30 @@ def test_a_hung_run_is_stopped_with_its_stacks_and_diagnosed_hang(tmp_path: Path
     result = events[-1]
     assert result["cause"] == "hang"
     assert events[-2]["diagnosis"]["category"] == "hang"
+    # Silent and idle: the sleeping process spent no CPU time.
+    assert "its devices idle (" in events[-2]["diagnosis"]["line"]
     assert (run_dir / "diagnosis" / "stacks.txt").exists()
+
+
+def test_a_silent_run_whose_device_computes_is_not_a_hang(tmp_path: Path):
+    # A long compile or an evaluation that logs nothing: no event for longer than
+    # hang_timeout_s, but the run's own processes keep the CPU busy.
+    run_dir = tmp_path / "r"
+    _script(
+        run_dir,
+        "busy.py",
+        "import time\nprint('started', flush=True)\nbegun, n = time.monotonic(), 0\n"
+        "while time.monotonic() - begun < 7:\n    n += 1\nprint('done', n > 0)\n",
+    )
+    code, stderr, events = run(
+        {"kind": "training", "device_type": "cpu", "entry": "busy.py", "hang_timeout_s": 2},
+        run_dir,
+    )
+    assert code == 0, stderr
+    assert events[-1]["status"] == "succeeded"
+    lines = [event["line"] for event in by_type(events, "log")]
+    assert "done True" in lines
+    assert any(line.endswith("utilisation): not a hang") for line in lines), lines
 
 
 def test_stop_on_nan_ends_the_run_at_the_first_nan_loss(tmp_path: Path):
