@@ -63,10 +63,17 @@ def test_a_script_logging_with_mlflow_lands_in_the_run(tmp_path: Path, asynchron
     # The script read its history back through the same API.
     lines = [e["line"] for e in by_type(events, "log")]
     assert "history points 20" in lines
+    # Artifacts are named by their path in their MLflow run, a nested run's after its name,
+    # as the platform's /mlflow/ names an outside client's.
     artifacts = {e["name"]: e for e in by_type(events, "artifact")}
-    assert any(name.endswith("artifacts/config.json") for name in artifacts)
-    assert any(name.endswith("artifacts/notes/readme.txt") for name in artifacts)
+    assert set(artifacts) == {
+        "config.json",
+        "notes/readme.txt",
+        "trial-0/trial.txt",
+        "trial-1/trial.txt",
+    }
     assert {e["kind"] for e in artifacts.values()} == {"mlflow"}
+    assert Path(artifacts["notes/readme.txt"]["path"]).read_text() == "hello"
     assert events[-1]["status"] == "succeeded"
 
 
