@@ -32,7 +32,7 @@ import sys
 import threading
 import time
 import traceback
-from typing import IO, Any
+from typing import IO, Any, Iterator
 
 from workers import __version__
 from workers.backends import get_backend
@@ -40,7 +40,14 @@ from workers.capture.session import Capture
 from workers.contract import exits, kinds, script_env
 from workers.contract.devices import VISIBLE_DEVICES_ENV
 from workers.contract.diagnosis import ON_HANG_KEEP, ON_HANG_REQUEUE, PROCESS_LOG_ENV
-from workers.contract.events import DIAGNOSIS, EVENTS_FILE, RUNNER, STDERR, STDOUT
+from workers.contract.events import (
+    DIAGNOSIS,
+    EVENTS_FILE,
+    MAX_LINE_CHARS,
+    RUNNER,
+    STDERR,
+    STDOUT,
+)
 from workers.contract.exits import (
     EXIT_FAILED,
     EXIT_INVALID_SPEC,
@@ -68,6 +75,9 @@ RESULT_FILE = "result.json"
 STDERR_TAIL_LINES = 40
 # Kept to find the exception a child died of: a traceback's frames come first.
 STDERR_SCAN_LINES = 400
+# A printed line is read at most this many bytes at a time (a UTF-8 character is up to 4):
+# a script that prints a gigabyte with no newline must not make the supervisor hold it.
+READ_LINE_BYTES = 4 * MAX_LINE_CHARS + 4
 HEARTBEAT_S = float(os.environ.get(script_env.HEARTBEAT_S, "10"))
 KILL_GRACE_S = float(os.environ.get(script_env.KILL_GRACE_S, "10"))
 _PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -118,6 +128,20 @@ def load_spec(path: str) -> dict[str, Any]:
     if isinstance(doc, dict):
         doc, _ = split_submission(doc)
     return kinds.validate(doc)
+
+
+def read_lines(pipe: IO[bytes], limit: int = READ_LINE_BYTES) -> Iterator[str]:
+    """The lines of ``pipe``, decoded (invalid UTF-8 replaced), each read ``limit`` bytes at
+    most: of a longer line only its first ``limit`` bytes are kept (the log cuts it further,
+    saying so), the rest is read past and dropped, so memory stays bounded."""
+    skipping = False
+    for raw in iter(lambda: pipe.readline(limit), b""):
+        ended = raw.endswith(b"\n")
+        if skipping:
+            skipping = not ended
+            continue
+        skipping = not ended and len(raw) >= limit
+        yield raw.decode("utf-8", errors="replace").rstrip("\r\n")
 
 
 class Supervisor:
@@ -222,8 +246,7 @@ class Supervisor:
     def _pump(self, pipe: IO[bytes] | None, stream: str) -> threading.Thread:
         def relay() -> None:
             assert pipe is not None
-            for raw in iter(pipe.readline, b""):
-                line = raw.decode("utf-8", errors="replace").rstrip("\r\n")
+            for line in read_lines(pipe):
                 if stream == STDERR:
                     self.stderr_tail.append(line)
                 self.events.log(stream, line)

@@ -289,3 +289,20 @@ def test_a_served_filename_carries_no_bidi_controls(local_store, run, host_api, 
     assert "\u202e" not in disposition
     assert "%E2%80%AE" not in disposition.upper()
     assert "reportfdp.exe" in disposition
+
+
+def test_an_mlflow_artifact_keeps_its_folders_in_its_name_only(
+    local_store, run, host_api, api
+) -> None:
+    # What a run's script logged with MLflow: its path under the MLflow run's artifacts.
+    name = "trial-0/notes/read me.txt"
+    reply = declare(host_api, run, data=b"hello", name=name, kind="mlflow")
+    assert reply.status_code == 201
+    send(host_api, run, reply.json()["id"], 0, b"hello")
+    artifact = api.get(f"/api/v1/runs/{run.pk}/artifacts/", {"kind": "mlflow"}).json()
+    assert [(a["name"], a["status"]) for a in artifact["results"]] == [(name, "stored")]
+    assert local_store.keys() == [f"runs/{run.pk}/mlflows/trial-0notesread_me.txt"]
+    for hostile in ("a/../../b.txt", "/etc/passwd", "a//b", "a/", "./a", "a\\b", "a\x00b"):
+        refused = declare(host_api, run, data=b"x", name=hostile, kind="mlflow")
+        assert refused.status_code == 400, hostile
+        assert "name" in refused.json()

@@ -15,6 +15,7 @@ import pytest
 
 from harness.stack import Platform
 from tests.paths import REPO_DIR
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
 SCRIPTS = REPO_DIR / "tests" / "fixtures" / "scripts"
@@ -46,7 +47,16 @@ def test_a_script_submitted_as_a_training_run_gets_curves(platform: Platform, sc
                 "GET", f"runs/{run['id']}/events/", params={"type": "artifact"}
             ).json()["results"]
         }
-        assert any(name.endswith("config.json") for name in names), names
+        assert {"config.json", "notes/readme.txt", "trial-1/trial.txt"} <= names, names
+        # Stored by the host worker in the run's artifact store, named as /mlflow/ names them.
+
+        def stored() -> set[str]:
+            listed = platform.api("GET", f"runs/{run['id']}/artifacts/", params={"kind": "mlflow"})
+            return {a["name"] for a in listed.json()["results"] if a["status"] == "stored"}
+
+        wait_until(
+            lambda: names <= stored(), timeout=120, what="the MLflow artifacts stored", poll_s=0.5
+        )
 
 
 def test_an_outside_mlflow_client_logs_through_the_platform(platform: Platform) -> None:
@@ -57,6 +67,7 @@ def test_an_outside_mlflow_client_logs_through_the_platform(platform: Platform) 
         "    mlflow.log_param('commit', 'abc123')\n"
         "    for step in range(10):\n"
         "        mlflow.log_metric('loss', 1.0 / (step + 1), step=step)\n"
+        "    mlflow.log_text('all green', 'ci/report.txt')\n"
         "print(run.info.run_id)\n"
     )
     env = {
@@ -74,3 +85,9 @@ def test_an_outside_mlflow_client_logs_through_the_platform(platform: Platform) 
     assert run["params"] == {"commit": "abc123"}
     loss = platform.api("GET", f"runs/{run['id']}/metrics/", params={"key": "loss"}).json()
     assert (loss["source"], loss["total"]) == ("mlflow", 10)
+    [report] = platform.api("GET", f"runs/{run['id']}/artifacts/").json()["results"]
+    assert (report["name"], report["kind"], report["status"]) == (
+        "ci/report.txt",
+        "mlflow",
+        "stored",
+    )

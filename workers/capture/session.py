@@ -2,14 +2,19 @@
 
 The supervisor feeds every line the script prints to ``line``; recognising happens on a
 thread of its own behind a bounded queue, so a slow pattern can never hold the pipe (and
-with it the script): when the queue is full, lines go unscanned with a notice.
+with it the script). The pipe's reader only appends to a deque, which takes no lock;
+the scanner takes at most SCAN_CPU_SHARE of a core while the script runs, as it shares the
+interpreter with that reader (a flood of output scanned at full speed slowed the script
+threefold). When the queue is full the oldest lines go unscanned, with a notice, so the
+last lines (a run's final metrics) always are.
 """
 
 from __future__ import annotations
 
+import collections
 import os
-import queue
 import threading
+import time
 from typing import Any
 
 from workers.capture.mlflow import EventsStore, MlflowServer
@@ -32,6 +37,14 @@ from workers.contract.capture import (
 from workers.events import EventWriter
 
 QUEUE_LINES = 20000
+# 1,000 metric lines a second take about 2 % (docs/benchmarks.md): scanned whole. A flood
+# is scanned in part, and slows the script by about a tenth, not threefold.
+SCAN_CPU_SHARE = 0.05
+# Lines scanned between two looks at the scanner's CPU, and the window it is measured over.
+SCAN_BATCH = 200
+SCAN_WINDOW_S = 5.0
+# How long the scanner waits for a line before it looks again.
+SCAN_IDLE_S = 0.05
 EXPERIMENT = "npulab"
 
 
@@ -53,9 +66,11 @@ class Capture:
         self.recogniser: Recogniser | None = None
         if spec.get(STDOUT_METRICS, True):
             self.recogniser = Recogniser(spec.get(METRIC_PATTERNS) or None)
-        self._lines: queue.Queue = queue.Queue(maxsize=QUEUE_LINES)
+        self._lines: collections.deque = collections.deque(maxlen=QUEUE_LINES)
         self._scanner = threading.Thread(target=self._scan, name="stdout-metrics", daemon=True)
-        self._skipped = 0
+        self._fed: dict[str, int] = {}
+        self._scanned = 0
+        self._stopping = threading.Event()
 
     def _tensorboard_dirs(self) -> list:
         named = self.spec.get(TENSORBOARD_DIRS) or []
@@ -79,34 +94,48 @@ class Capture:
         }
 
     def line(self, stream: str, text: str) -> None:
-        """A line the script printed; never blocks."""
-        if self.recogniser is None:
-            return
-        try:
-            self._lines.put_nowait((stream, text))
-        except queue.Full:
-            self._skipped += 1
+        """A line the script printed; never blocks (a deque's append takes no lock)."""
+        if self.recogniser is None or self._stopping.is_set():
+            return  # after the end: a grandchild still printing
+        self._lines.append((stream, text))  # full: the oldest line falls out, unscanned
+        # One pump thread a stream: each count has one writer.
+        self._fed[stream] = self._fed.get(stream, 0) + 1
 
     def _scan(self) -> None:
         assert self.recogniser is not None
+        cpu, wall = time.thread_time(), time.monotonic()
         while True:
-            item = self._lines.get()
-            if item is None:
-                return
             try:
-                self.stdout_sink.write(self.recogniser.feed(item[1], item[0]))
+                stream, text = self._lines.popleft()
+            except IndexError:
+                if self._stopping.is_set() and not self._lines:
+                    return
+                self._stopping.wait(SCAN_IDLE_S)
+                continue
+            try:
+                self.stdout_sink.write(self.recogniser.feed(text, stream))
             except Exception as exc:  # a line no shape foresaw must not end the capture
                 self.stdout_sink.notice("error", f"a line was not scanned: {exc!r}")
+            self._scanned += 1
+            if self._scanned % SCAN_BATCH or self._stopping.is_set():
+                continue
+            used, elapsed = time.thread_time() - cpu, time.monotonic() - wall
+            owed = used / SCAN_CPU_SHARE - elapsed
+            if owed > 0:
+                time.sleep(min(owed, 1.0))
+            if elapsed > SCAN_WINDOW_S:
+                cpu, wall = time.thread_time(), time.monotonic()
 
     def stop(self) -> None:
         """Once the script has ended: read what is left, then close the MLflow API."""
         if self.recogniser is not None:
-            self._lines.put(None)
+            self._stopping.set()  # what is queued is scanned, at full speed now
             self._scanner.join()
-            if self._skipped:
+            skipped = sum(self._fed.values()) - self._scanned
+            if skipped > 0:
                 self.stdout_sink.notice(
                     "behind",
-                    f"the script printed faster than lines could be scanned: {self._skipped} "
+                    f"the script printed faster than lines could be scanned: {skipped} "
                     "lines were not scanned (their log lines are kept)",
                 )
         self.tensorboard.stop()

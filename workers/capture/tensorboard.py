@@ -5,7 +5,8 @@ package: an optional extra of the worker); each file's loader is kept, so a file
 grows is read on from where it was, and one that appears late or rotates (a new
 ``events.out.tfevents.*`` beside the old) is picked up at the next scan. A truncated or
 corrupt record is said once on the run's log; the rest of the file and of the run go on.
-Histograms, images and other non-scalars are counted and listed at the end, not stored.
+Histograms, images and other non-scalars are counted and listed at the end, with their tags,
+not stored.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ MAX_SCANNED = 20000
 _SCALAR_PLUGIN = "scalars"
 # What a legacy summary's kind is called, as TensorBoard's plugins name them.
 _KINDS = {"histo": "histograms", "image": "images", "audio": "audio", "tensor": "tensors"}
+# Tags named in the notice of what was not stored, per kind.
+_TAGS_SHOWN = 5
 
 
 class TensorBoardReader:
@@ -36,6 +39,7 @@ class TensorBoardReader:
         # Bytes of each file read as whole records: what is left at the end is damaged.
         self.consumed: dict[str, int] = {}
         self.others: dict[str, int] = {}
+        self.other_tags: dict[str, list[str]] = {}
         self.scalars = 0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -62,7 +66,10 @@ class TensorBoardReader:
                     f"{path}: the last {left} bytes are a cut or damaged record, not read",
                 )
         if self.others:
-            listed = ", ".join(f"{kind} x{count}" for kind, count in sorted(self.others.items()))
+            listed = ", ".join(
+                f"{kind} x{count} ({', '.join(self.other_tags[kind])})"
+                for kind, count in sorted(self.others.items())
+            )
             self.sink.notice("others", f"not stored as metrics: {listed}")
 
     def _loop(self) -> None:
@@ -148,6 +155,9 @@ class TensorBoardReader:
                 plugin = value.metadata.plugin_data.plugin_name if value.metadata else ""
                 label = plugin or _KINDS.get(kind or "", kind or "unknown")
                 self.others[label] = self.others.get(label, 0) + 1
+                tags = self.other_tags.setdefault(label, [])
+                if len(tags) < _TAGS_SHOWN and value.tag not in tags:
+                    tags.append(value.tag)
         return points
 
 

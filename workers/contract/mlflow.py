@@ -7,6 +7,10 @@ to ``handle`` with a ``Store`` of their own, so the two answer alike, and as MLf
 its limits (1,000 metrics, 100 params, 100 tags a batch; params up to 6,000 characters,
 tags up to 8,000) and its errors ``{"error_code": ..., "message": ...}`` with its status
 codes. What is not implemented answers ENDPOINT_NOT_FOUND at once. Standard library only.
+
+Artifacts go through MLflow's proxied artifact API (``mlflow-artifacts``, as ``mlflow
+server --serve-artifacts`` serves it): ``handle_artifacts`` checks the path (relative, no
+``..``, no NUL, no backslash) before a store sees it, and streams the bodies both ways.
 """
 
 from __future__ import annotations
@@ -14,20 +18,28 @@ from __future__ import annotations
 import json
 import math
 import time
-from typing import Any, Callable, Dict, Tuple
+from typing import Any, BinaryIO, Callable, Dict, NamedTuple, Tuple, Union
 
 PREFIX = "/api/2.0/mlflow/"
-ARTIFACTS_PREFIX = "/api/2.0/mlflow-artifacts/artifacts/"
+ARTIFACTS_ROOT = "/api/2.0/mlflow-artifacts/artifacts"
+ARTIFACTS_PREFIX = ARTIFACTS_ROOT + "/"
+# The folder under an MLflow run's artifact root, as MLflow names it (``<exp>/<run>/artifacts``).
+RUN_ARTIFACTS_DIR = "artifacts"
 
 INVALID_PARAMETER_VALUE = "INVALID_PARAMETER_VALUE"
 RESOURCE_DOES_NOT_EXIST = "RESOURCE_DOES_NOT_EXIST"
 RESOURCE_ALREADY_EXISTS = "RESOURCE_ALREADY_EXISTS"
 ENDPOINT_NOT_FOUND = "ENDPOINT_NOT_FOUND"
+RESOURCE_EXHAUSTED = "RESOURCE_EXHAUSTED"
 STATUS_CODES = {
     INVALID_PARAMETER_VALUE: 400,
     RESOURCE_ALREADY_EXISTS: 400,
     RESOURCE_DOES_NOT_EXIST: 404,
     ENDPOINT_NOT_FOUND: 404,
+    # MLflow answers 429, which its client retries with back-off for minutes; a full store
+    # does not empty in that time, so the script hears it at once, as the artifact store's
+    # own uploads say it (507 Insufficient Storage).
+    RESOURCE_EXHAUSTED: 507,
 }
 
 MAX_METRICS_PER_BATCH = 1000
@@ -38,6 +50,9 @@ MAX_PARAM_VALUE_CHARS = 6000
 MAX_TAG_VALUE_CHARS = 8000
 MAX_KEY_CHARS = 250
 MAX_BODY_BYTES = 16 * 1024 * 1024
+# An artifact's path is its name in the run's artifact store, which keeps 255 characters.
+MAX_ARTIFACT_PATH_CHARS = 255
+ARTIFACT_READ_BYTES = 1 << 20
 RUN_STATUSES = ("RUNNING", "SCHEDULED", "FINISHED", "FAILED", "KILLED")
 DEFAULT_EXPERIMENT_ID = "0"
 DEFAULT_EXPERIMENT_NAME = "Default"
@@ -47,6 +62,17 @@ PARENT_RUN_TAG = "mlflow.parentRunId"
 
 # (status, JSON body)
 Reply = Tuple[int, Dict[str, Any]]
+
+
+class ArtifactFile(NamedTuple):
+    """An artifact's bytes, for a download: an open binary file and its size."""
+
+    stream: BinaryIO
+    size: int
+
+
+# (status, JSON body or the file a download sends)
+ArtifactReply = Tuple[int, Union[Dict[str, Any], ArtifactFile]]
 # (key, value, timestamp in ms, step)
 Metric = Tuple[str, float, int, int]
 
@@ -109,20 +135,99 @@ class Store:
     def metric_history(self, run_id: str, key: str) -> list[dict[str, Any]]:
         raise NotImplementedError
 
-    def put_artifact(self, path: str, data: bytes) -> None:
-        """Store an artifact uploaded through mlflow-artifacts (``path`` under its root)."""
+    # Artifacts: ``path`` is under the artifact root (``<experiment>/<run>/artifacts/...``)
+    # and has passed ``artifact_path``.
+
+    def put_artifact(self, path: str, body: BinaryIO, size: int) -> None:
+        """Store the ``size`` bytes ``body`` holds as the artifact at ``path``."""
         raise MlflowError(ENDPOINT_NOT_FOUND, "artifact upload is not served here")
+
+    def list_artifacts(self, path: str) -> list[dict[str, Any]]:
+        """The files and folders right under ``path``: ``{"path": name, "is_dir", "file_size"}``."""
+        raise MlflowError(ENDPOINT_NOT_FOUND, "artifact listing is not served here")
+
+    def get_artifact(self, path: str) -> ArtifactFile:
+        raise MlflowError(ENDPOINT_NOT_FOUND, "artifact download is not served here")
+
+
+def is_artifact_request(path: str) -> bool:
+    """Whether ``path`` is one of the mlflow-artifacts API (served by ``handle_artifacts``)."""
+    return path == ARTIFACTS_ROOT or path.startswith(ARTIFACTS_PREFIX)
+
+
+def artifact_path(raw: str) -> str:
+    """``raw`` if it is a path an artifact may have: relative, folders by ``/``, no ``.`` or
+    ``..`` part, no NUL or backslash, at most MAX_ARTIFACT_PATH_CHARS; MlflowError if not."""
+    parts = raw.split("/")
+    if (
+        not raw
+        or len(raw) > MAX_ARTIFACT_PATH_CHARS
+        or "\x00" in raw
+        or "\\" in raw
+        or any(part in ("", ".", "..") for part in parts)
+        or not raw.isprintable()
+    ):
+        shown = raw[:80].encode("unicode_escape").decode("ascii")
+        raise MlflowError(
+            INVALID_PARAMETER_VALUE,
+            f"Invalid artifact path: '{shown}'. An artifact path is relative, with no '.' or "
+            f"'..' part, no NUL, backslash or control character, and at most "
+            f"{MAX_ARTIFACT_PATH_CHARS} characters.",
+        )
+    return raw
+
+
+def handle_artifacts(
+    store: Store,
+    method: str,
+    path: str,
+    query: dict[str, str],
+    body: BinaryIO,
+    size: int | None,
+) -> ArtifactReply:
+    """Answer one request of the mlflow-artifacts API; never raises for a client's mistake.
+
+    ``GET <root>?path=`` lists, ``PUT <root>/<path>`` uploads (``size`` is its
+    Content-Length), ``GET <root>/<path>`` downloads. The body is read by the store, in
+    blocks: an artifact is never held in memory whole.
+    """
+    try:
+        if path == ARTIFACTS_ROOT and method == "GET":
+            listed = query.get("path") or ""
+            files = store.list_artifacts(artifact_path(listed.strip("/")) if listed else "")
+            return 200, {"files": files} if files else {}
+        relative = path[len(ARTIFACTS_PREFIX) :] if path.startswith(ARTIFACTS_PREFIX) else None
+        if relative is None or method not in ("GET", "PUT"):
+            raise MlflowError(ENDPOINT_NOT_FOUND, f"No endpoint {method} {path} is served here.")
+        relative = artifact_path(relative)
+        if method == "GET":
+            return 200, store.get_artifact(relative)
+        if size is None:
+            raise MlflowError(INVALID_PARAMETER_VALUE, "An artifact upload needs a Content-Length.")
+        store.put_artifact(relative, body, size)
+        return 200, {}
+    except MlflowError as exc:
+        return exc.status, exc.body()
+
+
+def copy_body(body: BinaryIO, size: int, write: Callable[[bytes], Any]) -> None:
+    """Hand the ``size`` bytes of an upload's body to ``write`` block by block; MlflowError if
+    the body ends before them."""
+    left = size
+    while left > 0:
+        block = body.read(min(ARTIFACT_READ_BYTES, left))
+        if not block:
+            raise MlflowError(
+                INVALID_PARAMETER_VALUE,
+                f"The upload ended after {size - left} of its {size} bytes.",
+            )
+        write(block)
+        left -= len(block)
 
 
 def handle(store: Store, method: str, path: str, query: dict[str, str], body: bytes) -> Reply:
     """Answer one request of the tracking API; never raises for a client's mistake."""
     try:
-        if path.startswith(ARTIFACTS_PREFIX) and method == "PUT":
-            relative = path[len(ARTIFACTS_PREFIX) :]
-            if not relative or ".." in relative.split("/"):
-                raise MlflowError(INVALID_PARAMETER_VALUE, f"Invalid artifact path: {relative}")
-            store.put_artifact(relative, body)
-            return 200, {}
         route = _ROUTES.get((method, path[len(PREFIX) :] if path.startswith(PREFIX) else None))
         if route is None:
             raise MlflowError(ENDPOINT_NOT_FOUND, f"No endpoint {method} {path} is served here.")
@@ -374,6 +479,12 @@ def _search_runs(store: Store, request: dict[str, Any]) -> dict[str, Any]:
     return {"runs": store.search_runs([str(i) for i in ids], limit)}
 
 
+def _search_logged_models(store: Store, request: dict[str, Any]) -> dict[str, Any]:
+    # MLflow 3's client looks for a logged model by a path's first part before it lists or
+    # downloads a run's artifacts: models are not kept here, so there is none.
+    return {"models": []}
+
+
 def _metric_history(store: Store, request: dict[str, Any]) -> dict[str, Any]:
     run_id = _run_id(request)
     key = _text(request, "metric_key")
@@ -396,6 +507,7 @@ _ROUTES: dict[tuple[str, str | None], Callable[[Store, dict[str, Any]], dict[str
     ("POST", "runs/delete-tag"): _delete_tag,
     ("POST", "runs/search"): _search_runs,
     ("GET", "metrics/get-history"): _metric_history,
+    ("POST", "logged-models/search"): _search_logged_models,
 }
 
 

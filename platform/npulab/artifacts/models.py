@@ -11,6 +11,8 @@ import uuid
 
 from django.db import models
 
+from workers.contract import capture
+
 
 class Artifact(models.Model):
     """A file a run produced: declared by its host, stored here once its bytes verify."""
@@ -20,6 +22,9 @@ class Artifact(models.Model):
         TRACE = "trace", "Trace"
         REPORT = "report", "Report"
         FILE = "file", "File"
+        # Logged through MLflow's artifact API; its name is its path under the MLflow run's
+        # artifacts.
+        MLFLOW = capture.MLFLOW, "MLflow"
 
     class Status(models.TextChoices):
         UPLOADING = "uploading", "Uploading"

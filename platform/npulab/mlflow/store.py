@@ -6,15 +6,37 @@ listed, compared and used as review evidence like any other. What the client log
 through the runs' own ingestion (``npulab.runs.events.store_events``) as events with
 source ``mlflow``: metrics, params and tags land exactly as a host's would. Its run id is
 the npulab run's id; an experiment's id is its project's (``0``: the default project).
+
+Its artifacts (``mlflow-artifacts:/<project>/<run>/artifacts``) are the run's artifacts of
+kind ``mlflow``, named by their path: uploaded through the artifact store, with its size
+limits, quotas and free-space check, and listed and downloaded like any other.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import hashlib
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any, BinaryIO
 
 from django.db import transaction
 from django.utils import timezone
 
+from npulab.artifacts.models import Artifact
+from npulab.artifacts.services import (
+    SPOOL_MEMORY_BYTES,
+    ArtifactTooLarge,
+    NameUnusable,
+    NoRoom,
+    StoreFull,
+    check_room,
+    check_size,
+    do_append_chunk,
+    do_create_upload,
+    do_damage_upload,
+    open_artifact,
+)
 from npulab.projects.models import Membership, Project, default_project, role_at_least
 from npulab.projects.selectors import role_in, visible_projects
 from npulab.runs.access import visible_runs
@@ -27,12 +49,17 @@ from workers.contract import kinds
 from workers.contract.capture import MLFLOW, PARAM, SOURCE_FIELD, TAG
 from workers.contract.events import LOG, METRIC, RUNNER
 from workers.contract.mlflow import (
+    ARTIFACT_READ_BYTES,
     DEFAULT_EXPERIMENT_ID,
     INVALID_PARAMETER_VALUE,
     RESOURCE_DOES_NOT_EXIST,
+    RESOURCE_EXHAUSTED,
+    RUN_ARTIFACTS_DIR,
+    ArtifactFile,
     Metric,
     MlflowError,
     Store,
+    copy_body,
     experiment_object,
     run_object,
 )
@@ -241,6 +268,94 @@ class DatabaseStore(Store):
             {"key": key, "value": value, "timestamp": int(at * 1000), "step": int(step)}
             for step, value, at in rows
         ]
+
+    # -- artifacts: the run's artifacts of kind mlflow ------------------------------------------
+
+    def _artifact_run(self, path: str) -> tuple[Run, str] | None:
+        """The client run ``<project>/<run>/artifacts[/<rest>]`` names, and ``rest``."""
+        parts = path.split("/", 3)
+        if len(parts) < 3 or parts[2] != RUN_ARTIFACTS_DIR:
+            return None
+        run = self._client_run(parts[1])
+        if run is None or str(run.project_id) != parts[0]:
+            return None
+        return run, parts[3] if len(parts) > 3 else ""
+
+    def put_artifact(self, path: str, body: BinaryIO, size: int) -> None:
+        found = self._artifact_run(path)
+        if found is None or not found[1]:
+            raise MlflowError(RESOURCE_DOES_NOT_EXIST, f"No run's artifact path {path!r}")
+        run, name = found
+        with _store_errors():
+            # Refused before a byte is read: past the size limit, a quota or the free space.
+            check_size(MLFLOW, size)
+            check_room(run.pk, size)
+            with tempfile.SpooledTemporaryFile(max_size=SPOOL_MEMORY_BYTES) as spool:
+                digest = hashlib.sha256()
+
+                def keep(block: bytes) -> None:
+                    digest.update(block)
+                    spool.write(block)
+
+                copy_body(body, size, keep)
+                spool.seek(0)
+                upload = do_create_upload(
+                    run, run.attempt, name=name, kind=MLFLOW, size=size, sha256=digest.hexdigest()
+                )
+                if size:
+                    blocks = iter(lambda: spool.read(ARTIFACT_READ_BYTES), b"")
+                    try:
+                        upload = do_append_chunk(upload.pk, 0, blocks)
+                    except StoreFull as full:
+                        # A client does not resume: its declared bytes must not hold the
+                        # quota until the upload expires.
+                        do_damage_upload(upload, full.detail["detail"])
+                        raise
+        if upload.artifact.status != Artifact.Status.STORED:
+            raise MlflowError(
+                INVALID_PARAMETER_VALUE,
+                f"The artifact {name!r} was not stored: {upload.artifact.status_reason}",
+            )
+
+    def _stored(self, run: Run) -> Any:
+        return Artifact.objects.filter(run=run, kind=MLFLOW, status=Artifact.Status.STORED)
+
+    def list_artifacts(self, path: str) -> list[dict[str, Any]]:
+        found = self._artifact_run(path)
+        if found is None:
+            return []
+        run, folder = found
+        prefix = folder + "/" if folder else ""
+        listed: dict[str, dict[str, Any]] = {}
+        for name, size in self._stored(run).values_list("name", "bytes"):
+            if not name.startswith(prefix):
+                continue
+            head, below, _ = name[len(prefix) :].partition("/")
+            if below:
+                listed.setdefault(head, {"path": head, "is_dir": True})
+            else:
+                listed[head] = {"path": head, "is_dir": False, "file_size": size}
+        return [listed[name] for name in sorted(listed)]
+
+    def get_artifact(self, path: str) -> ArtifactFile:
+        found = self._artifact_run(path)
+        artifact = None
+        if found is not None:
+            artifact = self._stored(found[0]).filter(name=found[1]).first()
+        if artifact is None:
+            raise MlflowError(RESOURCE_DOES_NOT_EXIST, f"No artifact at {path!r}")
+        return ArtifactFile(open_artifact(artifact), artifact.bytes)
+
+
+@contextmanager
+def _store_errors() -> Iterator[None]:
+    """The artifact store's refusals, in MLflow's error shape."""
+    try:
+        yield
+    except (ArtifactTooLarge, NoRoom, StoreFull) as exc:
+        raise MlflowError(RESOURCE_EXHAUSTED, str(exc.detail["detail"])) from None
+    except NameUnusable as exc:
+        raise MlflowError(INVALID_PARAMETER_VALUE, " ".join(exc.detail["name"])) from None
 
 
 def _sourced(kind: str, stamp: float, **fields: Any) -> dict[str, Any]:

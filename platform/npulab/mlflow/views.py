@@ -4,13 +4,15 @@ A notebook or a CI job sets ``MLFLOW_TRACKING_URI=https://npulab.example/mlflow`
 ``MLFLOW_TRACKING_TOKEN`` to a user token; MLflow's client sends it as a bearer token.
 The routes, limits and errors are the contract's (workers.contract.mlflow), the same the
 supervisor serves a run's script; the store is the database (npulab.mlflow.store).
+Artifacts go through MLflow's proxied artifact API under the same prefix, their bodies
+streamed both ways.
 """
 
 from __future__ import annotations
 
 import json
 
-from django.http import HttpRequest, HttpResponse
+from django.http import FileResponse, HttpRequest, HttpResponse
 from django.views.decorators.csrf import csrf_exempt
 from rest_framework.exceptions import APIException
 from rest_framework.request import Request
@@ -18,7 +20,13 @@ from rest_framework.request import Request
 from npulab.accounts.authentication import TokenAuthentication
 from npulab.accounts.models import Scope
 from npulab.mlflow.store import DatabaseStore
-from workers.contract.mlflow import MAX_BODY_BYTES, handle
+from workers.contract.mlflow import (
+    MAX_BODY_BYTES,
+    ArtifactFile,
+    handle,
+    handle_artifacts,
+    is_artifact_request,
+)
 
 UNAUTHENTICATED = "UNAUTHENTICATED"
 PERMISSION_DENIED = "PERMISSION_DENIED"
@@ -40,11 +48,26 @@ def tracking_api(request: HttpRequest, path: str) -> HttpResponse:
     if not token.has_scope(scope):
         message = f"This token lacks the `{scope}` scope, which {request.method} needs."
         return _reply(403, {"error_code": PERMISSION_DENIED, "message": message})
-    length = int(request.headers.get("Content-Length") or 0)
-    body = b"" if length > MAX_BODY_BYTES else request.body
-    status, reply = handle(
-        DatabaseStore(user), request.method or "GET", "/" + path, request.GET.dict(), body
-    )
+    method, path, query = request.method or "GET", "/" + path, request.GET.dict()
+    raw_length = request.headers.get("Content-Length") or ""
+    length = int(raw_length) if raw_length.isdigit() else None
+    if is_artifact_request(path):
+        # The request itself is the body's stream: an artifact is read in blocks.
+        status, answer = handle_artifacts(
+            DatabaseStore(user),
+            method,
+            path,
+            query,
+            request,
+            length,  # type: ignore[arg-type]
+        )
+        if isinstance(answer, ArtifactFile):
+            response = FileResponse(answer.stream, content_type="application/octet-stream")
+            response["Content-Length"] = str(answer.size)
+            return response
+        return _reply(status, answer)
+    body = b"" if (length or 0) > MAX_BODY_BYTES else request.body
+    status, reply = handle(DatabaseStore(user), method, path, query, body)
     return _reply(status, reply)
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import http.client
+import json
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -167,3 +169,37 @@ def test_nested_and_repeated_run_names_keep_apart(served: Served) -> None:
     assert served.client.get_run(first.info.run_id).info.status == "FINISHED"
     found = served.client.search_runs([experiment])
     assert {run.info.run_id for run in found} >= {first.info.run_id, second.info.run_id}
+
+
+def test_artifacts_go_through_the_mlflow_artifacts_api_too(served: Served, tmp_path: Path) -> None:
+    from mlflow.store.artifact.mlflow_artifacts_repo import MlflowArtifactsRepository
+
+    run = served.client.create_run(served.store.experiment_id, run_name="trial")
+    uri = f"mlflow-artifacts:/{served.store.experiment_id}/{run.info.run_id}/artifacts"
+    repo = MlflowArtifactsRepository(uri, tracking_uri=served.server.url)
+    local = tmp_path / "model 1.txt"
+    local.write_text("weights")
+    repo.log_artifact(str(local), "model")
+    assert [(f.path, f.is_dir) for f in repo.list_artifacts()] == [("model", True)]
+    listed = [(f.path, f.file_size) for f in repo.list_artifacts("model")]
+    assert listed == [("model/model 1.txt", 7)]
+    (tmp_path / "back").mkdir()
+    fetched = repo.download_artifacts("model/model 1.txt", str(tmp_path / "back"))
+    assert Path(fetched).read_text() == "weights"
+    # A hostile path is refused before anything is written.
+    for hostile in ("../../escape.txt", "a/%2e%2e/%2e%2e/%2e%2e/escape.txt", "nul%00.txt"):
+        # Sent as written: requests would resolve the dots before they leave.
+        connection = http.client.HTTPConnection(*served.server.httpd.server_address[:2])
+        connection.request("PUT", f"/api/2.0/mlflow-artifacts/artifacts/{hostile}", body=b"x")
+        response = connection.getresponse()
+        assert response.status == 400
+        assert json.loads(response.read())["error_code"] == "INVALID_PARAMETER_VALUE"
+        connection.close()
+    assert not list(tmp_path.rglob("escape.txt"))
+    served.store.send_artifacts()
+    [artifact] = [e for e in served.events() if e["type"] == "artifact"]
+    assert (artifact["name"], artifact["kind"], artifact["bytes"]) == (
+        "trial/model/model 1.txt",
+        "mlflow",
+        7,
+    )

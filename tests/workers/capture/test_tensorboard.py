@@ -60,3 +60,27 @@ def test_a_truncated_file_is_said_once_and_the_others_still_read(tmp_path: Path)
     assert len([p for p in points if p[0] == "loss"]) == 99
     lines = [e["line"] for e in iter_events(str(tmp_path / "events.jsonl")) if e["type"] == "log"]
     assert any("events.out.tfevents.garbage" in line for line in lines)
+
+
+def test_histograms_and_images_are_counted_by_tag_not_stored(tmp_path: Path) -> None:
+    import numpy as np
+
+    board = SummaryWriter(str(tmp_path / "tb"))
+    for step in range(3):
+        board.add_scalar("loss", 1.0 / (step + 1), step)
+        board.add_histogram("weights", np.arange(10.0) * step, step)
+    board.add_image("sample", np.zeros((3, 4, 4)), 0)
+    board.close()
+    found, events = reader(tmp_path)
+    found.start()
+    found.stop()
+    events.close()
+    assert {key for key, _, _ in metrics(tmp_path)} == {"loss"}
+    assert sum(found.others.values()) == 4
+    # Counted under one kind per tag, whatever TensorBoard's version calls the kind.
+    by_tag = {tuple(tags): found.others[kind] for kind, tags in found.other_tags.items()}
+    assert by_tag == {("weights",): 3, ("sample",): 1}
+    lines = [e["line"] for e in iter_events(str(tmp_path / "events.jsonl")) if e["type"] == "log"]
+    [notice] = [line for line in lines if "not stored as metrics" in line]
+    assert "x3 (weights)" in notice
+    assert "x1 (sample)" in notice

@@ -10,9 +10,17 @@ import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
-from urllib.parse import parse_qsl, urlsplit
+from urllib.parse import parse_qsl, unquote, urlsplit
 
-from workers.contract.mlflow import MAX_BODY_BYTES, Store, handle
+from workers.contract.mlflow import (
+    ARTIFACT_READ_BYTES,
+    MAX_BODY_BYTES,
+    ArtifactFile,
+    Store,
+    handle,
+    handle_artifacts,
+    is_artifact_request,
+)
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -25,7 +33,13 @@ class _Handler(BaseHTTPRequestHandler):
     def _serve(self) -> None:
         url = urlsplit(self.path)
         query: dict[str, str] = dict(parse_qsl(url.query))
-        length = int(self.headers.get("Content-Length") or 0)
+        raw_length = self.headers.get("Content-Length") or ""
+        if is_artifact_request(url.path):
+            # The client quotes an artifact's path (a space, '%'): it is stored unquoted.
+            path = unquote(url.path)
+            self._artifacts(path, query, int(raw_length) if raw_length.isdigit() else None)
+            return
+        length = int(raw_length) if raw_length.isdigit() else 0
         if length > MAX_BODY_BYTES:
             body = b""
             self.close_connection = True
@@ -39,6 +53,26 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             body = self.rfile.read(length) if length else b""
             status, reply = handle(self.server.store, self.command, url.path, query, body)
+        self._json(status, reply)
+
+    def _artifacts(self, path: str, query: dict[str, str], length: int | None) -> None:
+        status, answer = handle_artifacts(
+            self.server.store, self.command, path, query, self.rfile, length
+        )
+        if self.command == "PUT" and status != 200:
+            self.close_connection = True  # the body may be left unread
+        if not isinstance(answer, ArtifactFile):
+            self._json(status, answer)
+            return
+        with answer.stream:
+            self.send_response(status)
+            self.send_header("Content-Type", "application/octet-stream")
+            self.send_header("Content-Length", str(answer.size))
+            self.end_headers()
+            for block in iter(lambda: answer.stream.read(ARTIFACT_READ_BYTES), b""):
+                self.wfile.write(block)
+
+    def _json(self, status: int, reply: dict[str, Any]) -> None:
         data = json.dumps(reply).encode("utf-8")
         self.send_response(status)
         self.send_header("Content-Type", "application/json")

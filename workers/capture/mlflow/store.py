@@ -4,14 +4,22 @@ The run the supervisor names in ``MLFLOW_RUN_ID`` is the npulab run itself: its 
 their keys. Any other MLflow run the script starts (a hyper-parameter loop, a nested run)
 keeps its points apart under its name as a prefix (``trial-2/loss``); the run page shows the
 prefix as the MLflow run. Metric histories are kept for ``get-history`` up to a bound.
+
+Artifacts are files under the run directory's ``mlflow-artifacts/``: written there by the
+client through the ``file://`` artifact URI the runs have, or uploaded through the
+mlflow-artifacts API. Each is announced as an artifact of kind ``mlflow`` named by its
+path under its MLflow run's artifacts, prefixed like the run's metrics, so the host
+worker stores it as the platform's ``/mlflow/`` stores an outside client's.
 """
 
 from __future__ import annotations
 
+import errno
 import os
+import tempfile
 import threading
 import uuid
-from typing import Any
+from typing import Any, BinaryIO
 
 from workers.capture.sink import Sink
 from workers.contract.capture import MAX_CAPTURED_KEYS, MLFLOW, PARAM, SOURCE_FIELD, TAG
@@ -20,10 +28,16 @@ from workers.contract.mlflow import (
     DEFAULT_EXPERIMENT_ID,
     DEFAULT_EXPERIMENT_NAME,
     INVALID_PARAMETER_VALUE,
+    RESOURCE_DOES_NOT_EXIST,
+    RESOURCE_EXHAUSTED,
+    RUN_ARTIFACTS_DIR,
     RUN_NAME_TAG,
+    ArtifactFile,
     Metric,
     MlflowError,
     Store,
+    artifact_path,
+    copy_body,
     experiment_object,
     metric_object,
     run_object,
@@ -33,6 +47,8 @@ from workers.events import EventWriter
 # Points kept in memory for get-history, all runs together.
 MAX_HISTORY_POINTS = 1_000_000
 ARTIFACTS_DIR = "mlflow-artifacts"
+# Uploads are written here first, then moved into ARTIFACTS_DIR whole.
+UPLOADS_DIR = ".mlflow-uploads"
 _TERMINAL = ("FINISHED", "FAILED", "KILLED")
 
 
@@ -219,6 +235,62 @@ class EventsStore(Store):
             points = list(self._runs[run_id].history.get(key, []))
         return [metric_object(point) for point in points]
 
+    def _artifact_file(self, path: str) -> str:
+        return os.path.join(self.run_dir, ARTIFACTS_DIR, *path.split("/"))
+
+    def put_artifact(self, path: str, body: BinaryIO, size: int) -> None:
+        target = self._artifact_file(path)
+        uploads = os.path.join(self.run_dir, UPLOADS_DIR)
+        try:
+            os.makedirs(uploads, exist_ok=True)
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            with tempfile.NamedTemporaryFile(dir=uploads, delete=False) as part:
+                try:
+                    copy_body(body, size, part.write)
+                except BaseException:
+                    os.unlink(part.name)
+                    raise
+            os.replace(part.name, target)
+        except OSError as exc:
+            code = RESOURCE_EXHAUSTED if exc.errno in (errno.ENOSPC, errno.EDQUOT) else None
+            raise MlflowError(
+                code or INVALID_PARAMETER_VALUE,
+                f"The artifact {path!r} was not written: {exc.strerror}",
+            ) from None
+
+    def list_artifacts(self, path: str) -> list[dict[str, Any]]:
+        try:
+            entries = sorted(os.scandir(self._artifact_file(path)), key=lambda e: e.name)
+        except OSError:
+            return []  # nothing there, or a file: MLflow lists neither
+        listed = []
+        for entry in entries:
+            if entry.is_dir():
+                listed.append({"path": entry.name, "is_dir": True})
+            elif entry.is_file():
+                size = entry.stat().st_size
+                listed.append({"path": entry.name, "is_dir": False, "file_size": size})
+        return listed
+
+    def get_artifact(self, path: str) -> ArtifactFile:
+        target = self._artifact_file(path)
+        try:
+            stream = open(target, "rb")  # noqa: SIM115 (the server closes it once sent)
+        except OSError:
+            raise MlflowError(RESOURCE_DOES_NOT_EXIST, f"No artifact at {path!r}") from None
+        return ArtifactFile(stream, os.fstat(stream.fileno()).st_size)
+
+    def _artifact_name(self, relative: str) -> str:
+        """The name an artifact file under ARTIFACTS_DIR is announced by: its path under its
+        MLflow run's artifacts, after the run's prefix (as its metrics have)."""
+        parts = relative.split(os.sep)
+        with self._lock:
+            run = self._runs.get(parts[1]) if len(parts) > 3 else None
+        if run is None or parts[2] != RUN_ARTIFACTS_DIR:
+            return "/".join(parts)
+        rest = "/".join(parts[3:])
+        return f"{run.prefix}/{rest}" if run.prefix else rest
+
     def send_artifacts(self) -> None:
         """An artifact event for each file written under an artifact URI since the last call."""
         root = os.path.join(self.run_dir, ARTIFACTS_DIR)
@@ -235,7 +307,11 @@ class EventsStore(Store):
                 self._artifacts_sent[path] = mark
                 relative = os.path.relpath(path, root)
                 try:
-                    self.events.artifact("mlflow/" + relative, path, kind=MLFLOW)
+                    self.events.artifact(
+                        artifact_path(self._artifact_name(relative)), path, kind=MLFLOW
+                    )
+                except MlflowError as exc:
+                    self.sink.notice("artifact:" + path, f"{relative!r} not stored: {exc.message}")
                 except OSError as exc:
                     self.sink.notice("artifact:" + path, f"{relative} not stored: {exc}")
 

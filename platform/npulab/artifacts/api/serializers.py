@@ -29,10 +29,15 @@ class ArtifactSerializer(serializers.ModelSerializer):
 class UploadCreateSerializer(serializers.Serializer):
     """What a host declares before it sends an artifact's bytes."""
 
+    # Folders (an MLflow artifact's path) are kept in the name only: the stored file's key
+    # is the name sanitised (artifacts.services.final_key).
     name = serializers.RegexField(
-        r"^(?!\.{1,2}$)[^/\\\x00]{1,255}$",
-        help_text="A file name, without folders.",
-        error_messages={"invalid": "must be a file name of 1 to 255 characters, without '/'"},
+        r"^(?!/)(?!.*//)(?!.*/$)(?!(?:.*/)?\.{1,2}(?:/|$))[^\\\x00]{1,255}$",
+        help_text="A file name, or a relative path with folders by '/' (no '.' or '..' part).",
+        error_messages={
+            "invalid": "must be a file name or a relative path of 1 to 255 characters, "
+            "without '.' or '..' parts"
+        },
     )
     kind = serializers.ChoiceField(choices=Artifact.Kind.choices, default=Artifact.Kind.FILE)
     bytes = serializers.IntegerField(min_value=0)
