@@ -521,8 +521,11 @@ def ensure_user(name: str, groups: Iterable[str] = ("HwHiAiUser",)) -> RunUser:
 
 
 def ensure_pool(size: int, groups: Iterable[str] = ("HwHiAiUser",)) -> list[RunUser]:
-    """The pool's first ``size`` users, those missing made (:func:`ensure_user`)."""
-    return [ensure_user(pool_name(index), tuple(groups)) for index in range(size)]
+    """The pool, its first ``size`` users made where missing (:func:`ensure_user`): every
+    pool user the host has, which a worker uses (and checks) all of."""
+    for index in range(size):
+        ensure_user(pool_name(index), tuple(groups))
+    return existing_pool()
 
 
 def default_pool_size() -> int:
