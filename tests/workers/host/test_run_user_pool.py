@@ -215,7 +215,9 @@ def test_auto_is_the_pool_with_a_user_for_every_slot_and_never_root() -> None:
     found = runuser.choose(runuser.AUTO, slots=2)
     assert isinstance(found, RunUserPool)
     assert found.exclusive
-    assert [user.name for user in found.users[:2]] == [user.name for user in users]
+    # Every pool user the host has, at least the two asked for.
+    assert [user.name for user in found.users] == [user.name for user in users]
+    assert [user.name for user in users[:2]] == ["npulab-run-0", "npulab-run-1"]
     assert all(user.uid != 0 for user in found.users)
     # The single run user of earlier versions, still named in a worker.env: the pool.
     assert isinstance(runuser.choose(runuser.LEGACY_USER, slots=2), RunUserPool)
