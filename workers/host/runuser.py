@@ -218,18 +218,32 @@ class Lease:
 
     def end(self, paths: Iterable[str]) -> None:
         """The attempt is over: its user's leftover processes die (a pool user), ``paths``
-        are taken back, and only then is the user free for another run. Once."""
+        are taken back, and only then is the user free for another run. Once.
+
+        Never raises: the run's end is still to be reported. A process that survives
+        SIGKILL (stuck in a device driver) keeps its user from the next lease by itself;
+        a folder that cannot be taken back keeps the lease held for this worker's life.
+        """
         if self._ended:
             return
         self._ended = True
+        paths = list(paths)
         try:
             self._on_end(self)
-        finally:
-            try:
-                take_back(paths)
-            finally:
-                if self._fd is not None:
-                    os.close(self._fd)  # the kernel's lock goes with it
+        except (OSError, RunUserError) as exc:
+            log.error("run user %s: %s", self.user.name, exc)
+        try:
+            take_back(paths)
+        except OSError as exc:
+            log.error(
+                "run user %s keeps its lease: cannot take back %s: %s",
+                self.user.name,
+                ", ".join(paths),
+                exc,
+            )
+            return
+        if self._fd is not None:
+            os.close(self._fd)  # the kernel's lock goes with it
 
 
 class RunUsers:
@@ -373,7 +387,9 @@ class RunUserPool(RunUsers):
             lease = self.try_lease()
             if lease is not None:
                 return lease
-            if time.monotonic() > deadline or give_up.wait(0.5):
+            if give_up.wait(0.5):
+                raise RunUserError("the host worker is shutting down")
+            if time.monotonic() > deadline:
                 raise RunUserError(
                     f"no free run user: all {len(self.users)} of the pool are in use by "
                     f"runs or their leftover processes ({POOL_SIZE_ENV} sets its size)"

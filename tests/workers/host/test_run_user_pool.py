@@ -196,12 +196,43 @@ def test_a_restarted_worker_takes_back_what_its_runs_left_and_frees_their_users(
     lease.end([])
 
 
-def test_a_lease_waits_for_a_free_user_and_gives_up_when_told(pool: RunUserPool) -> None:
+def test_a_lease_waits_for_a_free_user_and_gives_up_when_told(
+    pool: RunUserPool, monkeypatch: pytest.MonkeyPatch
+) -> None:
     held = [pool.try_lease(), pool.try_lease()]
     give_up = threading.Event()
     give_up.set()
-    with pytest.raises(RunUserError, match="no free run user: all 2 of the pool are in use"):
+    with pytest.raises(RunUserError, match="the host worker is shutting down"):
         pool.lease(give_up)
+    monkeypatch.setattr(runuser, "LEASE_WAIT_S", 0.0)
+    with pytest.raises(RunUserError, match="no free run user: all 2 of the pool are in use"):
+        pool.lease()
+    freed = held.pop()
+    assert freed is not None
+    freed.end([])
+    lease = pool.lease()
+    assert lease.user.uid == freed.user.uid
+    for other in [*held, lease]:
+        assert other is not None
+        other.end([])
+
+
+def test_an_attempt_with_no_free_user_ends_saying_so_and_starts_nothing(
+    pool: RunUserPool, top: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    held = [pool.try_lease(), pool.try_lease()]
+    monkeypatch.setattr(runuser, "LEASE_WAIT_S", 0.0)
+    platform = FakePlatform()
+    work = top / "work"
+    agent = HostAgent(host_config(work, python=SYSTEM_PYTHON), platform, pool)
+    platform.claims[1] = training_claim(top, "print('ran')")
+
+    agent.execute(1, ATTEMPT)
+
+    [(_, _, report)] = platform.finished
+    assert report["exit_code"] is None
+    assert report["error"].startswith("no free run user")
+    assert not (work / "runs" / "1" / "attempt-1" / "supervisor.log").exists()
     for lease in held:
         assert lease is not None
         lease.end([])
