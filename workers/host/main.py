@@ -133,9 +133,10 @@ def confine(
     else:
         shared = run_users is None or not run_users.exclusive
         log.warning(
-            "runs execute without a filesystem sandbox: a run can read what its user can%s "
-            "(docs/security.md)",
-            ", other runs' directories included" if shared else ", what every user may read",
+            "runs execute without a filesystem sandbox: a run can read %s (docs/security.md)",
+            "what its user can, other runs' directories included"
+            if shared
+            else "what every user of this host may read",
         )
     return run_users, run_sandbox
 
