@@ -63,16 +63,17 @@ var/secret_key:
 	mkdir -p var
 	umask 077 && $(PY) -c "import secrets; print(secrets.token_urlsafe(50))" > $@
 
-# As root, runs execute as npulab-run (made here, for each local host's runs), never as
-# root (docs/security.md). var/ and the work directories are private before the run user
-# is let through them: the stack keeps var/ so, and an entry granted while they were open
+# As root, each run executes as a user of its own, one of the pool npulab-run-0 … (made
+# here, let through to each local host's runs; NPULAB_RUN_USER_POOL sets its size), never
+# as root (docs/security.md). var/ and the work directories are private before the users
+# are let through them: the stack keeps var/ so, and an entry granted while they were open
 # to all would be missing. The local CPU hosts take framework: mindspore runs when `make
 # mindspore` has been run.
 run: $(VENV)/.run-deps var/secret_key
 	@if [ "$$(id -u)" = 0 ]; then \
 		for dir in var/worker $(foreach n,$(shell seq 2 $(HOSTS)),var/worker-$(n)); do \
 			mkdir -p -m 700 $$dir/runs && chmod o-rwx var $$dir \
-			&& $(PY) -m workers.host.runuser --user npulab-run $(PY) $$dir/runs || exit 1; \
+			&& $(PY) -m workers.host.runuser $(PY) $$dir/runs || exit 1; \
 		done; fi
 	$(PY) manage.py standalone --port $(PORT) \
 		$$(test -x $(MS_VENV)/bin/python && echo --mindspore-python $(abspath $(MS_VENV))/bin/python) --hosts $(HOSTS)

@@ -136,18 +136,21 @@ def launched_platform(
             drop_database()
 
 
-def prepare_run_user(work: Path, interpreters: list[str]) -> None:
-    """As root, a worker's runs execute as the run user, as under ``make run``: made here if
-    missing, and let through the folders above the interpreters, this checkout and the
-    work directory (pytest's temporary folders and a venv under /root are root's alone)."""
+def prepare_run_user(work: Path, interpreters: list[str], slots: int = 1) -> None:
+    """As root, a worker's runs execute as the run-user pool's users, one per run, as under
+    ``make run``: the pool made here if missing (as large as the worker's ``slots`` at
+    least), and each of its users let through the folders above the interpreters, this
+    checkout and the work directory (a ``mktemp -d`` folder and a venv under /root are
+    root's alone). Idempotent; the pool is the machine's, shared by every stack on it."""
     if os.geteuid() != 0:
         return
-    user = runuser.ensure_user(runuser.DEDICATED_USER)
+    users = runuser.ensure_pool(max(runuser.default_pool_size(), slots))
     work.mkdir(parents=True, exist_ok=True)
     folders = [str(work), str(REPO_DIR)]
     for python in interpreters:
         folders += [os.path.dirname(os.path.abspath(python)), python]
-    runuser.grant_traverse(user.name, folders)
+    for user in users:
+        runuser.grant_traverse(user.name, folders)
 
 
 class Platform:
@@ -273,7 +276,7 @@ class Platform:
         interpreters = [sys.executable] + [
             value for flag, value in itertools.pairwise(extra) if flag == "--mindspore-python"
         ]
-        prepare_run_user(work, interpreters)
+        prepare_run_user(work, interpreters, devices or 1)
         argv = stack.host_worker_argv(self.url, token, self.broker_url, work, devices=devices)
         self.start(f"worker-{host}", [*argv, *extra])
 

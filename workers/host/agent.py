@@ -37,7 +37,7 @@ from workers.host.devices import detect
 from workers.host.forwarder import Forwarder, RunGone, max_batch_events
 from workers.host.preflight import preflight
 from workers.host.runenv import clean_env
-from workers.host.runuser import RunUser
+from workers.host.runuser import Lease, RunUser, RunUserError, RunUsers, SharedRunUser
 from workers.host.sandbox import Sandbox
 from workers.host.snapshots import SnapshotFailed, collect_and_send
 from workers.processes import CHILD_PID_FILE, kill_group, kill_registered, write_pid_file
@@ -60,12 +60,15 @@ class HostAgent:
         self,
         config: HostConfig,
         client: PlatformClient,
-        run_user: RunUser | None = None,
+        run_users: RunUsers | RunUser | None = None,
         sandbox: Sandbox | None = None,
     ):
         self.config = config
         self.client = client
-        self.run_user = run_user
+        # Who each run attempt executes as (a root worker's): a lease of its own.
+        if isinstance(run_users, RunUser):
+            run_users = SharedRunUser(run_users)
+        self.run_users = run_users
         self.sandbox = sandbox
         self.name = ""
         self.queue = ""
@@ -247,16 +250,35 @@ class RunExecution:
                 self._finish({"exit_code": None, "error": "pre-flight: " + "; ".join(problems)})
                 return
         self._prepare(python)
+        lease = None
+        if self.agent.run_users is not None:
+            try:
+                lease = self.agent.run_users.lease(self.agent.shutting_down)
+            except RunUserError as exc:
+                self._finish({"exit_code": None, "error": str(exc)})
+                return
+        try:
+            self._execute(python, spec_path, lease)
+        finally:
+            self._end_lease(lease)
+
+    def _end_lease(self, lease: Lease | None) -> None:
+        """The run user is done with the run's folder: its leftover processes die, the
+        folder is the worker's again (mode 700), and only then is the user free."""
+        if lease is not None:
+            lease.end([os.path.dirname(self.run_dir)])
+
+    def _execute(self, python: str, spec_path: str, lease: Lease | None) -> None:
         env = self._env()
         become = None
-        run_user = self.agent.run_user
+        run_user = lease.user if lease is not None else None
         home = os.path.join(os.path.dirname(self.run_dir), "home")
         directories = [path for c in self.capabilities for path in c.directories()]
         for path in (*directories, home):
             os.makedirs(path, exist_ok=True)
         if run_user is not None:
             # Its own directories, and a home of its own: never the worker's (the run's
-            # folder above them too, for a host without the sandbox).
+            # folder above them too, for a host without the sandbox), closed to other users.
             run_user.give([os.path.dirname(self.run_dir)])
             env.update(run_user.env(home))
         else:
@@ -275,7 +297,13 @@ class RunExecution:
             )
         elif run_user is not None:
             become = run_user.become()
-        log.info("run %s attempt %s: starting in %s", self.run_id, self.attempt, self.run_dir)
+        log.info(
+            "run %s attempt %s: starting in %s%s",
+            self.run_id,
+            self.attempt,
+            self.run_dir,
+            f" as {run_user.name}" if run_user is not None else "",
+        )
         with open(os.path.join(self.run_dir, SUPERVISOR_LOG), "ab") as output:
             try:
                 self.process = subprocess.Popen(
@@ -303,6 +331,9 @@ class RunExecution:
         )
         self.artifacts = ArtifactUploader(self.agent.client, self.run_id, self.run_dir)
         exit_code = self._supervise(forwarder)
+        # The run has ended: what it left is the worker's alone before the events and
+        # artifacts go (the worker reads them as itself).
+        self._end_lease(lease)
         report: dict[str, Any] = {"exit_code": exit_code, "exited_at": time.time()}
         try:
             forwarder.drain(give_up=self.agent.shutting_down)

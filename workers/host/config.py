@@ -149,9 +149,11 @@ class HostConfig:
         parser.add_argument(
             "--run-user",
             default=env.get("NPULAB_RUN_USER", "auto"),
-            help="the unprivileged user runs execute as (with its groups, e.g. HwHiAiUser); "
-            "'auto' (the default): npulab-run, else nobody, when the worker is root; the "
-            "worker's own user otherwise. A root worker never starts runs as root",
+            help="who runs execute as when the worker is root: 'auto' (the default) a user of "
+            "the run-user pool (npulab-run-0 and up, made by python -m workers.host.runuser) "
+            "for each run while it lives; or one named unprivileged user for every run "
+            "(weaker: runs at once can read each other's). With its groups (e.g. HwHiAiUser). "
+            "A worker that is not root runs runs as itself; a root one never as root",
         )
         parser.add_argument(
             "--sandbox",

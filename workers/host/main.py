@@ -12,7 +12,7 @@ from workers.host.agent import HostAgent, reap_orphans
 from workers.host.celery_app import app, bind_agent
 from workers.host.client import PlatformClient, PlatformRejected
 from workers.host.config import HostConfig
-from workers.host.devices import DeviceDetectionError
+from workers.host.devices import DeviceDetectionError, detect
 from workers.host.telemetry import start as start_telemetry
 from workers.processes import LockHeld, hold_lock
 
@@ -43,11 +43,14 @@ def main(argv: list[str] | None = None) -> int:
     for run_dir in reap_orphans(config.work_dir):
         log.warning("killed a run left behind by an earlier worker process: %s", run_dir)
     try:
-        run_user, run_sandbox = confine(config)
-    except (runuser.RunUserError, sandbox.SandboxError) as exc:
+        run_users, run_sandbox = confine(config, len(detect(config.device_type, config.devices)[1]))
+        if run_users is not None:
+            for folder in run_users.recover(config.work_dir):
+                log.info("took back %s from its run user", folder)
+    except (runuser.RunUserError, sandbox.SandboxError, DeviceDetectionError) as exc:
         log.error("%s", exc)
         return 1
-    agent = HostAgent(config, PlatformClient(config.url, config.token), run_user, run_sandbox)
+    agent = HostAgent(config, PlatformClient(config.url, config.token), run_users, run_sandbox)
     try:
         agent.register()
     except PlatformRejected as exc:
@@ -98,31 +101,44 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def confine(config: HostConfig) -> tuple[runuser.RunUser | None, sandbox.Sandbox | None]:
+def confine(
+    config: HostConfig, slots: int = 1
+) -> tuple[runuser.RunUsers | None, sandbox.Sandbox | None]:
     """Who runs execute as and in which sandbox, checked: an error names what is missing.
 
-    A root worker's runs never execute as root. In the sandbox the run user reaches the
-    interpreter through the sandbox's own mounts; without one, on the host's paths.
+    A root worker's runs never execute as root, and by default each of the ``slots`` runs
+    it executes at once as a user of its own (the pool). In the sandbox the run users
+    reach the interpreter through the sandbox's own mounts; without one, on the host's
+    paths, which each of them is checked for.
     """
-    run_user = runuser.choose(config.run_user)
+    run_users = runuser.choose(config.run_user, max(1, slots))
+    first = run_users.users[0] if run_users is not None else None
     hidden = [config.token_file] if config.token_file else []
     run_sandbox = sandbox.resolve(
-        config.sandbox, config.python, config.work_dir, hidden, run_user, config.sandbox_read
+        config.sandbox, config.python, config.work_dir, hidden, first, config.sandbox_read
     )
-    if run_sandbox is None and run_user is not None:
-        run_user.check_can_run(config.python, config.work_dir)
-    if run_user is not None:
-        log.info("runs execute as %s (groups %s)", run_user.name, run_user.group_names())
+    if run_sandbox is None and run_users is not None:
+        runuser.check_can_run(run_users, config.python, config.work_dir)
+    if run_users is not None:
+        log.info("runs execute as %s", run_users.describe())
+        if not run_users.exclusive:
+            log.warning(
+                "runs share one user: two at once can read each other's directories and "
+                "processes; the default (--run-user auto) gives each its own (docs/security.md)"
+            )
     else:
         log.info("runs execute as this worker's user (uid %d)", os.geteuid())
     if run_sandbox is not None:
         log.info("runs execute in a bubblewrap sandbox (%s)", run_sandbox.bwrap)
     else:
+        shared = run_users is None or not run_users.exclusive
         log.warning(
-            "runs execute without a filesystem sandbox: a run can read what its user can, "
-            "other runs' directories included (docs/security.md)"
+            "runs execute without a filesystem sandbox: a run can read %s (docs/security.md)",
+            "what its user can, other runs' directories included"
+            if shared
+            else "what every user of this host may read",
         )
-    return run_user, run_sandbox
+    return run_users, run_sandbox
 
 
 if __name__ == "__main__":

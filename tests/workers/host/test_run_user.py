@@ -1,4 +1,7 @@
-"""Runs execute as the run user: they cannot read the worker's token or the platform's files."""
+"""Runs execute as a run user: they cannot read the worker's token or the platform's files.
+
+One named user here (``--run-user NAME``); the pool is tests/workers/host/test_run_user_pool.py.
+"""
 
 from __future__ import annotations
 
@@ -15,9 +18,9 @@ from tests.workers.host.fakes import FakePlatform, host_config
 from tests.workers.host.test_execution import ATTEMPT, training_claim
 from workers.host.agent import HostAgent
 from workers.host.runuser import (
-    AUTO,
     RunUser,
     RunUserError,
+    SharedRunUser,
     choose,
     grant_traverse,
     revoke_traverse,
@@ -85,8 +88,12 @@ def test_a_run_executes_as_the_run_user_and_cannot_read_the_workers_secrets(
     assert "secret refused" in lines
     assert "read the secret" not in lines
     assert platform.stored_events(1)[-1]["status"] == "succeeded"
-    assert (home / "cache.txt").stat().st_uid == nobody.uid
-    assert (work_dir / "runs" / "1" / "attempt-1" / "events.jsonl").stat().st_uid == nobody.uid
+    assert (home / "cache.txt").read_text() == "a run's own file"
+    # Ended: the run's folder is the worker's again, closed to every other user (the
+    # next run of the same user included).
+    for path in (home / "cache.txt", work_dir / "runs" / "1" / "attempt-1" / "events.jsonl"):
+        assert path.stat().st_uid == os.geteuid()
+    assert stat.S_IMODE((work_dir / "runs" / "1").stat().st_mode) == 0o700
 
 
 def test_a_run_user_that_cannot_reach_the_interpreter_or_the_work_dir_is_refused(
@@ -109,11 +116,11 @@ def test_an_unknown_run_user_is_a_clear_error() -> None:
         RunUser("no-such-user")
 
 
-def test_auto_takes_an_unprivileged_user_and_never_root() -> None:
-    found = choose(AUTO)
-    assert found is not None
-    assert found.name in ("npulab-run", "nobody")
-    assert found.uid != 0
+def test_a_named_run_user_is_one_user_for_every_run_and_never_root() -> None:
+    found = choose("nobody")
+    assert isinstance(found, SharedRunUser)
+    assert [user.name for user in found.users] == ["nobody"]
+    assert not found.exclusive
     # Before: a root worker with no run user (or one that could not reach the
     # interpreter) warned and ran its runs as root.
     with pytest.raises(RunUserError, match="runs never execute as root"):

@@ -137,7 +137,7 @@ def drive(layout: dict[str, Any]) -> list[dict[str, Any]]:
     config.sandbox = sandbox.ON
     config.run_user = runuser.AUTO
 
-    run_user, run_sandbox = confine(config)
+    run_users, run_sandbox = confine(config)
     assert run_sandbox is not None
     platform = FakePlatform()
     platform.claims[1] = {
@@ -151,7 +151,7 @@ def drive(layout: dict[str, Any]) -> list[dict[str, Any]]:
         "devices": [0],
         "resume": None,
     }
-    HostAgent(config, platform, run_user, run_sandbox).execute(1, 1)
+    HostAgent(config, platform, run_users, run_sandbox).execute(1, 1)
     log = var / "worker" / "runs" / "1" / "attempt-1" / "supervisor.log"
     events = platform.stored_events(1)
     if log.exists():  # what the supervisor said, for a failure's message
@@ -183,11 +183,14 @@ def top() -> Iterator[Path]:
 @pytest.mark.skipif(os.geteuid() != 0, reason="the root layout needs root")
 def test_a_hostile_run_of_a_root_worker_reads_nothing_of_the_platforms(top: Path) -> None:
     layout = make_layout(top)
-    run_user = runuser.choose(runuser.AUTO)
-    assert run_user is not None
+    # Another run's files are the run user's own (a run user that did not take them back,
+    # as a single user while both runs live): only the sandbox keeps them apart.
+    run_user = runuser.ensure_pool(1)[0]
     assert run_user.uid != 0
-    # Another run's files are the run user's own: only the sandbox keeps them apart.
-    run_user.give([str(Path(layout["targets"]["other_run"]).parents[2])])
+    runs = Path(layout["targets"]["other_run"]).parents[2]
+    run_user.give([str(runs)])
+    for path in [runs, *runs.rglob("*")]:  # and every user's to read, as in make_layout
+        path.chmod(0o755 if path.is_dir() else 0o644)
     events = drive(layout)
     assert_nothing_read(events, layout)
 
@@ -248,8 +251,7 @@ def test_a_run_user_in_the_sandbox_can_take_a_multiprocessing_lock() -> None:
     DataLoader with workers) fails with PermissionError."""
     if os.geteuid() != 0:
         pytest.skip("dropping to a run user needs root")
-    run_user = runuser.choose(runuser.AUTO)
-    assert run_user is not None
+    run_user = runuser.ensure_pool(1)[0]
     box = sandbox.Sandbox(
         shutil.which("bwrap") or "bwrap", [], setpriv=shutil.which("setpriv") or ""
     )
