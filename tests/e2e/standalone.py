@@ -13,7 +13,7 @@ from typing import Any
 
 import requests
 
-from harness.stack import free_port
+from harness.stack import free_port, prepare_run_user
 from npulab.web import stack
 from tests.paths import REPO_DIR
 
@@ -43,6 +43,17 @@ class Standalone:
         self.api = requests.Session()
 
     def start(self, timeout: float = 120) -> None:
+        # As `make run` does as root: var/ and the work directories private, then the run
+        # users let through them (the stack closes var/ to others when it starts).
+        works = [
+            self.var_dir / "worker",
+            *(self.var_dir / f"worker-{n}" for n in range(2, self.hosts + 1)),
+        ]
+        for work in works:
+            (work / "runs").mkdir(parents=True, exist_ok=True, mode=0o700)
+            for folder in (self.var_dir, work):
+                folder.chmod(folder.stat().st_mode & ~0o007)
+            prepare_run_user(work / "runs", [sys.executable])
         self.process = subprocess.Popen(
             [
                 sys.executable,
