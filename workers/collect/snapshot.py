@@ -21,6 +21,8 @@ from workers.collect.npu_smi import NpuSmiParseError, identify_chips, parse_chip
 from workers.collect.python_env import collect_python
 from workers.collect.system import collect_host
 from workers.contract.compat import check_stack, pair_verdicts
+from workers.contract.diagnosis import ERROR_TABLES
+from workers.diagnosis.cann_tables import find_tables, toolkit_roots
 
 SCHEMA = 1
 NPU_SMI_TIMEOUT_S = 60
@@ -91,6 +93,9 @@ def collect_ascend(root: str = DEFAULT_ROOT, etc_dir: str = DEFAULT_ETC) -> dict
         "driver": driver,
         "firmware": firmware,
         "cann": cann,
+        # Where the toolkit's error manager keeps its code tables (read by each run's
+        # diagnosis, never copied: workers.diagnosis.cann_tables).
+        ERROR_TABLES: find_tables(toolkit_roots(root)),
         "compatibility": pair_verdicts(check_stack(driver, firmware, cann)),
     }
 

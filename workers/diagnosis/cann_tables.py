@@ -3,8 +3,10 @@
 CANN ships its error manager's messages as JSON (``error_info_list`` entries
 with ``ErrCode``, ``errTitle``, ``ErrMessage`` and ``suggestion``) under each
 toolkit's ``conf/error_manager/``. A code no shipped rule names then still gets
-its official text. The tables are read from the installation at run time and
-never copied into this repository.
+its official text. The host's environment snapshot finds them (its ``ascend``
+section's ``error_tables``) and the host worker hands their paths to each run's
+supervisor, which reads them; a run by hand looks for them itself. They are never
+copied into this repository.
 """
 
 from __future__ import annotations
@@ -14,9 +16,12 @@ import json
 import os
 from typing import Iterable
 
-# Where toolkits live: set_env.sh's variables first, then the default install roots.
+from workers.contract.diagnosis import CANN_ERROR_TABLES_ENV
+
+# Where toolkits live: set_env.sh's variables first, then under the install root.
 ROOT_VARIABLES = ("ASCEND_TOOLKIT_HOME", "ASCEND_HOME_PATH", "ASCEND_OPP_PATH")
-DEFAULT_ROOTS = ("/usr/local/Ascend/ascend-toolkit/latest", "/usr/local/Ascend/cann")
+INSTALL_ROOT = "/usr/local/Ascend"
+TOOLKIT_FOLDERS = ("ascend-toolkit/latest", "cann")
 _PATTERNS = (
     "conf/error_manager/*.json",
     "*/conf/error_manager/*.json",
@@ -25,13 +30,17 @@ _PATTERNS = (
 MAX_TABLE_BYTES = 16 * 1024 * 1024
 
 
+def toolkit_roots(install_root: str = INSTALL_ROOT, environ: dict | None = None) -> list[str]:
+    """The folders a toolkit may be in: the environment's, then those under ``install_root``."""
+    environ = os.environ if environ is None else environ
+    named = [environ[name] for name in ROOT_VARIABLES if environ.get(name)]
+    return named + [os.path.join(install_root, folder) for folder in TOOLKIT_FOLDERS]
+
+
 def find_tables(roots: Iterable[str] | None = None, environ: dict | None = None) -> list[str]:
     """Paths of the error-code JSON files under the toolkit roots (environment, defaults)."""
-    environ = os.environ if environ is None else environ
     if roots is None:
-        roots = [environ[name] for name in ROOT_VARIABLES if environ.get(name)] + list(
-            DEFAULT_ROOTS
-        )
+        roots = toolkit_roots(environ=environ)
     found: list[str] = []
     for root in roots:
         for pattern in _PATTERNS:
@@ -74,5 +83,10 @@ def load_tables(paths: Iterable[str]) -> dict[str, dict]:
 
 
 def installed_tables(environ: dict | None = None) -> dict[str, dict]:
-    """The tables of the installation this process can see (empty without CANN)."""
+    """The tables the host's snapshot found (``CANN_ERROR_TABLES_ENV``), else those of the
+    installation this process can see (empty without CANN)."""
+    environ = os.environ if environ is None else environ
+    listed = environ.get(CANN_ERROR_TABLES_ENV)
+    if listed is not None:
+        return load_tables(path for path in listed.split(os.pathsep) if path)
     return load_tables(find_tables(environ=environ))

@@ -18,6 +18,7 @@ from typing import Any
 from workers import __version__
 from workers.contract import kinds, script_env
 from workers.contract.devices import VISIBLE_DEVICES_ENV
+from workers.contract.diagnosis import CANN_ERROR_TABLES_ENV, ERROR_TABLES
 from workers.contract.events import ARTIFACT, EVENTS_FILE, RUNNER
 from workers.contract.exits import EXIT_INVALID_SPEC, EXIT_RUN_DIR_BUSY
 from workers.contract.gang import (
@@ -224,6 +225,8 @@ class RunExecution:
         self.capabilities: list[capabilities.AttemptCapability] = []
         self.process: subprocess.Popen | None = None
         self.stop_reason = ""
+        # The CANN error tables the run's snapshot found (None: no snapshot was taken).
+        self.error_tables: list[str] | None = None
         self._stopping_since: float | None = None
 
     def run(self) -> None:
@@ -362,9 +365,14 @@ class RunExecution:
         checkpoint to resume from); the run's log says how."""
         events = EventWriter(os.path.join(self.run_dir, EVENTS_FILE))
         try:
-            reply = collect_and_send(self.agent.client, python, self.run_id)
+            reply, snapshot = collect_and_send(self.agent.client, python, self.run_id)
             change = reply.get("change") if reply.get("new_version") else "unchanged"
             events.log(RUNNER, f"environment snapshot {reply['hash'][:12]} ({change})")
+            # The run's diagnosis reads the CANN error tables the snapshot found.
+            ascend = snapshot.get("ascend") if isinstance(snapshot.get("ascend"), dict) else {}
+            tables = ascend.get(ERROR_TABLES)
+            if isinstance(tables, list):
+                self.error_tables = [str(path) for path in tables]
         except SnapshotFailed as exc:
             events.log(RUNNER, f"no environment snapshot: {exc}")
         for capability in self.capabilities:
@@ -460,6 +468,8 @@ class RunExecution:
         )
         env[script_env.RUN_ID] = str(self.run_id)
         env[script_env.ATTEMPT] = str(self.attempt)
+        if self.error_tables is not None:
+            env[CANN_ERROR_TABLES_ENV] = os.pathsep.join(self.error_tables)
         for capability in self.capabilities:
             env.update(capability.env())
         variable = VISIBLE_DEVICES_ENV[self.spec["device_type"]]

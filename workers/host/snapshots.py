@@ -50,8 +50,9 @@ def collect(python: str, extra_args: list[str] | None = None) -> dict[str, Any]:
 
 def collect_and_send(
     client: PlatformClient, python: str, run_id: int | None = None
-) -> dict[str, Any]:
-    """Collect and upload; returns the platform's reply. Raises SnapshotFailed."""
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Collect and upload; returns the platform's reply and the snapshot. Raises
+    SnapshotFailed."""
     snapshot = collect(python)
     try:
         reply = client.upload_snapshot(snapshot, run_id)
@@ -63,4 +64,4 @@ def collect_and_send(
         f" for run {run_id}" if run_id else "",
         reply.get("change", ""),
     )
-    return reply
+    return reply, snapshot

@@ -6,8 +6,10 @@ import json
 import os
 from pathlib import Path
 
+from workers.collect.snapshot import collect_ascend
+from workers.contract.diagnosis import CANN_ERROR_TABLES_ENV, ERROR_TABLES
 from workers.diagnosis import diagnose_paths
-from workers.diagnosis.cann_tables import find_tables, load_tables
+from workers.diagnosis.cann_tables import find_tables, installed_tables, load_tables
 from workers.diagnosis.collect import bound_directory
 from workers.diagnosis.findings import HealthWatch
 from workers.diagnosis.ranking import diagnose
@@ -125,10 +127,11 @@ def test_a_support_bundle_is_read_member_by_member(tmp_path):
     assert found["evidence"][0]["file"].endswith("bundle.tar.gz:logs/run.log")
 
 
-def test_the_installations_own_tables_name_a_code_no_rule_knows(tmp_path):
-    conf = tmp_path / "latest" / "conf" / "error_manager"
+def _toolkit_table(conf: Path) -> Path:
+    """A toolkit's error manager table with one code no shipped rule knows."""
     conf.mkdir(parents=True)
-    (conf / "error_code.json").write_text(
+    table = conf / "error_code.json"
+    table.write_text(
         json.dumps(
             {
                 "error_info_list": [
@@ -143,6 +146,11 @@ def test_the_installations_own_tables_name_a_code_no_rule_knows(tmp_path):
             }
         )
     )
+    return table
+
+
+def test_the_installations_own_tables_name_a_code_no_rule_knows(tmp_path):
+    _toolkit_table(tmp_path / "latest" / "conf" / "error_manager")
     paths = find_tables([str(tmp_path / "latest")])
     tables = load_tables(paths)
     scanner = Scanner(tables=tables)
@@ -151,6 +159,24 @@ def test_the_installations_own_tables_name_a_code_no_rule_knows(tmp_path):
     assert found["rule"] == "cann-table-EQ1234"
     assert found["fix"] == "Do the thing."
     assert "Some_Title" in found["meaning"]
+
+
+def test_the_snapshot_finds_the_tables_and_the_run_reads_those(tmp_path):
+    # Found when the host takes its environment snapshot ...
+    table = _toolkit_table(
+        tmp_path / "Ascend" / "ascend-toolkit" / "latest" / "conf" / "error_manager"
+    )
+    ascend = collect_ascend(str(tmp_path / "Ascend"), str(tmp_path / "etc"))
+    assert ascend[ERROR_TABLES] == [str(table.resolve())]
+    # ... handed to the run's supervisor, which reads those and looks for no others.
+    listed = {CANN_ERROR_TABLES_ENV: os.pathsep.join(ascend[ERROR_TABLES])}
+    assert set(installed_tables(listed)) == {"EQ1234"}
+    assert (
+        installed_tables({CANN_ERROR_TABLES_ENV: "", "ASCEND_TOOLKIT_HOME": str(table.parents[2])})
+        == {}
+    )
+    # A run by hand looks for them itself.
+    assert set(installed_tables({"ASCEND_TOOLKIT_HOME": str(table.parents[2])})) == {"EQ1234"}
 
 
 def test_live_lines_are_diagnosed_as_they_come():

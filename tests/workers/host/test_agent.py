@@ -51,9 +51,9 @@ def snapshots(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int | None]]:
     """The snapshots the agent collects and sends, without running the collector."""
     sent: list[tuple[str, int | None]] = []
 
-    def collect_and_send(client: Any, python: str, run_id: int | None = None) -> dict[str, Any]:
+    def collect_and_send(client: Any, python: str, run_id: int | None = None) -> tuple[dict, dict]:
         sent.append((python, run_id))
-        return {"hash": "0" * 64, "new_version": False}
+        return {"hash": "0" * 64, "new_version": False}, {}
 
     monkeypatch.setattr(agent_module, "collect_and_send", collect_and_send)
     return sent
@@ -220,10 +220,10 @@ def test_only_one_snapshot_is_collected_at_a_time(
     release = threading.Event()
     calls: list[str] = []
 
-    def collect_and_send(client: Any, python: str, run_id: int | None = None) -> dict[str, Any]:
+    def collect_and_send(client: Any, python: str, run_id: int | None = None) -> tuple[dict, dict]:
         calls.append(python)
         release.wait(30)
-        return {}
+        return {}, {}
 
     monkeypatch.setattr(agent_module, "collect_and_send", collect_and_send)
     agent.send_snapshot_soon()
