@@ -174,3 +174,15 @@ def test_a_bad_line_to_go_on_from_is_a_400(browser, owner, cpu_host) -> None:
     page = browser.get(f"/runs/{run.pk}/log/", {"q": "x", "after": "-1"})
     assert page.status_code == 400
     assert "after: a line number" in page.content.decode()
+
+
+def test_the_download_reads_the_log_a_window_at_a_time_in_order(
+    browser, owner, cpu_host, monkeypatch
+) -> None:
+    run = logged_run(owner, cpu_host)
+    monkeypatch.setattr(selectors, "LOG_TEXT_WINDOW", 300)
+    response = browser.get(f"/runs/{run.pk}/log.txt", {"attempt": 1})
+    rows = b"".join(response.streaming_content).decode().splitlines()
+    assert [row.split(" stdout ")[1] for row in rows] == [text(n) for n in range(LINES)]
+    found = browser.get(f"/runs/{run.pk}/log.txt", {"q": "step 0170"})
+    assert b"".join(found.streaming_content).decode().splitlines()[0] == "# attempt 1"

@@ -22,7 +22,7 @@ from npulab.series.models import MetricSeries
 from npulab.snapshots.diff import version_changes
 from npulab.snapshots.models import Snapshot
 from workers.contract.capture import PARAM, SOURCES, TAG, TRACK
-from workers.contract.events import LOG, STEP
+from workers.contract.events import STEP
 
 LOG_TAIL_LINES = 200
 LOG_PAGE_LINES = 500
@@ -32,6 +32,8 @@ MAX_LOG_QUERY = 200
 # (bench/log_page.py).
 LOG_SCAN_LINES = 100_000
 LOG_SCAN_SECONDS = 1.0
+# The download reads this many lines a query.
+LOG_TEXT_WINDOW = 5000
 # ``before`` for log_hits: the newest hits, however long the log.
 NEWEST = 2**63 - 1
 # Throughput is measured over the attempt's last points: recent enough to follow a change
@@ -365,19 +367,26 @@ def mark_evidence(run: Run, events: list[RunEvent]) -> None:
 
 
 def log_text(run: Run, attempt: int | None = None, query: str = "") -> Iterator[str]:
-    """The log as text, one line per event (time, stream, line), attempts headed when several."""
-    events = RunEvent.objects.filter(run=run, type=LOG)
-    if attempt is not None:
-        events = events.filter(attempt=attempt)
-    if query:
-        events = events.filter(data__line__icontains=query)
-    rows = events.order_by("id").values_list("attempt", "time", "data__stream", "data__line")
-    current = None
-    for number, time, stream, line in rows.iterator(chunk_size=5000):
-        if attempt is None and number != current:
-            current = number
-            yield f"# attempt {number}\n"
-        yield f"{time.isoformat(timespec='milliseconds')} {stream or '':<6} {line or ''}\n"
+    """The log as text, one line per event (time, stream, line), attempts headed when several.
+
+    Read a window of line numbers at a time: the first bytes come at once, however long the
+    log. (A server-side cursor outside a transaction is declared WITH HOLD, and PostgreSQL
+    then reads the whole result before the first row.)
+    """
+    for number in [attempt] if attempt is not None else log_attempts(run):
+        lines = RunEvent.objects.filter(run=run, attempt=number, line_no__isnull=False)
+        if query:
+            lines = lines.filter(data__line__icontains=query)
+        fields = ("time", "data__stream", "data__line")
+        headed = attempt is not None
+        total = log_line_count(run, number)
+        for first in range(0, total, LOG_TEXT_WINDOW):
+            window = lines.filter(line_no__gt=first, line_no__lte=first + LOG_TEXT_WINDOW)
+            for time, stream, line in window.order_by("line_no").values_list(*fields):
+                if not headed:
+                    headed = True
+                    yield f"# attempt {number}\n"
+                yield f"{time.isoformat(timespec='milliseconds')} {stream or '':<6} {line or ''}\n"
 
 
 def environment_differences(runs: list[Run]) -> list[dict[str, Any]]:
