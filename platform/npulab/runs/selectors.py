@@ -373,7 +373,8 @@ def log_text(run: Run, attempt: int | None = None, query: str = "") -> Iterator[
     log. (A server-side cursor outside a transaction is declared WITH HOLD, and PostgreSQL
     then reads the whole result before the first row.)
     """
-    for number in [attempt] if attempt is not None else log_attempts(run):
+    # Lines are stored under the run's attempt at the time: attempts 1 to its current one.
+    for number in [attempt] if attempt is not None else range(1, run.attempt + 1):
         lines = RunEvent.objects.filter(run=run, attempt=number, line_no__isnull=False)
         if query:
             lines = lines.filter(data__line__icontains=query)
