@@ -11,6 +11,7 @@ from django.test import Client
 from django.utils import timezone
 
 from npulab.checkpoints.models import Checkpoint
+from npulab.runs.events import store_events
 from npulab.runs.models import Run, RunEvent
 from npulab.runs.scheduler import place_queued_runs
 from npulab.runs.selectors import LOG_PAGE_LINES, cancel_warning, metric_keys, progress
@@ -269,20 +270,23 @@ FIRST_ATTEMPT_LINES = 2 * LOG_PAGE_LINES + 203
 def logged(owner, cpu_host) -> Run:
     """A run with two attempts: 1,203 lines in the first, three in the second."""
     run = started(owner, cpu_host)
-    now = timezone.now()
 
-    def line(attempt: int, n: int, stream: str = "stdout") -> RunEvent:
-        text = f"step {n:05d} loss {1 / (n + 1):.4f}"
-        return RunEvent(
-            run=run, attempt=attempt, type="log", time=now, data={"stream": stream, "line": text}
-        )
+    def lines(count: int, stream: str = "stdout") -> list[tuple[str, str]]:
+        return [(stream, f"step {n:05d} loss {1 / (n + 1):.4f}") for n in range(count)]
 
-    RunEvent.objects.bulk_create([line(1, n) for n in range(FIRST_ATTEMPT_LINES)])
+    log(run, lines(FIRST_ATTEMPT_LINES))
     run = crash(cpu_host, run)
     place_queued_runs()
     run = do_claim_run(cpu_host, run.pk, 2)
-    RunEvent.objects.bulk_create([line(2, n, "stderr") for n in range(3)])
+    log(run, lines(3, "stderr"))
     return run
+
+
+def log(run: Run, lines: list[tuple[str, str]]) -> None:
+    """Store (stream, line) pairs as the run's current attempt's log, as ingestion does."""
+    stamp = timezone.now().timestamp()
+    events = [{"type": "log", "time": stamp, "stream": s, "line": text} for s, text in lines]
+    store_events(run, events, timezone.now())
 
 
 def lines_on(page: str) -> list[int]:
@@ -347,13 +351,7 @@ def test_the_run_page_links_the_full_log(browser, logged) -> None:
 
 
 def test_the_log_filters_by_stream_and_keeps_line_numbers(browser, logged) -> None:
-    RunEvent.objects.create(
-        run=logged,
-        attempt=2,
-        type="log",
-        time=timezone.now(),
-        data={"stream": "runner", "line": "the runner speaks"},
-    )
+    log(logged, [("runner", "the runner speaks")])
     page = browser.get(f"/runs/{logged.pk}/log/", {"attempt": 2, "stream": "runner"})
     html = page.content.decode()
     assert lines_on(html) == [4]
@@ -365,11 +363,8 @@ def test_the_log_filters_by_stream_and_keeps_line_numbers(browser, logged) -> No
 
 
 def test_a_live_log_follows_its_newest_page_and_marks_errors_and_matches(browser, logged) -> None:
-    now = timezone.now()
-    for text in ("\x1b[1;31mred and bold\x1b[0m plain <b>not markup</b>", "EL0004: alloc failed"):
-        RunEvent.objects.create(
-            run=logged, attempt=2, type="log", time=now, data={"stream": "stderr", "line": text}
-        )
+    log(logged, [("stderr", "\x1b[1;31mred and bold\x1b[0m plain <b>not markup</b>")])
+    log(logged, [("stderr", "EL0004: alloc failed")])
     html = browser.get(f"/runs/{logged.pk}/log/").content.decode()
     assert 'data-following="1"' in html
     assert '<span class="ansi-bold ansi-fg-red">red and bold</span>' in html

@@ -207,3 +207,50 @@ def test_every_attempt_stored_before_placements_becomes_one_placement_on_its_hos
         (waiting.pk, 1, 0, "npu-07", [0], 1, "leased", None),
     ]
     assert new.get_model("runs", "Run").objects.get(pk=ended.pk).hosts == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_log_lines_stored_before_are_numbered_in_their_attempts_and_first_errors_found(
+    restored,
+) -> None:
+    old = migrate(("runs", "0016_merge"))
+    project = old.get_model("projects", "Project").objects.create(slug="logs", name="Logs")
+    runs = old.get_model("runs", "Run").objects
+    run, other = (
+        runs.create(kind="training", spec={}, device_type="cpu", project_id=project.pk)
+        for _ in range(2)
+    )
+    at = datetime(2026, 12, 5, 6, 0, tzinfo=UTC)
+    for number in (1, 2):
+        old.get_model("runs", "RunAttempt").objects.create(
+            run_id=run.pk, number=number, started_at=at
+        )
+    event = old.get_model("runs", "RunEvent")
+    # Attempt 1's lines among a step and the other run's line; its error is its line 3.
+    for attempt, run_id, kind, line in [
+        (1, run.pk, "log", "starting"),
+        (1, run.pk, "step", ""),
+        (1, other.pk, "log", "the other run: Error: not this one"),
+        (1, run.pk, "log", "step 1"),
+        (1, run.pk, "log", "RuntimeError: EL0004 out of memory"),
+        (2, run.pk, "log", "again, fine"),
+        (1, run.pk, "log", "[ERROR] later"),
+    ]:
+        event.objects.create(
+            run_id=run_id, attempt=attempt, type=kind, time=at, data={"line": line}
+        )
+
+    new = migrate(("runs", "0017_log_line_numbers"))
+
+    rows = new.get_model("runs", "RunEvent").objects.order_by("id")
+    assert list(rows.values_list("run_id", "attempt", "type", "line_no")) == [
+        (run.pk, 1, "log", 1),
+        (run.pk, 1, "step", None),
+        (other.pk, 1, "log", 1),
+        (run.pk, 1, "log", 2),
+        (run.pk, 1, "log", 3),
+        (run.pk, 2, "log", 1),
+        (run.pk, 1, "log", 4),
+    ]
+    attempts = new.get_model("runs", "RunAttempt").objects.order_by("number")
+    assert list(attempts.values_list("number", "first_error_line")) == [(1, 3), (2, None)]

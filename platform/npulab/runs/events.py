@@ -17,6 +17,7 @@ from math import isfinite
 from typing import Any
 
 from npulab.core.text import storable, storable_json
+from npulab.runs.logview import FIRST_ERROR
 from npulab.runs.models import Run, RunAttempt, RunEvent
 from npulab.series import chunks
 from npulab.series.blocks import Block
@@ -37,6 +38,7 @@ _STEP_MIN, _STEP_MAX = LOWEST_STEP, 2**63 - 1
 _TOKEN = re.compile(r"\bnp[lh]_[A-Za-z0-9_-]{20,}")
 # Events that only prove liveness; storing them would only cost.
 _NOT_STORED = {contract_events.HEARTBEAT}
+_FIRST_ERROR = re.compile(FIRST_ERROR)
 
 
 class MalformedEvent(ValueError):
@@ -231,9 +233,36 @@ def store_events(run: Run, events: list[Any], now: datetime) -> dict[str, Any] |
         # A NUL in a line (a binary printed) must not fail the batch: PostgreSQL refuses it.
         data = storable_json(data)
         rows.append(RunEvent(run=run, attempt=run.attempt, type=kind, time=time, data=data))
+    _number_lines(run, rows)
     RunEvent.objects.bulk_create(rows, batch_size=1000)
     batch.finish()
     return result
+
+
+def _number_lines(run: Run, rows: list[RunEvent]) -> None:
+    """Number the batch's log lines on from the attempt's last, and note its first error.
+
+    Batches of one run do not interleave: their callers hold the run's row lock (the
+    exactly-once offset needs it too), so the numbers run on without gaps or repeats.
+    """
+    lines = [row for row in rows if row.type == contract_events.LOG]
+    if not lines:
+        return
+    last = (
+        RunEvent.objects.filter(run=run, attempt=run.attempt, line_no__isnull=False)
+        .order_by("-line_no")
+        .values_list("line_no", flat=True)
+        .first()
+    )
+    for number, row in enumerate(lines, start=(last or 0) + 1):
+        row.line_no = number
+    error = next(
+        (row.line_no for row in lines if _FIRST_ERROR.search(str(row.data.get("line", "")))), None
+    )
+    if error is not None:
+        RunAttempt.objects.filter(
+            run=run, number=run.attempt, first_error_line__isnull=True
+        ).update(first_error_line=error)
 
 
 def _store_diagnosis(run: Run, data: dict[str, Any], secrets: Any) -> dict[str, Any]:

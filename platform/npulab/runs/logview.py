@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
-from npulab.runs.models import Run, RunEvent
-from workers.contract.events import LOG, RUNNER, STDERR, STDOUT
+from npulab.runs.models import Run, RunAttempt
+from workers.contract.events import RUNNER, STDERR, STDOUT
 
 STREAMS = (STDOUT, STDERR, RUNNER)
 # An SGR sequence ("\x1b[1;31m"); any other escape sequence is dropped from the text.
@@ -21,8 +21,9 @@ _SGR = re.compile(r"\x1b\[([0-9;]*)m")
 _OTHER_ESCAPES = re.compile(r"\x1b(?:\[[0-9;?]*[A-Za-z]|\][^\x07]*\x07|[@-Z\\-_])")
 _COLOURS = ("black", "red", "green", "yellow", "blue", "magenta", "cyan", "white")
 # Where a log says it failed: Python's tracebacks and exceptions, CANN's error codes,
-# MindSpore's and the runtime's own levels. The database searches with it, so it is kept to
-# what both PostgreSQL's and SQLite's regular expressions read alike.
+# MindSpore's and the runtime's own levels. Ingestion looks for it in each line (Python's re);
+# the migration that numbered the lines stored before searched with it in the database, so
+# it is kept to what PostgreSQL's, SQLite's and Python's regular expressions read alike.
 FIRST_ERROR = (
     r"(Traceback \(most recent call last\)|Error:|\[ERROR\]|\[EXCEPTION\]"
     r"|E[A-Z][0-9][0-9][0-9][0-9]|ERR[0-9][0-9][0-9][0-9][0-9])"
@@ -85,10 +86,15 @@ class LineRef:
 
 
 def first_error(run: Run, attempt: int, page_lines: int) -> LineRef | None:
-    """The first line of the attempt's log that looks like an error, and its page."""
-    lines = RunEvent.objects.filter(run=run, type=LOG, attempt=attempt)
-    found = lines.filter(data__line__regex=FIRST_ERROR).order_by("id").values_list("id").first()
-    if found is None:
+    """The first line of the attempt's log that looks like an error, and its page.
+
+    Ingestion notes it as the lines come (runs/events.py): no request searches the log.
+    """
+    line_no = (
+        RunAttempt.objects.filter(run=run, number=attempt)
+        .values_list("first_error_line", flat=True)
+        .first()
+    )
+    if line_no is None:
         return None
-    line_no = lines.filter(id__lte=found[0]).count()
     return LineRef(line_no, (line_no - 1) // page_lines + 1)

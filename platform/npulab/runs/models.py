@@ -292,6 +292,13 @@ class RunAttempt(models.Model):
     current_step_started_at = models.DateTimeField(
         null=True, blank=True, help_text="When that step began, by the host's clock."
     )
+    # Found as the lines are stored, once: the log page's "First error" link reads it
+    # instead of searching a log of any size on every request.
+    first_error_line = models.PositiveBigIntegerField(
+        null=True,
+        blank=True,
+        help_text="The number of the attempt's first log line that looks like an error.",
+    )
 
     class Meta:
         ordering = ["number"]
@@ -323,10 +330,22 @@ class RunEvent(models.Model):
     type = models.CharField(max_length=32)
     time = models.DateTimeField()
     data = models.JSONField(default=dict)
+    # A log line's place in its attempt's log, from 1, given as it is stored: a page of a log
+    # of any size is a range of these, read by an index, never a count of the lines before.
+    line_no = models.PositiveBigIntegerField(
+        null=True, blank=True, help_text="A log line's number in its attempt's log."
+    )
 
     class Meta:
         ordering = ["id"]
-        indexes = [models.Index(fields=["run", "type", "id"], name="runevent_run_type")]
+        indexes = [
+            models.Index(fields=["run", "type", "id"], name="runevent_run_type"),
+            models.Index(
+                fields=["run", "attempt", "line_no"],
+                name="runevent_log_line",
+                condition=models.Q(line_no__isnull=False),
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"{self.type} of run {self.run_id}"

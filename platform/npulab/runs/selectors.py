@@ -5,13 +5,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
+from time import monotonic
 from typing import Any
 
 from django.core.paginator import Page, Paginator
-from django.db import connection
 from django.utils import timezone
 
-from npulab.core.sql import table_name
 from npulab.hosts.models import Host
 from npulab.projects.models import Project
 from npulab.runs import capabilities
@@ -23,11 +22,20 @@ from npulab.series.models import MetricSeries
 from npulab.snapshots.diff import version_changes
 from npulab.snapshots.models import Snapshot
 from workers.contract.capture import PARAM, SOURCES, TAG, TRACK
-from workers.contract.events import LOG, STEP
+from workers.contract.events import STEP
 
 LOG_TAIL_LINES = 200
 LOG_PAGE_LINES = 500
 MAX_LOG_QUERY = 200
+# A search scans a long log a window of lines at a time until its page is full or its time
+# is up (log_hits): a window takes well under that time on PostgreSQL and on SQLite
+# (bench/log_page.py).
+LOG_SCAN_LINES = 100_000
+LOG_SCAN_SECONDS = 1.0
+# The download reads this many lines a query.
+LOG_TEXT_WINDOW = 5000
+# ``before`` for log_hits: the newest hits, however long the log.
+NEWEST = 2**63 - 1
 # Throughput is measured over the attempt's last points: recent enough to follow a change
 # of speed, enough of them to smooth one slow step.
 RATE_WINDOW_POINTS = 50
@@ -203,29 +211,99 @@ def log_attempts(run: Run) -> list[int]:
     return sorted(numbers | {run.attempt}) if run.started_at or numbers else []
 
 
-# A search hit's line number is its place in the whole attempt's log, not among the hits.
-_LINE_NUMBERS = """
-    SELECT id, line_no FROM (
-        SELECT id, ROW_NUMBER() OVER (ORDER BY id) AS line_no
-        FROM {table}
-        WHERE run_id = %s AND type = %s AND attempt = %s AND id <= %s
-    ) numbered
-    WHERE id IN ({ids})
-"""
+def log_line_count(run: Run, attempt: int) -> int:
+    """How many lines the attempt logged: its last line's number, read from an index."""
+    last = (
+        RunEvent.objects.filter(run=run, attempt=attempt, line_no__isnull=False)
+        .order_by("-line_no")
+        .values_list("line_no", flat=True)
+        .first()
+    )
+    return last or 0
 
 
-def log_page(
-    run: Run, attempt: int, query: str, page: Any, stream: str = "", node: int | None = None
-) -> Page:
-    """One page of an attempt's log, or of the lines in it that contain ``query``, of one
-    ``stream`` (stdout, stderr, runner) or one ``node`` (a host of a run across hosts).
+class _NumberedLines:
+    """An attempt's log as the Paginator reads it: counted by its last line's number, and a
+    page read as a range of line numbers, so a page costs the same in a log of any length."""
 
-    ``page`` "last" is the newest page, the one a live log follows. Each line gets
-    ``line_no`` (its number in the attempt's log) and ``log_page`` (the page of the whole
-    log it is on), so a search hit links to where it is.
+    def __init__(self, run: Run, attempt: int) -> None:
+        self._lines = RunEvent.objects.filter(run=run, attempt=attempt, line_no__isnull=False)
+        self._count = log_line_count(run, attempt)
+
+    def count(self) -> int:
+        return self._count
+
+    def __len__(self) -> int:
+        return self._count
+
+    def __getitem__(self, window: slice) -> list[RunEvent]:
+        lines = self._lines.filter(line_no__gt=window.start, line_no__lte=window.stop)
+        return list(lines.order_by("line_no"))
+
+
+def log_page(run: Run, attempt: int, page: Any) -> Page:
+    """One page of an attempt's whole log; ``page`` "last" is the newest, the one a live log
+    follows. Each line has ``line_no`` (its number in the log) and ``log_page`` (its page)."""
+    paginator = Paginator(_NumberedLines(run, attempt), LOG_PAGE_LINES)
+    found = paginator.get_page(paginator.num_pages if page == "last" else page)
+    _place(found.object_list)
+    return found
+
+
+@dataclass
+class LogHits:
+    """The lines of a stretch of an attempt's log that a search, a stream or a node keeps.
+
+    ``first`` to ``last`` is the stretch scanned, of the log's ``total`` lines: the whole log
+    when it is short, else up to the page's worth of hits or as far as the scan got in its
+    time (``stopped``), from where the reader asked (after a line, or before one).
     """
-    lines = RunEvent.objects.filter(run=run, type=LOG, attempt=attempt)
-    narrowed = bool(query or stream or node is not None)
+
+    lines: list[RunEvent]
+    first: int
+    last: int
+    total: int
+    stopped: bool
+    backward: bool = False
+
+    def __iter__(self) -> Iterator[RunEvent]:
+        return iter(self.lines)
+
+    def __len__(self) -> int:
+        return len(self.lines)
+
+    @property
+    def whole(self) -> bool:
+        return self.first <= 1 and self.last >= self.total
+
+    @property
+    def has_before(self) -> bool:
+        return self.first > 1
+
+    @property
+    def has_after(self) -> bool:
+        return self.last < self.total
+
+
+def log_hits(
+    run: Run,
+    attempt: int,
+    query: str = "",
+    stream: str = "",
+    node: int | None = None,
+    after: int = 0,
+    before: int | None = None,
+) -> LogHits:
+    """The lines containing ``query`` (and of one ``stream``, or of one ``node``: a host of a
+    run across hosts) after line ``after``, or the last page of them before line ``before``.
+
+    A search of a long log scans it in line order, a window of lines at a time, and stops
+    when its page is full or ``LOG_SCAN_SECONDS`` have gone: a request costs at most about
+    that, however long the log; the reader goes on from where it stopped. (No text index:
+    one would cost every line's ingestion, for searches that are rare next to writes.)
+    """
+    total = log_line_count(run, attempt)
+    lines = RunEvent.objects.filter(run=run, attempt=attempt, line_no__isnull=False)
     if query:
         lines = lines.filter(data__line__icontains=query)
     if stream:
@@ -233,18 +311,44 @@ def log_page(
     if node is not None:
         # Node rank 0's lines carry no node: they are the run's own.
         lines = lines.filter(data__node=node) if node else lines.exclude(data__has_key="node")
-    paginator = Paginator(lines.order_by("id"), LOG_PAGE_LINES)
-    found = paginator.get_page(paginator.num_pages if page == "last" else page)
-    events = list(found.object_list)
-    if narrowed and events:
-        numbers = _line_numbers(run, attempt, [event.pk for event in events])
+    backward = before is not None
+    # The edge of the stretch scanned so far: it grows down from ``before``, or up from ``after``.
+    edge = min(before, total + 1) if before is not None else max(after, 0)
+    found: list[RunEvent] = []
+    deadline = monotonic() + LOG_SCAN_SECONDS
+    while True:
+        wanted = LOG_PAGE_LINES - len(found)
+        if backward:
+            low = max(1, edge - LOG_SCAN_LINES)
+            window = lines.filter(line_no__gte=low, line_no__lt=edge).order_by("-line_no")
+        else:
+            high = min(total, edge + LOG_SCAN_LINES)
+            window = lines.filter(line_no__gt=edge, line_no__lte=high).order_by("line_no")
+        got = list(window[:wanted])
+        found += got
+        if len(got) == wanted:
+            # A full page: the stretch ends at its last hit, and the next page goes on there.
+            edge = got[-1].line_no
+            stopped = False
+            break
+        edge = low if backward else high
+        ended = edge <= 1 if backward else edge >= total
+        if ended or monotonic() >= deadline:
+            stopped = not ended
+            break
+    found.sort(key=lambda event: event.line_no)
+    _place(found)
+    if backward:
+        first, last = edge, min(before, total + 1) - 1
     else:
-        numbers = {event.pk: n for n, event in enumerate(events, start=found.start_index())}
+        first, last = max(after, 0) + 1, edge
+    return LogHits(found, first, max(last, first - 1), total, stopped, backward)
+
+
+def _place(events: list[RunEvent]) -> None:
+    """Give each line the page of the whole log it is on, for the links to it."""
     for event in events:
-        event.line_no = numbers[event.pk]
         event.log_page = (event.line_no - 1) // LOG_PAGE_LINES + 1
-    found.object_list = events
-    return found
 
 
 # The start of an evidence line that marks a log line (the diagnosis keeps its text cleaned
@@ -265,30 +369,28 @@ def mark_evidence(run: Run, events: list[RunEvent]) -> None:
         event.evidence = any(file == stream and text and text in line for file, text in quoted)
 
 
-def _line_numbers(run: Run, attempt: int, ids: list[int]) -> dict[int, int]:
-    sql = _LINE_NUMBERS.format(
-        table=table_name(RunEvent),
-        ids=", ".join(["%s"] * len(ids)),
-    )
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [run.pk, LOG, attempt, max(ids), *ids])
-        return dict(cursor.fetchall())
-
-
 def log_text(run: Run, attempt: int | None = None, query: str = "") -> Iterator[str]:
-    """The log as text, one line per event (time, stream, line), attempts headed when several."""
-    events = RunEvent.objects.filter(run=run, type=LOG)
-    if attempt is not None:
-        events = events.filter(attempt=attempt)
-    if query:
-        events = events.filter(data__line__icontains=query)
-    rows = events.order_by("id").values_list("attempt", "time", "data__stream", "data__line")
-    current = None
-    for number, time, stream, line in rows.iterator(chunk_size=5000):
-        if attempt is None and number != current:
-            current = number
-            yield f"# attempt {number}\n"
-        yield f"{time.isoformat(timespec='milliseconds')} {stream or '':<6} {line or ''}\n"
+    """The log as text, one line per event (time, stream, line), attempts headed when several.
+
+    Read a window of line numbers at a time: the first bytes come at once, however long the
+    log. (A server-side cursor outside a transaction is declared WITH HOLD, and PostgreSQL
+    then reads the whole result before the first row.)
+    """
+    # Lines are stored under the run's attempt at the time: attempts 1 to its current one.
+    for number in [attempt] if attempt is not None else range(1, run.attempt + 1):
+        lines = RunEvent.objects.filter(run=run, attempt=number, line_no__isnull=False)
+        if query:
+            lines = lines.filter(data__line__icontains=query)
+        fields = ("time", "data__stream", "data__line")
+        headed = attempt is not None
+        total = log_line_count(run, number)
+        for first in range(0, total, LOG_TEXT_WINDOW):
+            window = lines.filter(line_no__gt=first, line_no__lte=first + LOG_TEXT_WINDOW)
+            for time, stream, line in window.order_by("line_no").values_list(*fields):
+                if not headed:
+                    headed = True
+                    yield f"# attempt {number}\n"
+                yield f"{time.isoformat(timespec='milliseconds')} {stream or '':<6} {line or ''}\n"
 
 
 def environment_differences(runs: list[Run]) -> list[dict[str, Any]]:

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 from typing import Any
+from urllib.parse import urlencode
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -25,9 +26,11 @@ from npulab.runs.pages import run_headlines, run_panels
 from npulab.runs.selectors import (
     LOG_PAGE_LINES,
     MAX_LOG_QUERY,
+    NEWEST,
     cancel_warning,
     environment_differences,
     log_attempts,
+    log_hits,
     log_page,
     log_tail,
     log_text,
@@ -194,6 +197,17 @@ def _log_view_filters(request: HttpRequest, run: Run, errors: list[str]) -> tupl
     return stream, node
 
 
+def _log_line_param(request: HttpRequest, name: str, errors: list[str]) -> int | None:
+    """A line number the search goes on from (``after``) or back from (``before``)."""
+    asked = request.GET.get(name, "")
+    if not asked:
+        return None
+    if asked.isascii() and asked.isdigit() and len(asked) <= 18:
+        return int(asked)
+    errors.append(f"{name}: a line number")
+    return None
+
+
 @login_required
 def run_log(request: HttpRequest, pk: int) -> HttpResponse:
     """The whole log of one attempt, a page at a time, or the lines of it that match a search."""
@@ -203,10 +217,17 @@ def run_log(request: HttpRequest, pk: int) -> HttpResponse:
     if attempt is None and attempts:
         attempt = attempts[-1]
     stream, node = _log_view_filters(request, run, errors)
+    after, before = (
+        _log_line_param(request, "after", errors),
+        _log_line_param(request, "before", errors),
+    )
     live = run.is_active and attempt == run.attempt
     page = request.GET.get("page") or ("last" if live else None)
+    narrowed = bool(query or stream or node is not None)
+    if narrowed and page == "last" and after is None and before is None:
+        before = NEWEST  # a live run's hits, like its log, open on the newest
     # A live log followed on its newest page, unfiltered, refreshes itself.
-    following = live and page == "last" and not (query or stream or node is not None)
+    following = live and page == "last" and not narrowed
     context = {
         "run": run,
         "attempts": attempts,
@@ -219,7 +240,14 @@ def run_log(request: HttpRequest, pk: int) -> HttpResponse:
         "following": following,
         "errors": errors,
         "max_query": MAX_LOG_QUERY,
-        "page": log_page(run, attempt, query, page, stream, node) if attempt else None,
+        # The whole log goes by pages of numbered lines; a search (or a stream, or a node)
+        # by stretches of hits, each going on from the last.
+        "page": log_page(run, attempt, page) if attempt and not narrowed else None,
+        "hits": (
+            log_hits(run, attempt, query, stream, node, after or 0, before)
+            if attempt and narrowed
+            else None
+        ),
         "first_error": logview.first_error(run, attempt, LOG_PAGE_LINES) if attempt else None,
         "evidence": [
             str(item.get("text", ""))[:MAX_LOG_QUERY]
@@ -227,8 +255,12 @@ def run_log(request: HttpRequest, pk: int) -> HttpResponse:
             if isinstance(item, dict) and item.get("text")
         ],
     }
-    if context["page"] is not None:
-        mark_evidence(run, context["page"].object_list)
+    context["lines"] = context["page"] if context["page"] is not None else context["hits"]
+    # The page's links keep what the log is narrowed to.
+    kept = {"attempt": attempt, "q": query, "stream": stream, "node": node}
+    context["filters"] = urlencode({k: v for k, v in kept.items() if v not in (None, "")})
+    if context["lines"] is not None:
+        mark_evidence(run, list(context["lines"]))
     template = "runs/partials/log_lines.html" if request.htmx else "runs/run_log.html"
     return render(request, template, context, status=400 if errors else 200)
 
