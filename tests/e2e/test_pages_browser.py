@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from harness.stack import Platform
-from tests.e2e.accessibility import VIEWPORT, assert_accessible
+from tests.e2e.accessibility import VIEWPORT, assert_accessible, assert_leads_with
 from tests.e2e.conftest import write_script
 from tests.e2e.screenshots import shoot
 
@@ -24,6 +24,8 @@ FAILING_SCRIPT = (
     "print('aclrtMemcpy failed, error code 507899', file=sys.stderr)\n"
     "sys.exit(1)\n"
 )
+
+HANGING_SCRIPT = "import time\nprint('waiting for a peer', flush=True)\ntime.sleep(3600)\n"
 
 
 @pytest.fixture(scope="module")
@@ -66,6 +68,24 @@ def test_the_training_run_page_leads_with_its_curves(platform: Platform, browser
     assert page.locator("#headline-steps").inner_text().startswith("60")
     shoot(page, platform.var_dir, "pages-training-run")
     assert_accessible(page, "training run")
+    page.close()
+
+
+def test_a_hung_run_page_leads_with_its_diagnosis(platform: Platform, browser, scripts_dir) -> None:
+    # A job that prints and then waits for ever: after hang_timeout_s of silence with its
+    # process idle it is stopped, its stacks kept, and its page says it hung.
+    script = write_script(scripts_dir, "pages_hangs.py", HANGING_SCRIPT)
+    run_id = platform.submit(
+        kind="training", entry=str(script), max_restarts=0, hang_timeout_s=3, name="stuck job"
+    )["id"]
+    run = platform.wait(run_id, timeout=600)
+    assert (run["status"], run["exit_cause"]) == ("failed", "hang"), platform.tail()
+    page = _page(platform, browser)
+    page.goto(f"{platform.url}/runs/{run_id}/")
+    diagnosis = page.locator("#diagnosis")
+    assert "Diagnosis: hang" in diagnosis.inner_text()
+    assert "its devices idle" in diagnosis.inner_text()
+    assert_leads_with(page, "#diagnosis", platform.var_dir, "pages-hung-run")
     page.close()
 
 
