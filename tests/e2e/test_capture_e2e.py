@@ -70,12 +70,9 @@ def test_an_outside_mlflow_client_logs_through_the_platform(platform: Platform) 
         "    mlflow.log_text('all green', 'ci/report.txt')\n"
         "print(run.info.run_id)\n"
     )
-    env = {
-        **os.environ,
-        "MLFLOW_TRACKING_URI": f"{platform.url}/mlflow",
-        "MLFLOW_TRACKING_TOKEN": token,
-    }
-    env.pop("MLFLOW_RUN_ID", None)
+    # The job's own MLflow settings only: none another test's client left in this process.
+    env = {name: value for name, value in os.environ.items() if not name.startswith("MLFLOW_")}
+    env.update({"MLFLOW_TRACKING_URI": f"{platform.url}/mlflow", "MLFLOW_TRACKING_TOKEN": token})
     done = subprocess.run(
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300
     )

@@ -25,7 +25,10 @@ def tracking(live_server: Any, owner: Any, monkeypatch: pytest.MonkeyPatch) -> s
     monkeypatch.setenv("MLFLOW_TRACKING_TOKEN", do_issue_api_token(owner, name="notebook")[1])
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
     for name in ("MLFLOW_RUN_ID", "MLFLOW_EXPERIMENT_NAME", "MLFLOW_EXPERIMENT_ID"):
-        monkeypatch.delenv(name, raising=False)
+        # Set, then deleted: undone whatever the client writes there meanwhile
+        # (set_experiment exports MLFLOW_EXPERIMENT_ID to this process's environment).
+        monkeypatch.setenv(name, "")
+        monkeypatch.delenv(name)
     mlflow.set_tracking_uri(uri)
     yield uri
     if mlflow.active_run() is not None:

@@ -48,11 +48,8 @@ HOST_BLAMES = (HOST_HARDWARE, NETWORK)
 ON_HANG_FAIL, ON_HANG_REQUEUE, ON_HANG_KEEP = "fail", "requeue", "keep"
 ON_HANG = (ON_HANG_FAIL, ON_HANG_REQUEUE, ON_HANG_KEEP)
 
-# The CANN error-code tables the host's snapshot found (paths, os.pathsep-separated), for
-# the run's supervisor; "" when the snapshot found none. Unset (a run by hand): the
-# supervisor looks for them itself.
-CANN_ERROR_TABLES_ENV = "NPULAB_CANN_ERROR_TABLES"
-# The snapshot's field for them, in its "ascend" section.
+# The snapshot's field for the CANN error-code tables it found, in its "ascend" section
+# (the run's supervisor gets them as script_env.CANN_ERROR_TABLES).
 ERROR_TABLES = "error_tables"
 
 # The spec fields (every kind has them, docs/diagnosis.md).

@@ -10,6 +10,10 @@ from __future__ import annotations
 # Set by the host worker for every run it executes (not by a run started by hand).
 RUN_ID = "NPULAB_RUN_ID"
 ATTEMPT = "NPULAB_ATTEMPT"
+# Set by the host worker: the CANN error-code tables its environment snapshot found
+# (paths, os.pathsep-separated; "" for none), which the run's diagnosis reads
+# (workers.diagnosis.cann_tables). Unset in a run by hand: it looks for them itself.
+CANN_ERROR_TABLES = "NPULAB_CANN_ERROR_TABLES"
 # Set by the supervisor for every process of the run; the host worker's kills check it.
 RUN_DIR = "NPULAB_RUN_DIR"
 # Set by the training runner from the spec.

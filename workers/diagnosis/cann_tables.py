@@ -16,7 +16,7 @@ import json
 import os
 from typing import Iterable
 
-from workers.contract.diagnosis import CANN_ERROR_TABLES_ENV
+from workers.contract.script_env import CANN_ERROR_TABLES
 
 # Where toolkits live: set_env.sh's variables first, then under the install root.
 ROOT_VARIABLES = ("ASCEND_TOOLKIT_HOME", "ASCEND_HOME_PATH", "ASCEND_OPP_PATH")
@@ -83,10 +83,10 @@ def load_tables(paths: Iterable[str]) -> dict[str, dict]:
 
 
 def installed_tables(environ: dict | None = None) -> dict[str, dict]:
-    """The tables the host's snapshot found (``CANN_ERROR_TABLES_ENV``), else those of the
+    """The tables the host's snapshot found (``script_env.CANN_ERROR_TABLES``), else those of the
     installation this process can see (empty without CANN)."""
     environ = os.environ if environ is None else environ
-    listed = environ.get(CANN_ERROR_TABLES_ENV)
+    listed = environ.get(CANN_ERROR_TABLES)
     if listed is not None:
         return load_tables(path for path in listed.split(os.pathsep) if path)
     return load_tables(find_tables(environ=environ))

@@ -18,7 +18,7 @@ from typing import Any
 from workers import __version__
 from workers.contract import kinds, script_env
 from workers.contract.devices import VISIBLE_DEVICES_ENV
-from workers.contract.diagnosis import CANN_ERROR_TABLES_ENV, ERROR_TABLES
+from workers.contract.diagnosis import ERROR_TABLES
 from workers.contract.events import ARTIFACT, EVENTS_FILE, RUNNER
 from workers.contract.exits import EXIT_INVALID_SPEC, EXIT_RUN_DIR_BUSY
 from workers.contract.gang import (
@@ -469,7 +469,7 @@ class RunExecution:
         env[script_env.RUN_ID] = str(self.run_id)
         env[script_env.ATTEMPT] = str(self.attempt)
         if self.error_tables is not None:
-            env[CANN_ERROR_TABLES_ENV] = os.pathsep.join(self.error_tables)
+            env[script_env.CANN_ERROR_TABLES] = os.pathsep.join(self.error_tables)
         for capability in self.capabilities:
             env.update(capability.env())
         variable = VISIBLE_DEVICES_ENV[self.spec["device_type"]]

@@ -7,7 +7,8 @@ import os
 from pathlib import Path
 
 from workers.collect.snapshot import collect_ascend
-from workers.contract.diagnosis import CANN_ERROR_TABLES_ENV, ERROR_TABLES
+from workers.contract.diagnosis import ERROR_TABLES
+from workers.contract.script_env import CANN_ERROR_TABLES
 from workers.diagnosis import diagnose_paths
 from workers.diagnosis.cann_tables import find_tables, installed_tables, load_tables
 from workers.diagnosis.collect import bound_directory
@@ -169,10 +170,10 @@ def test_the_snapshot_finds_the_tables_and_the_run_reads_those(tmp_path):
     ascend = collect_ascend(str(tmp_path / "Ascend"), str(tmp_path / "etc"))
     assert ascend[ERROR_TABLES] == [str(table.resolve())]
     # ... handed to the run's supervisor, which reads those and looks for no others.
-    listed = {CANN_ERROR_TABLES_ENV: os.pathsep.join(ascend[ERROR_TABLES])}
+    listed = {CANN_ERROR_TABLES: os.pathsep.join(ascend[ERROR_TABLES])}
     assert set(installed_tables(listed)) == {"EQ1234"}
     assert (
-        installed_tables({CANN_ERROR_TABLES_ENV: "", "ASCEND_TOOLKIT_HOME": str(table.parents[2])})
+        installed_tables({CANN_ERROR_TABLES: "", "ASCEND_TOOLKIT_HOME": str(table.parents[2])})
         == {}
     )
     # A run by hand looks for them itself.

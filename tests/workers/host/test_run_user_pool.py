@@ -268,8 +268,11 @@ def test_the_prepare_command_makes_the_pool_and_lets_each_user_through(top: Path
     private = top / "private"
     (private / "work").mkdir(parents=True)
     private.chmod(0o700)
-    assert runuser.main(["--users", "2", str(private / "work")]) == 0
-    assert runuser.main(["--users", "2", str(private / "work")]) == 0  # idempotent
+    # As make run names them: the work directory, and (here: a clone in a `mktemp -d`
+    # folder) the checkout the runner is imported from.
+    paths = [str(private / "work"), str(PACKAGE_ROOT / "workers")]
+    assert runuser.main(["--users", "2", *paths]) == 0
+    assert runuser.main(["--users", "2", *paths]) == 0  # idempotent
     for user in runuser.existing_pool()[:2]:
         user.check_can_run(SYSTEM_PYTHON, str(private / "work"))
 
