@@ -26,6 +26,8 @@ TESTS = [
     "test_a_live_training_run_shows_its_progress_log_and_what_cancel_loses",
     "tests/e2e/test_form_browser.py::test_the_form_reports_every_problem_in_one_round",
     "tests/e2e/test_placement_e2e.py::test_the_failure_banner_shows_the_exception",
+    "tests/e2e/test_pages_browser.py",
+    "tests/e2e/test_profile_browser.py",
 ]
 
 
