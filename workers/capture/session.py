@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import collections
 import os
+import secrets
 import threading
 import time
 from typing import Any
@@ -28,6 +29,7 @@ from workers.contract.capture import (
     METRIC_PATTERNS,
     MLFLOW_EXPERIMENT_NAME,
     MLFLOW_RUN_ID,
+    MLFLOW_TRACKING_TOKEN,
     MLFLOW_TRACKING_URI,
     STDOUT,
     STDOUT_METRICS,
@@ -58,7 +60,9 @@ class Capture:
         run_id = os.environ.get(script_env.RUN_ID)
         name = f"npulab-{run_id}" if run_id else "npulab"
         self.mlflow_store = EventsStore(events, run_dir, EXPERIMENT, name)
-        self.mlflow = MlflowServer(self.mlflow_store)
+        # The script's own: its environment carries it, no other run's can read it.
+        self.mlflow_token = secrets.token_urlsafe(24)
+        self.mlflow = MlflowServer(self.mlflow_store, token=self.mlflow_token)
         self.tensorboard = TensorBoardReader(
             self._tensorboard_dirs(), Sink(events, TENSORBOARD, MAX_CAPTURED_KEYS)
         )
@@ -86,9 +90,13 @@ class Capture:
             self._scanner.start()
 
     def environment(self) -> dict[str, str]:
-        """What the script's environment gets, for MLflow's client to log here."""
+        """What the script's environment gets, for MLflow's client to log here. A spec that
+        names a tracking server of its own keeps it, and this run's token stays here."""
+        if MLFLOW_TRACKING_URI in (self.spec.get("env") or {}):
+            return {}
         return {
             MLFLOW_TRACKING_URI: self.mlflow.url,
+            MLFLOW_TRACKING_TOKEN: self.mlflow_token,
             MLFLOW_EXPERIMENT_NAME: EXPERIMENT,
             MLFLOW_RUN_ID: self.mlflow_store.run_id,
         }

@@ -203,3 +203,35 @@ def test_artifacts_go_through_the_mlflow_artifacts_api_too(served: Served, tmp_p
         "mlflow",
         7,
     )
+
+
+def test_a_runs_api_answers_only_the_script_that_holds_its_token(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Another run on the host reaches 127.0.0.1 too: without this run's token it neither
+    # reads nor writes its metrics.
+    writer = EventWriter(str(tmp_path / "events.jsonl"))
+    store = EventsStore(writer, str(tmp_path), "npulab", "npulab-1")
+    server = MlflowServer(store, token="the-runs-own")
+    server.start()
+    try:
+        url = server.url + f"/api/2.0/mlflow/runs/get?run_id={store.run_id}"
+        for headers in ({}, {"Authorization": "Bearer another-runs"}, {"Authorization": "x"}):
+            refused = requests.get(url, headers=headers, timeout=30)
+            assert refused.status_code == 401
+            assert refused.json()["error_code"] == "UNAUTHENTICATED"
+        posted = requests.post(
+            server.url + "/api/2.0/mlflow/runs/log-metric",
+            json={"run_id": store.run_id, "key": "loss", "value": 9.0, "step": 0, "timestamp": 1},
+            timeout=30,
+        )
+        assert posted.status_code == 401
+        # MLflow's own client sends MLFLOW_TRACKING_TOKEN as a bearer token.
+        monkeypatch.setenv("MLFLOW_TRACKING_TOKEN", "the-runs-own")
+        MlflowClient(tracking_uri=server.url).log_metric(store.run_id, "loss", 1.5, step=3)
+        writer.flush()
+        metrics = [e for e in iter_events(str(tmp_path / "events.jsonl")) if e["type"] == "metric"]
+        assert [(m["key"], m["value"], m["step"]) for m in metrics] == [("loss", 1.5, 3)]
+    finally:
+        server.stop()
+        writer.close()

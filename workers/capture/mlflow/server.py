@@ -2,10 +2,16 @@
 
 Keep-alive matters: MLflow's client sends one request per ``log_metric`` over a session,
 and a new connection each time would cost more than the call.
+
+Every process on the host can reach 127.0.0.1: a server given a token answers only
+requests that carry it (``Authorization: Bearer``, which MLflow's client sends from
+``MLFLOW_TRACKING_TOKEN``), so another run on the host, under another user, cannot read
+or write this run's metrics.
 """
 
 from __future__ import annotations
 
+import hmac
 import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -31,6 +37,16 @@ class _Handler(BaseHTTPRequestHandler):
     server: Any
 
     def _serve(self) -> None:
+        if not self._authorised():
+            self.close_connection = True  # the body is left unread
+            self._json(
+                401,
+                {
+                    "error_code": "UNAUTHENTICATED",
+                    "message": "This run's MLflow API needs its MLFLOW_TRACKING_TOKEN.",
+                },
+            )
+            return
         url = urlsplit(self.path)
         query: dict[str, str] = dict(parse_qsl(url.query))
         raw_length = self.headers.get("Content-Length") or ""
@@ -54,6 +70,14 @@ class _Handler(BaseHTTPRequestHandler):
             body = self.rfile.read(length) if length else b""
             status, reply = handle(self.server.store, self.command, url.path, query, body)
         self._json(status, reply)
+
+    def _authorised(self) -> bool:
+        token = self.server.token
+        if token is None:
+            return True
+        sent = self.headers.get("Authorization") or ""
+        scheme, _, value = sent.partition(" ")
+        return scheme.lower() == "bearer" and hmac.compare_digest(value.strip(), token)
 
     def _artifacts(self, path: str, query: dict[str, str], length: int | None) -> None:
         status, answer = handle_artifacts(
@@ -87,12 +111,16 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 class MlflowServer:
-    """Serves ``store`` on 127.0.0.1 at a free port until ``stop``."""
+    """Serves ``store`` on 127.0.0.1 at a free port until ``stop``; with ``token``, only to
+    requests that carry it."""
 
-    def __init__(self, store: Store, host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(
+        self, store: Store, host: str = "127.0.0.1", port: int = 0, token: str | None = None
+    ) -> None:
         self.httpd = ThreadingHTTPServer((host, port), _Handler)
         self.httpd.daemon_threads = True
         self.httpd.store = store  # type: ignore[attr-defined]
+        self.httpd.token = token  # type: ignore[attr-defined]
         self.thread = threading.Thread(target=self.httpd.serve_forever, name="mlflow", daemon=True)
 
     @property
