@@ -8,12 +8,17 @@ from django.test import Client
 from npulab.runs.listing import MAX_QUERY
 from npulab.runs.metric_stats import lower_is_better, metric_stats
 from npulab.runs.models import Run
-from npulab.runs.rows import row_result, row_results
+from npulab.runs.rows import RowResult, row_results
 from npulab.runs.services import do_ingest_events, do_submit_run
 from npulab.runs.templatetags.run_tags import sparkline
 from tests.runs.test_attempts import crash, started
 
 pytestmark = pytest.mark.django_db
+
+
+def row_result(run: Run) -> RowResult:
+    """One run's row, read as a page of one."""
+    return row_results([run])[run.pk]
 
 
 @pytest.fixture

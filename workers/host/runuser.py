@@ -505,14 +505,6 @@ def grant_traverse(user: str, paths: Iterable[str]) -> list[str]:
     return changed
 
 
-def revoke_traverse(user: str, folders: Iterable[str]) -> None:
-    """Undo :func:`grant_traverse` on the folders it returned."""
-    uid = pwd.getpwnam(user).pw_uid
-    for folder in folders:
-        if os.path.isdir(folder):
-            acl.remove_user(folder, uid)
-
-
 def ensure_user(name: str, groups: Iterable[str] = ("HwHiAiUser",)) -> RunUser:
     """The run user, made first if missing: a system user with no home, no shell and no
     password, with a group of its own (so its files' group bits reach no other run

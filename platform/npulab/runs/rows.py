@@ -51,11 +51,6 @@ def row_results(runs: Iterable[Run]) -> dict[int, RowResult]:
     return {run.pk: _row(run, firsts.get(run.pk)) for run in runs}
 
 
-def row_result(run: Run) -> RowResult:
-    """One run's row (a page of them: ``row_results``)."""
-    return row_results([run])[run.pk]
-
-
 def _first_series(run_ids: list[int]) -> dict[int, _First]:
     """Each run's first chart (losses first), whatever its source, with its first step."""
     chosen: dict[int, tuple] = {}

@@ -15,18 +15,28 @@ import collections
 import json
 import math
 import os
+import pwd
 import struct
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 from workers.contract.blocks import BLOCKS, DEFAULT_SOURCE
 from workers.contract.events import NDJSON, line_event
+from workers.host import acl
 from workers.host.client import PlatformRejected, PlatformUnavailable
 from workers.host.config import HostConfig
+
+
+def revoke_traverse(user: str, folders: Iterable[str]) -> None:
+    """Undo ``runuser.grant_traverse`` on the folders it returned (a test's own grants)."""
+    uid = pwd.getpwnam(user).pw_uid
+    for folder in folders:
+        if os.path.isdir(folder):
+            acl.remove_user(folder, uid)
 
 
 def host_config(work_dir: Path, **overrides: object) -> HostConfig:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.workers.host.fakes import FakePlatform, host_config
+from tests.workers.host.fakes import FakePlatform, host_config, revoke_traverse
 from tests.workers.host.test_execution import ATTEMPT, training_claim
 from workers.host.agent import HostAgent
 from workers.host.runuser import (
@@ -23,7 +23,6 @@ from workers.host.runuser import (
     SharedRunUser,
     choose,
     grant_traverse,
-    revoke_traverse,
 )
 
 # An interpreter outside /root, which the run user cannot enter.

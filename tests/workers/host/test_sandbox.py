@@ -25,6 +25,7 @@ from typing import Any
 
 import pytest
 
+from tests.workers.host.fakes import revoke_traverse
 from workers.host import runuser, sandbox
 
 PACKAGE_ROOT = Path(__file__).resolve().parents[3]
@@ -217,7 +218,7 @@ def unprivileged_worker(top: Path) -> Iterator[list[str]]:
             "--",
         ]
     finally:
-        runuser.revoke_traverse(UNPRIVILEGED, changed)
+        revoke_traverse(UNPRIVILEGED, changed)
 
 
 def test_a_hostile_run_of_a_worker_that_is_not_root_reads_nothing_of_the_platforms(
