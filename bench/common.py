@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import statistics
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -44,3 +48,43 @@ def database_dsn(server_url: str, database: str) -> str | None:
     if not server_url:
         return None
     return urlunsplit(urlsplit(server_url)._replace(path="/" + database))
+
+
+@contextlib.contextmanager
+def migrated_django(embedded: bool, database: str) -> Iterator[None]:
+    """Django set up in this process on a database of its own, migrated, for a benchmark
+    that drives the platform's code and views with no server: a fresh SQLite file
+    (``embedded``), else ``database`` made anew on the PostgreSQL here and dropped after.
+    No broker (nothing is placed); the test client's host name is allowed."""
+    drop = None
+    if embedded:
+        folder = tempfile.mkdtemp(prefix=f"{database.replace('_', '-')}-")
+        database_url = f"sqlite:///{folder}/db.sqlite3"
+    else:
+        from harness.services import detect
+        from harness.stack import create_postgres_database
+
+        services = detect()
+        if services.database_url is None:
+            raise SystemExit("no PostgreSQL here: use --embedded")
+        database_url, drop = create_postgres_database(services.database_url, database)
+    os.environ["DATABASE_URL"] = database_url
+    os.environ.setdefault("NPULAB_SECRET_KEY", "bench-only")
+    os.environ.setdefault("NPULAB_BROKER_URL", "memory://")
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "npulab.settings")
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+    from django.test.utils import setup_test_environment
+
+    setup_test_environment()
+    try:
+        call_command("migrate", verbosity=0)
+        yield
+    finally:
+        from django.db import connection
+
+        connection.close()
+        if drop is not None:
+            drop()

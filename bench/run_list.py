@@ -19,7 +19,6 @@ import os
 import platform as host_platform
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -45,39 +44,11 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=15)
     parser.add_argument("--embedded", action="store_true", help="SQLite instead of PostgreSQL")
     args = parser.parse_args()
-    drop = None
-    if args.embedded:
-        folder = tempfile.mkdtemp(prefix="npulab-bench-run-list-")
-        database_url = f"sqlite:///{folder}/db.sqlite3"
-    else:
-        from harness.services import detect
-        from harness.stack import create_postgres_database
+    from bench.common import migrated_django
 
-        services = detect()
-        if services.database_url is None:
-            raise SystemExit("no PostgreSQL here: use --embedded")
-        database_url, drop = create_postgres_database(services.database_url, BENCH_DATABASE)
-    os.environ["DATABASE_URL"] = database_url
-    os.environ.setdefault("NPULAB_SECRET_KEY", "bench-only")
-    # No broker: the runs are made finished, never placed.
-    os.environ.setdefault("NPULAB_BROKER_URL", "memory://")
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "npulab.settings")
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-    from django.test.utils import setup_test_environment
-
-    setup_test_environment()  # the test client's host name is allowed
-    try:
-        call_command("migrate", verbosity=0)
+    # The runs are made finished, never placed.
+    with migrated_django(args.embedded, BENCH_DATABASE):
         report = measure(args.repeat)
-    finally:
-        from django.db import connection
-
-        connection.close()
-        if drop is not None:
-            drop()
     print(f"{report['machine']}; load average {report['load']}")
     for name in ("list", "refresh"):
         row = report[name]

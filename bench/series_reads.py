@@ -26,7 +26,6 @@ import os
 import platform as host_platform
 import statistics
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -51,38 +50,11 @@ def main() -> int:
     args = parser.parse_args()
     sizes = [int(size) for size in args.points.split(",")]
 
-    drop = None
-    if args.embedded:
-        database_url = f"sqlite:///{tempfile.mkdtemp(prefix='npulab-bench-series-')}/db.sqlite3"
-    else:
-        from harness.services import detect
-        from harness.stack import create_postgres_database
+    from bench.common import migrated_django
 
-        services = detect()
-        if services.database_url is None:
-            raise SystemExit("no PostgreSQL here: use --embedded")
-        database_url, drop = create_postgres_database(services.database_url, BENCH_DATABASE)
-    os.environ["DATABASE_URL"] = database_url
-    os.environ.setdefault("NPULAB_SECRET_KEY", "bench-only")
-    # No broker: the run that owns the series is never placed.
-    os.environ.setdefault("NPULAB_BROKER_URL", "memory://")
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "npulab.settings")
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-    from django.test.utils import setup_test_environment
-
-    setup_test_environment()  # the test client's host name is allowed
-    try:
-        call_command("migrate", verbosity=0)
+    # The run that owns the series is never placed.
+    with migrated_django(args.embedded, BENCH_DATABASE):
         report = measure(sizes, args.repeat)
-    finally:
-        from django.db import connection
-
-        connection.close()
-        if drop is not None:
-            drop()
     print_report(report)
     return 0
 
