@@ -21,7 +21,6 @@ import platform as host_platform
 import statistics
 import sys
 import tempfile
-import time
 from datetime import datetime
 from pathlib import Path
 
@@ -69,12 +68,7 @@ def main() -> int:
     ) as platform:
         for host in HOSTS:
             platform.start_worker(host)
-        deadline = time.monotonic() + 300
-        for host in HOSTS:
-            while platform.api("GET", f"hosts/{host}/").json().get("status") != "online":
-                if time.monotonic() > deadline:
-                    raise SystemExit(platform.tail())
-                time.sleep(0.2)
+        platform.wait_online(*HOSTS, timeout=300)
         for index in range(args.warmup + args.runs):
             for hosts, key in ((1, "1_host"), (2, "2_hosts")):
                 submitted = platform.submit(

@@ -221,12 +221,17 @@ class Platform:
         if not host_worker:
             return self
         self.start_worker()
-        deadline = time.monotonic() + 60
-        while self.api("GET", f"hosts/{HOST}/").json().get("status") != "online":
-            if time.monotonic() > deadline:
-                raise RuntimeError("the host worker did not register\n" + self.tail())
-            time.sleep(0.2)
+        self.wait_online(HOST)
         return self
+
+    def wait_online(self, *hosts: str, timeout: float = 60) -> None:
+        """Until each of ``hosts`` has registered and is online (one deadline for all)."""
+        deadline = time.monotonic() + timeout
+        for host in hosts:
+            while self.api("GET", f"hosts/{host}/").json().get("status") != "online":
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"host {host} did not register\n" + self.tail())
+                time.sleep(0.2)
 
     def shutdown(self) -> None:
         for process in reversed(list(self.processes.values())):
@@ -326,6 +331,17 @@ class Platform:
             if time.monotonic() > deadline:
                 raise AssertionError(f"run {run_id} still {run['status']}: {run}\n{self.tail()}")
             time.sleep(0.05)
+
+    def wait_for_stored_checkpoint(self, run_id: int, timeout: float = 120) -> dict:
+        """The run once one of its checkpoints is stored; it must be active until then."""
+        deadline = time.monotonic() + timeout
+        while True:
+            run = self.run(run_id)
+            if any(c["status"] == "stored" for c in run["checkpoints"]):
+                return run
+            assert run["status"] in ("queued", "dispatched", "running"), run
+            assert time.monotonic() < deadline, self.tail()
+            time.sleep(0.2)
 
     def start_long_run(self) -> tuple[int, int]:
         """A run that trains until stopped, once its child process is up: (run id, child pid)."""

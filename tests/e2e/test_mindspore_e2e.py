@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import signal
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,10 +22,7 @@ def ms_host(platform: Platform) -> Iterator[str]:
     python = require_mindspore()
     # The label is the operator's (host_token --labels); the worker's own say is not trusted.
     platform.start_worker(MS_HOST, "--mindspore-python", python, labels="mindspore")
-    deadline = time.monotonic() + 120
-    while platform.api("GET", f"hosts/{MS_HOST}/").json().get("status") != "online":
-        assert time.monotonic() < deadline, platform.tail()
-        time.sleep(0.2)
+    platform.wait_online(MS_HOST, timeout=120)
     yield MS_HOST
     platform.kill_worker(MS_HOST)
 
@@ -52,14 +48,7 @@ def test_a_mindspore_run_killed_with_sigkill_resumes_from_its_ckpt(
         max_restarts=1,
         timeout_s=600,
     )["id"]
-    deadline = time.monotonic() + 300
-    while True:
-        run = platform.run(run_id)
-        if any(c["status"] == "stored" for c in run["checkpoints"]):
-            break
-        assert run["status"] in ("queued", "dispatched", "running"), run
-        assert time.monotonic() < deadline, platform.tail()
-        time.sleep(0.2)
+    run = platform.wait_for_stored_checkpoint(run_id, timeout=300)
     assert run["host"] == ms_host
     # kill -9 of every training process of the attempt (not the supervisor).
     kill_registered(str(platform.run_dir(run_id, host=ms_host)), signal.SIGKILL)

@@ -30,11 +30,7 @@ def two_hosts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Platform]:
     ) as platform:
         for host in HOSTS:
             platform.start_worker(host, devices=2)
-        deadline = time.monotonic() + 120
-        for host in HOSTS:
-            while platform.api("GET", f"hosts/{host}/").json().get("status") != "online":
-                assert time.monotonic() < deadline, platform.tail()
-                time.sleep(0.2)
+        platform.wait_online(*HOSTS, timeout=120)
         yield platform
 
 

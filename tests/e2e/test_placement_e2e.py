@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from harness.stack import HOST, Platform
@@ -54,14 +52,7 @@ def test_the_failure_banner_shows_the_exception(platform: Platform, browser) -> 
 
 def test_a_run_whose_processes_died_is_restarted(platform: Platform) -> None:
     run_id = training(platform, entry="builtin:cnn", max_steps=600, checkpoint_every_steps=50)["id"]
-    deadline = time.monotonic() + 120
-    while True:
-        run = platform.run(run_id)
-        if any(c["status"] == "stored" for c in run["checkpoints"]):
-            break
-        assert run["status"] in ("queued", "dispatched", "running"), run
-        assert time.monotonic() < deadline, platform.tail()
-        time.sleep(0.2)
+    platform.wait_for_stored_checkpoint(run_id, timeout=120)
     # What a crashed machine does to a run: every process of it is gone at once.
     platform.kill_run_processes(run_id)
     run = platform.wait(run_id, timeout=240)

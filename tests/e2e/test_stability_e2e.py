@@ -61,10 +61,7 @@ def test_a_stability_run_gives_a_verdict_its_intervals_and_their_charts(
 
 def start_second_host(platform: Platform) -> None:
     platform.start_worker(FAULTY)
-    deadline = time.monotonic() + 60
-    while platform.api("GET", f"hosts/{FAULTY}/").json().get("status") != "online":
-        assert time.monotonic() < deadline, "the second host did not register\n" + platform.tail()
-        time.sleep(0.2)
+    platform.wait_online(FAULTY)
 
 
 def test_an_injected_mismatch_fails_the_run_and_marks_its_device_bad(platform: Platform) -> None:
