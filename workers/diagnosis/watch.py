@@ -36,6 +36,9 @@ from workers.diagnosis.scanner import Scanner
 HANG, NAN = "hang", "nan"
 # Silent for hang_timeout_s, but its devices compute: not a hang, the clock starts again.
 BUSY = "busy"
+# How long before the hang deadline the devices' activity starts being looked at (the
+# supervisor polls about once a second).
+LOOK_BEFORE_S = 5
 STACKS_FILE = "stacks.txt"
 # A run that ended this way was stopped by someone or something else: nothing to explain.
 _NOT_EXPLAINED = (exits.CANCELLED, exits.TERMINATED, exits.SPEC_INVALID, exits.COMPLETED)
@@ -101,9 +104,12 @@ class RunWatch:
             return NAN
         if self.hang_timeout_s <= 0 or self.hung_after is not None:
             return None
-        if self.clock() - self.last_progress <= self.hang_timeout_s:
-            # What ``busy`` compares against, a poll (about a second) before it is asked.
-            self.activity.look()
+        silent = self.clock() - self.last_progress
+        if silent <= self.hang_timeout_s:
+            # What ``busy`` compares against, a poll (about a second) before it is asked;
+            # only near the deadline, since a look on a CPU host reads all of /proc.
+            if silent > self.hang_timeout_s - LOOK_BEFORE_S:
+                self.activity.look()
             return None
         if self.activity.busy():
             self.last_progress = self.clock()

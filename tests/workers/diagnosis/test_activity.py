@@ -14,6 +14,7 @@ from workers import telemetry
 from workers.contract import telemetry as contract
 from workers.contract.devices import CPU, NPU
 from workers.diagnosis import activity
+from workers.diagnosis.watch import BUSY, RunWatch
 
 
 @pytest.fixture
@@ -74,3 +75,39 @@ def test_the_cpu_counts_only_the_runs_own_processes() -> None:
         for process in (spinning, sleeping):
             os.killpg(process.pid, 9)
             process.wait()
+
+
+class _Counted(activity.Activity):
+    """Devices that always compute, counting the looks taken at them."""
+
+    def __init__(self) -> None:
+        super().__init__([0], lambda: ())
+        self.looks = 0
+
+    def look(self) -> None:
+        self.looks += 1
+
+    def busy(self) -> bool:
+        self.last_pct = 80.0
+        return True
+
+
+def test_the_devices_are_looked_at_only_near_the_hang_deadline(tmp_path) -> None:
+    # A look on a CPU host reads all of /proc: none while the deadline is far away.
+    now = [0.0]
+    watch = RunWatch(
+        {"hang_timeout_s": 60}, str(tmp_path), str(tmp_path / "events.jsonl"), clock=lambda: now[0]
+    )
+    counted = _Counted()
+    watch.activity = counted
+    for second in range(1, 55):
+        now[0] = float(second)
+        assert watch.poll() is None
+    assert counted.looks == 0
+    for second in range(55, 61):
+        now[0] = float(second)
+        assert watch.poll() is None
+    assert counted.looks == 5  # 56 to 60 s: within LOOK_BEFORE_S of the deadline
+    now[0] = 61.0
+    assert watch.poll() == BUSY  # silent, but computing: the clock starts again
+    assert watch.last_progress == 61.0
