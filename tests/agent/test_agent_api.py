@@ -148,3 +148,21 @@ def test_the_host_list_shows_busy_devices(api, owner, cpu_host) -> None:
     hosts = api.get("/api/v1/hosts/").json()["results"]
     assert [(h["name"], h["device_count"], h["busy_devices"]) for h in hosts] == [("cpu-01", 1, 1)]
     assert api.get("/api/v1/hosts/cpu-01/").json()["busy_devices"] == 1
+
+
+def test_a_host_that_keeps_runs_off_the_network_says_so_and_the_page_shows_it(
+    client, staff
+) -> None:
+    host = HostFactory(name="npu-kept")
+    agent = host_client(host)
+    facts = {**FACTS, "network": {"advertise_address": "10.0.0.7", "run_network": "none"}}
+    assert agent.post(f"{AGENT}/register/", facts, format="json").status_code == 200
+    host.refresh_from_db()
+    assert host.network == {"advertise_address": "10.0.0.7", "run_network": "none"}
+    client.force_login(staff)
+    page = client.get("/hosts/npu-kept/").content.decode()
+    assert 'id="run-network">a loopback of their own only' in page
+    bad = {**FACTS, "network": {"run_network": "off"}}
+    refused = agent.post(f"{AGENT}/register/", bad, format="json")
+    assert refused.status_code == 400
+    assert "run_network" in refused.json()["network"]

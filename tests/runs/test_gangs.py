@@ -14,6 +14,7 @@ from npulab.hosts.models import Host
 from npulab.hosts.services import do_issue_host_token
 from npulab.runs.gangs import gang_of
 from npulab.runs.models import DeviceLease, Placement, Run
+from npulab.runs.placement import unsuited
 from npulab.runs.scheduler import place_queued_runs
 from npulab.runs.services import (
     do_cancel_run,
@@ -102,6 +103,29 @@ def test_hosts_without_an_advertised_address_never_hold_a_gang(owner) -> None:
     with pytest.raises(SubmissionInvalid) as refused:
         gang(owner)
     assert "1 such host could ever take it: cpu-1" in refused.value.errors["hosts"]
+
+
+def test_hosts_that_keep_runs_off_the_network_take_no_gang_but_runs_on_one_host(owner) -> None:
+    host("cpu-1")
+    isolated = register(
+        HostFactory(name="cpu-2"),
+        "cpu",
+        2,
+        network={"advertise_address": "10.0.0.2", "run_network": "none"},
+    )
+    with pytest.raises(SubmissionInvalid) as refused:
+        gang(owner)
+    assert "1 such host could ever take it: cpu-1" in refused.value.errors["hosts"]
+    host("cpu-3")
+    across = gang(owner)
+    assert "run_network none" in unsuited(across, isolated)
+    alone = gang(owner, hosts=1, host="cpu-2")
+    assert unsuited(alone, isolated) == ""
+    place_queued_runs()
+    across.refresh_from_db()
+    alone.refresh_from_db()
+    assert {p.host_name for p in across.placements.all()} == {"cpu-1", "cpu-3"}
+    assert alone.host == isolated
 
 
 def test_a_kind_that_runs_on_one_host_refuses_hosts(owner) -> None:

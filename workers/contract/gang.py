@@ -54,7 +54,19 @@ RESERVED_ENV = (
 
 # The host config keys a worker reports (``network`` in its registration).
 ADVERTISE_ADDRESS = "advertise_address"
-NETWORK_KEYS = (ADVERTISE_ADDRESS, "hccl_if_ip", "hccl_socket_ifname", "hccl_connect_timeout")
+# Whether a host's runs reach the network (``host``, docker's word) or only a loopback of
+# their own (``none``): a run across hosts needs the former (docs/security.md).
+RUN_NETWORK = "run_network"
+RUN_NETWORK_HOST = "host"
+RUN_NETWORK_NONE = "none"
+RUN_NETWORKS = (RUN_NETWORK_HOST, RUN_NETWORK_NONE)
+NETWORK_KEYS = (
+    ADVERTISE_ADDRESS,
+    "hccl_if_ip",
+    "hccl_socket_ifname",
+    "hccl_connect_timeout",
+    RUN_NETWORK,
+)
 
 
 def launch_env(gang: dict[str, Any]) -> dict[str, str]:

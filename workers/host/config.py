@@ -10,7 +10,14 @@ from typing import Mapping, Sequence
 from workers.contract import script_env
 from workers.contract.devices import DEVICE_TYPES
 from workers.contract.frameworks import MINDSPORE, MINDSPORE_LABEL
-from workers.contract.gang import HCCL_CONNECT_TIMEOUT_RANGE, NETWORK_KEYS
+from workers.contract.gang import (
+    HCCL_CONNECT_TIMEOUT_RANGE,
+    NETWORK_KEYS,
+    RUN_NETWORK,
+    RUN_NETWORK_HOST,
+    RUN_NETWORK_NONE,
+    RUN_NETWORKS,
+)
 from workers.contract.telemetry import DEFAULT_INTERVAL_S, DEFAULT_SEND_S
 from workers.host.runenv import DEFAULT_ALLOW, parse_allow
 
@@ -72,6 +79,11 @@ class HostConfig:
         self.sandbox_read = list(sandbox_read)
         # Never mounted in a run's sandbox.
         self.token_file = token_file
+
+    @property
+    def own_network(self) -> bool:
+        """Whether each run gets a loopback of its own and no other network (--run-network)."""
+        return self.network.get(RUN_NETWORK) == RUN_NETWORK_NONE
 
     def python_for(self, spec: dict) -> str:
         """The interpreter a run executes in: its spec's, else the one for its framework."""
@@ -168,6 +180,15 @@ class HostConfig:
             help="comma-separated host folders every run may read in its sandbox (datasets)",
         )
         parser.add_argument(
+            "--run-network",
+            choices=RUN_NETWORKS,
+            default=env.get("NPULAB_RUN_NETWORK", RUN_NETWORK_HOST),
+            help="'host' (the default): a run reaches what this host reaches; 'none': each run "
+            "has a loopback of its own and nothing else, so no service on or beside the host "
+            "(the database, the broker) is in reach; needs the sandbox, and the host then takes "
+            "no run across hosts",
+        )
+        parser.add_argument(
             "--advertise-address",
             default=env.get("NPULAB_ADVERTISE_ADDRESS", ""),
             help="the address other hosts reach this one at: MASTER_ADDR when it holds rank 0 "
@@ -203,6 +224,8 @@ class HostConfig:
             parser.error("no host token: set NPULAB_HOST_TOKEN or --token-file")
         if not args.broker_url:
             parser.error("no broker: set NPULAB_BROKER_URL or --broker-url")
+        if args.run_network not in RUN_NETWORKS:  # NPULAB_RUN_NETWORK: argparse checks flags only
+            parser.error(f"--run-network must be one of {', '.join(RUN_NETWORKS)}")
         if args.devices is not None and args.devices < 1:
             parser.error("--devices must be at least 1")
         low, high = HCCL_CONNECT_TIMEOUT_RANGE

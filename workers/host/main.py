@@ -6,6 +6,7 @@ import logging
 import os
 import sys
 import threading
+from urllib.parse import urlsplit
 
 from workers.host import runuser, sandbox
 from workers.host.agent import HostAgent, reap_orphans
@@ -115,7 +116,13 @@ def confine(
     first = run_users.users[0] if run_users is not None else None
     hidden = [config.token_file] if config.token_file else []
     run_sandbox = sandbox.resolve(
-        config.sandbox, config.python, config.work_dir, hidden, first, config.sandbox_read
+        config.sandbox,
+        config.python,
+        config.work_dir,
+        hidden,
+        first,
+        config.sandbox_read,
+        config.own_network,
     )
     if run_sandbox is None and run_users is not None:
         runuser.check_can_run(run_users, config.python, config.work_dir)
@@ -128,8 +135,20 @@ def confine(
             )
     else:
         log.info("runs execute as this worker's user (uid %d)", os.geteuid())
+    exposed = open_broker(config.broker_url)
+    if exposed and not config.own_network:
+        log.warning(
+            "the broker at %s asks no password, and a run reaches what this host reaches: "
+            "give the broker a password (in NPULAB_BROKER_URL), or keep runs off the network "
+            "(--run-network none; docs/security.md)",
+            exposed,
+        )
     if run_sandbox is not None:
-        log.info("runs execute in a bubblewrap sandbox (%s)", run_sandbox.bwrap)
+        log.info(
+            "runs execute in a bubblewrap sandbox (%s)%s",
+            run_sandbox.bwrap,
+            ", each with a loopback of its own and no other network" if config.own_network else "",
+        )
     else:
         shared = run_users is None or not run_users.exclusive
         log.warning(
@@ -139,6 +158,25 @@ def confine(
             else "what every user of this host may read",
         )
     return run_users, run_sandbox
+
+
+def open_broker(url: str) -> str:
+    """``host:port`` of a broker reached over TCP with no password in its URL, else "".
+
+    Through such a broker a run could read and forge every host's task messages. A
+    socket (the embedded Redis of ``make run``, in the worker's closed ``var/``) is
+    the file system's business, not the network's.
+    """
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:
+        return ""  # Celery reports a malformed URL itself
+    if parts.scheme not in ("redis", "rediss", "amqp", "amqps", "pyamqp") or not parts.hostname:
+        return ""
+    if parts.password:
+        return ""
+    return f"{parts.hostname}:{port}" if port else parts.hostname
 
 
 if __name__ == "__main__":

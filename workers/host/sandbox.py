@@ -125,12 +125,16 @@ class Sandbox:
         hidden: Sequence[str],
         extra_reads: Sequence[str] = (),
         setpriv: str = "",
+        own_network: bool = False,
     ):
         self.bwrap = bwrap
         # Never mounted, nor any folder holding one of them (the work dir, the token file).
         self.hidden = [_real(path) for path in hidden if path]
         self.extra_reads = list(extra_reads)
         self.setpriv = setpriv
+        # A network namespace of the run's own: its loopback (where its supervisor serves
+        # the MLflow API) and nothing else, not even the host's 127.0.0.1.
+        self.own_network = own_network
 
     def _allowed(self, path: str) -> bool:
         real = _real(path)
@@ -151,6 +155,8 @@ class Sandbox:
         """``command`` inside the sandbox: ``writable`` read-write, ``readable`` and the
         interpreter's folders read-only, and nothing else of the worker's."""
         args = [self.bwrap, "--unshare-ipc", "--unshare-uts", "--hostname", "npulab-run"]
+        if self.own_network:
+            args.append("--unshare-net")
         for folder in SYSTEM_DIRS:
             if os.path.islink(folder):
                 args += ["--symlink", os.readlink(folder), folder]
@@ -218,6 +224,9 @@ class Sandbox:
         """SandboxError unless a run can start ``python`` in the sandbox and import the
         runner there, and cannot see ``work_dir``."""
         probe = f"import os, sys, workers.run\nsys.exit(3 if os.path.exists({work_dir!r}) else 0)\n"
+        if self.own_network:
+            # Only the loopback: a host whose kernel refuses a network namespace fails here.
+            probe += "import socket\nsys.exit(0 if socket.if_nameindex() == [(1, 'lo')] else 4)\n"
         argv = self.argv([python, "-c", probe], python, writable=(), run_user=run_user, cwd="/")
         try:
             result = subprocess.run(
@@ -231,6 +240,8 @@ class Sandbox:
             raise SandboxError(f"bubblewrap cannot start: {exc}") from None
         if result.returncode == 3:
             raise SandboxError(f"the work directory {work_dir} is visible inside the sandbox")
+        if result.returncode == 4:
+            raise SandboxError("a run in the sandbox still sees the host's network interfaces")
         if result.returncode != 0:
             last = (result.stderr.decode("utf-8", "replace").strip().splitlines() or ["?"])[-1]
             raise SandboxError(f"bubblewrap cannot run {python} in a sandbox: {last}")
@@ -253,9 +264,13 @@ def resolve(
     hidden: Sequence[str],
     run_user: RunUser | None,
     extra_reads: Sequence[str] = (),
+    own_network: bool = False,
 ) -> Sandbox | None:
     """The sandbox ``mode`` asks for, checked; None where there is none (``off``, or
-    ``auto`` on a host without a working bubblewrap: ``log`` says so)."""
+    ``auto`` on a host without a working bubblewrap: ``log`` says so). Runs kept off the
+    network (``own_network``) need one: without it, SandboxError whatever the mode."""
+    if own_network and mode == OFF:
+        raise SandboxError("--run-network none needs the sandbox, and --sandbox is off")
     if mode == OFF:
         return None
     bwrap = shutil.which("bwrap") or ""
@@ -267,13 +282,15 @@ def resolve(
         problem = "setpriv (util-linux) is not installed"
     sandbox = None
     if not problem:
-        sandbox = Sandbox(bwrap, [work_dir, *hidden], extra_reads, setpriv)
+        sandbox = Sandbox(bwrap, [work_dir, *hidden], extra_reads, setpriv, own_network)
         try:
             sandbox.check(python, work_dir, run_user)
         except SandboxError as exc:
             problem = str(exc)
     if not problem:
         return sandbox
+    if own_network:
+        raise SandboxError(f"--run-network none needs the sandbox: {problem}")
     if mode == ON:
         raise SandboxError(problem)
     log.warning("runs execute without a filesystem sandbox: %s", problem)

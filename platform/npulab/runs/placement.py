@@ -28,7 +28,7 @@ from npulab.health.models import DEVICE_STATES_CLOSED, DeviceHealth, HostState
 from npulab.health.selectors import health_of, reasons_text
 from npulab.hosts.models import Host
 from npulab.runs.models import DeviceLease, Run
-from workers.contract.gang import ADVERTISE_ADDRESS
+from workers.contract.gang import ADVERTISE_ADDRESS, RUN_NETWORK, RUN_NETWORK_NONE
 
 # A run is never placed again on a host where it failed this often for a cause that
 # blames the host.
@@ -67,10 +67,19 @@ def unsuited(run: Run, host: Host) -> str:
     missing = missing_labels(run, host)
     if missing:
         return "lacks label(s) " + ", ".join(missing)
-    if run.hosts > 1 and not host.network.get(ADVERTISE_ADDRESS):
+    if run.hosts > 1 and gang_problem(host):
+        return gang_problem(host)
+    return avoided(run, host)
+
+
+def gang_problem(host: Host) -> str:
+    """Why ``host`` can take no part in a run across hosts, or ""."""
+    if not host.network.get(ADVERTISE_ADDRESS):
         # MASTER_ADDR and a rank table's server_id come from it, never from a guess.
         return "has no advertise_address in its config (needed by a run across hosts)"
-    return avoided(run, host)
+    if host.network.get(RUN_NETWORK) == RUN_NETWORK_NONE:
+        return "keeps its runs off the network (run_network none), which a run across hosts needs"
+    return ""
 
 
 def unplaceable(run: Run, hosts: Iterable[Host]) -> tuple[str, str]:
@@ -112,8 +121,7 @@ def unplaceable(run: Run, hosts: Iterable[Host]) -> tuple[str, str]:
     big = [
         host
         for host in labelled
-        if host.device_count >= run.devices
-        and (run.hosts == 1 or host.network.get(ADVERTISE_ADDRESS))
+        if host.device_count >= run.devices and (run.hosts == 1 or not gang_problem(host))
     ]
     if len(big) < run.hosts:
         found = _listing(big, lambda host: host.name)

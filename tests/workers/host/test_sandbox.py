@@ -15,6 +15,7 @@ import json
 import os
 import secrets
 import shutil
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -89,6 +90,29 @@ for link in glob.glob("/proc/[0-9]*/cwd") + glob.glob("/proc/[0-9]*/root"):
 print("HOSTILE DONE", flush=True)
 """
 
+# A run kept off the network reaches no service of the host's (a listener on the host's
+# 127.0.0.1 stands for the database and the broker), but its own supervisor's MLflow API.
+NETWORK_PROBE = r"""
+import json, os, socket, urllib.request
+
+try:
+    socket.create_connection(("127.0.0.1", int(os.environ["LISTENER_PORT"])), 10).close()
+    print("REACHED the host's listener", flush=True)
+except OSError as exc:
+    print("DENIED the host's listener", type(exc).__name__, flush=True)
+body = {"run_id": os.environ["MLFLOW_RUN_ID"], "key": "probe", "value": 1.0, "timestamp": 0}
+request = urllib.request.Request(
+    os.environ["MLFLOW_TRACKING_URI"] + "/api/2.0/mlflow/runs/log-metric",
+    data=json.dumps(body).encode(),
+    headers={
+        "Content-Type": "application/json",
+        "Authorization": "Bearer " + os.environ["MLFLOW_TRACKING_TOKEN"],
+    },
+)
+urllib.request.urlopen(request, timeout=30).read()
+print("MLFLOW answered", flush=True)
+"""
+
 
 def make_layout(top: Path) -> dict[str, Any]:
     """``var/`` as ``make run`` leaves it, every file readable by every user."""
@@ -115,6 +139,7 @@ def make_layout(top: Path) -> dict[str, Any]:
     job = top / "job"
     job.mkdir()
     (job / "hostile.py").write_text(HOSTILE)
+    (job / "network.py").write_text(NETWORK_PROBE)
     targets = {
         "database": str(database),
         "host_token": str(var / "local-host.token"),
@@ -126,33 +151,38 @@ def make_layout(top: Path) -> dict[str, Any]:
     return {"top": str(top), "targets": targets, "secrets": secrets_by_name}
 
 
-def drive(layout: dict[str, Any]) -> list[dict[str, Any]]:
+def drive(
+    layout: dict[str, Any], script: str = "hostile.py", **config: Any
+) -> list[dict[str, Any]]:
     """The host worker's part: confine as the worker would, execute the run, its events."""
     from tests.workers.host.fakes import FakePlatform, host_config
     from workers.host.agent import HostAgent
-    from workers.host.config import HostConfig
     from workers.host.main import confine
 
     var = Path(layout["targets"]["host_token"]).parent
-    config: HostConfig = host_config(var / "worker", token_file=layout["targets"]["host_token"])
-    config.sandbox = sandbox.ON
-    config.run_user = runuser.AUTO
+    host = host_config(
+        var / "worker",
+        token_file=layout["targets"]["host_token"],
+        sandbox=sandbox.ON,
+        run_user=runuser.AUTO,
+        **config,
+    )
 
-    run_users, run_sandbox = confine(config)
+    run_users, run_sandbox = confine(host)
     assert run_sandbox is not None
     platform = FakePlatform()
     platform.claims[1] = {
         "spec": {
             "kind": "training",
             "device_type": "cpu",
-            "entry": str(Path(layout["top"]) / "job" / "hostile.py"),
+            "entry": str(Path(layout["top"]) / "job" / script),
             "timeout_s": 120,
-            "env": {"TARGETS": json.dumps(layout["targets"])},
+            "env": {"TARGETS": json.dumps(layout["targets"]), **layout.get("env", {})},
         },
         "devices": [0],
         "resume": None,
     }
-    HostAgent(config, platform, run_users, run_sandbox).execute(1, 1)
+    HostAgent(host, platform, run_users, run_sandbox).execute(1, 1)
     log = var / "worker" / "runs" / "1" / "attempt-1" / "supervisor.log"
     events = platform.stored_events(1)
     if log.exists():  # what the supervisor said, for a failure's message
@@ -194,6 +224,24 @@ def test_a_hostile_run_of_a_root_worker_reads_nothing_of_the_platforms(top: Path
         path.chmod(0o755 if path.is_dir() else 0o644)
     events = drive(layout)
     assert_nothing_read(events, layout)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the root layout needs root")
+@pytest.mark.parametrize("run_network", ["none", "host"])
+def test_a_run_kept_off_the_network_reaches_only_its_own_loopback(
+    top: Path, run_network: str
+) -> None:
+    layout = make_layout(top)
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        layout["env"] = {"LISTENER_PORT": str(listener.getsockname()[1])}
+        events = drive(layout, "network.py", network={"run_network": run_network})
+    lines = [str(event.get("line", "")) for event in events]
+    reached = "REACHED the host's listener" in lines
+    assert reached == (run_network == "host"), lines
+    assert any(line.startswith("DENIED the host's listener") for line in lines) != reached
+    assert "MLFLOW answered" in lines, lines
+    metrics = [event for event in events if event["type"] == "metric"]
+    assert [(event["key"], event["value"]) for event in metrics] == [("probe", 1.0)]
 
 
 @pytest.fixture

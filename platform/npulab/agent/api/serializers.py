@@ -11,6 +11,7 @@ from npulab.core.converters import MAX_ID
 from npulab.core.fields import TextField
 from npulab.core.text import storable_json
 from npulab.hosts.models import DeviceType
+from workers.contract.gang import RUN_NETWORKS
 
 MAX_DEVICES_PER_HOST = 1024
 # A signed 64-bit column's bound: byte offsets; process exit codes are 32-bit.
@@ -43,6 +44,11 @@ class NetworkSerializer(serializers.Serializer):
     hccl_if_ip = TextField(max_length=64, allow_blank=True, required=False)
     hccl_socket_ifname = TextField(max_length=64, allow_blank=True, required=False)
     hccl_connect_timeout = serializers.IntegerField(min_value=120, max_value=7200, required=False)
+    run_network = serializers.ChoiceField(
+        choices=RUN_NETWORKS,
+        required=False,
+        help_text="none: the host keeps its runs off the network, so it takes no run across hosts.",
+    )
 
 
 class RegisterSerializer(serializers.Serializer):
