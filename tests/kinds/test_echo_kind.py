@@ -10,14 +10,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 from django.test import Client
 from django.urls import reverse
+from junitparser import JUnitXml
 from rest_framework.test import APIClient
 
+from npulab.accounts.services import do_issue_api_token
 from npulab.runs.models import Run, RunEvent
 from tests.kinds.echo import ECHO, REFUSED
 from tests.kinds.echo.models import EchoWord
 from tests.paths import REPO_DIR
+from workers.cli.main import cli
 from workers.contract import exits, kinds
 from workers.contract.events import EVENTS_FILE
 from workers.events import iter_events
@@ -147,6 +151,40 @@ def test_the_test_kind_brings_its_page_and_api_route(
     html = page.get(reverse("echo:words", args=[run.pk])).content.decode()
     assert f"Words of run #{run.pk}" in html
     assert 'data-index="0">gamma</span>' in html
+
+
+def test_the_test_kind_brings_its_cli_command_and_junit_cases(
+    api: APIClient, host_api: APIClient, owner: Any, tmp_path: Path, live_server: Any
+) -> None:
+    submitted = api.post(
+        "/api/v1/runs/",
+        {"kind": "echo", "device_type": "cpu", "words": ["alpha", "beta"]},
+        format="json",
+    )
+    run = execute_on_host(host_api, submitted.json()["id"], tmp_path / "run")
+    env = {
+        "NPULAB_URL": live_server.url,
+        "NPULAB_TOKEN": do_issue_api_token(owner, name="cli")[1],
+        "NPULAB_CONFIG": str(tmp_path / "config.json"),
+    }
+    runner = CliRunner()
+
+    words = runner.invoke(cli, ["echo-words", str(run.pk)], env=env, catch_exceptions=False)
+    assert (words.exit_code, words.stdout.splitlines()) == (0, ["alpha", "beta"])
+    junit = tmp_path / "echo.xml"
+    shown = runner.invoke(
+        cli, ["runs", "show", str(run.pk), "--junit", str(junit)], env=env, catch_exceptions=False
+    )
+    assert shown.exit_code == exits.CLI_SUCCEEDED, shown.output
+    cases = [
+        (case.classname, case.name) for suite in JUnitXml.fromfile(str(junit)) for case in suite
+    ]
+    # The kind's cases, then the run's own result.
+    assert cases == [
+        ("npulab.echo", "word 0"),
+        ("npulab.echo", "word 1"),
+        ("npulab.echo", "result"),
+    ]
 
 
 def test_nothing_outside_the_kinds_folder_names_it() -> None:

@@ -1,7 +1,8 @@
 """``npulab``: submit runs, follow them and gate CI on them, over the REST API alone.
 
 The commands, their ``--help`` and shell completion (``_NPULAB_COMPLETE``)
-come from the click definitions (here and in ``submit``, ``browse``, ``gates``);
+come from the click definitions (here, in ``submit``, ``browse``, ``gates``, and
+in the kinds' own ``cli`` modules, ``workers.cli.kinds``);
 ``submit --kind K`` adds an option for each spec field of kind K as
 ``GET /api/v1/kinds/K/`` declares it, so the CLI never keeps a list of fields.
 Exit codes are the contract's (``workers.contract.exits``, docs/cli.md).
@@ -14,8 +15,7 @@ from typing import Any, Sequence
 
 import click
 
-# coverage registers its JUnit case builder on import.
-from workers.cli import browse, coverage, diagnose, gates, output, parity, submit  # noqa: F401
+from workers.cli import browse, diagnose, gates, kinds, output, submit
 from workers.cli.base import State, handled, json_option, report_error, state_of
 from workers.cli.client import (
     DEFAULT_URL,
@@ -173,7 +173,8 @@ cli.add_command(gates.review)
 cli.add_command(gates.compare)
 cli.add_command(diagnose.diagnose)
 cli.add_command(diagnose.bundle)
-cli.add_command(parity.parity)
+# The kinds' own commands and JUnit cases (``npulab parity``, coverage's cases).
+kinds.mount(cli)
 
 
 def main() -> None:

@@ -151,3 +151,6 @@ def _loss_gate(state: Any, run_id: int, against: int, key: str, rtol: float) -> 
             + (f", past {rtol:g} from step {past}" if past is not None else "")
         )
     return exits.CLI_JOB_FAILED if broken else exits.CLI_SUCCEEDED
+
+
+COMMANDS = [parity]
