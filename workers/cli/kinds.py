@@ -37,8 +37,17 @@ def kind_modules() -> list[ModuleType]:
 
 
 def mount(group: click.Group) -> None:
-    """Add each kind's commands to ``group``; a name taken twice is a kind's mistake."""
-    for module in kind_modules():
+    """Add each kind's commands to ``group``; a name taken twice is a kind's mistake.
+
+    A kind that cannot be loaded here (``NPULAB_KINDS`` naming a site's package this
+    machine lacks) costs its own commands only: the generic ones still work.
+    """
+    try:
+        modules = kind_modules()
+    except (ImportError, contract_kinds.KindConflict) as exc:
+        click.echo(f"npulab: the kinds' own commands are not loaded: {exc}", err=True)
+        return
+    for module in modules:
         for command in getattr(module, "COMMANDS", ()):
             if command.name in group.commands:
                 raise RuntimeError(
