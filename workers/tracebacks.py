@@ -8,12 +8,11 @@ names the exception. Standard library only; Python 3.8.
 
 from __future__ import annotations
 
-import re
 from typing import Iterable
 
+from workers.contract.events import RANK_PREFIX
+
 TRACEBACK_HEADER = "Traceback (most recent call last):"
-# torchrun may prefix each line of a rank's output with its rank.
-_RANK_PREFIX = re.compile(r"^\[(?:default)?rank\d+\]:\s?")
 # torchrun's own error after a rank failed; the rank's exception says more.
 _LAUNCHER_ERRORS = ("torch.distributed.elastic.",)
 
@@ -29,7 +28,7 @@ def exception_line(lines: Iterable[str]) -> str:
     fallback = ""
     in_traceback = False
     for raw in lines:
-        line = _RANK_PREFIX.sub("", raw.rstrip("\r\n"))
+        line = RANK_PREFIX.sub("", raw.rstrip("\r\n"))
         if line.startswith(TRACEBACK_HEADER):
             in_traceback = True
         elif in_traceback and line and not line[0].isspace():

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from harness.stack import Platform
-from tests.mindspore.interpreter import SCRIPT, require_mindspore
+from tests.e2e.conftest import write_script
+from tests.mindspore.interpreter import PARALLEL_SCRIPT, SCRIPT, require_mindspore
 from workers.processes import kill_registered
 
 pytestmark = pytest.mark.e2e
@@ -21,7 +22,8 @@ BAD_GRAPH = Path(__file__).resolve().parents[1] / "mindspore" / "bad_graph.py"
 def ms_host(platform: Platform) -> Iterator[str]:
     python = require_mindspore()
     # The label is the operator's (host_token --labels); the worker's own say is not trusted.
-    platform.start_worker(MS_HOST, "--mindspore-python", python, labels="mindspore")
+    # Four devices: two runs of two msrun workers each at once.
+    platform.start_worker(MS_HOST, "--mindspore-python", python, devices=4, labels="mindspore")
     platform.wait_online(MS_HOST, timeout=120)
     yield MS_HOST
     platform.kill_worker(MS_HOST)
@@ -94,3 +96,39 @@ def test_a_failed_mindspore_run_ends_with_a_diagnosis_naming_its_cause(
     assert run["restarts"] == 0
     listed = platform.api("GET", "runs/", params={"category": "graph-compile"}).json()["results"]
     assert run_id in [found["id"] for found in listed]
+
+
+def test_two_msrun_workers_train_data_parallel_and_one_failing_ends_its_run(
+    platform: Platform, ms_host: str, scripts_dir: Path
+) -> None:
+    # Outside the checkout: the diagnosis takes the checkout's files for npulab's own.
+    script = str(write_script(scripts_dir, "train_parallel.py", PARALLEL_SCRIPT.read_text()))
+    spec = {"kind": "training", "framework": "mindspore", "devices": 2, "entry": script}
+    trains = platform.submit(**spec, timeout_s=600)["id"]
+    # Rank 1 raises after its first step; MindSpore's scheduler lets go of the rank msrun
+    # killed after MS_NODE_TIMEOUT (30 s by default).
+    fails = platform.submit(**spec, args=["1"], env={"MS_NODE_TIMEOUT": "15"}, timeout_s=600)["id"]
+
+    run = platform.wait(trains, timeout=600)
+    assert run["status"] == "succeeded", platform.tail()
+    lines = log_lines(platform, trains)
+    assert any(line.startswith("msrun: 2 workers, 2 here (node rank 0)") for line in lines)
+    # Both workers' logs, each line with its rank; the same weights on both, though each
+    # trained on its own half of the data: the gradients went through an allreduce.
+    weights = {line.split(": ")[0]: line for line in lines if ": weights " in line}
+    assert set(weights) == {"[rank0]", "[rank1]"}, lines
+    assert weights["[rank0]"][len("[rank0]") :] == weights["[rank1]"][len("[rank1]") :]
+    for rank in ("[rank0]", "[rank1]"):
+        assert any(line.startswith(f"{rank}: epoch: 2 step: 4, loss is ") for line in lines)
+    # The loss series is rank 0's: 4 steps of its shard in each of 2 epochs.
+    printed = [float(line.rsplit(" ", 1)[1]) for line in lines if "[rank0]: epoch:" in line]
+    losses = platform.api("GET", f"runs/{trains}/metrics/", params={"key": "loss"}).json()
+    assert [value for _, value in losses["points"]] == printed
+    assert len(printed) == 8
+
+    run = platform.wait(fails, timeout=600)
+    assert run["status"] == "failed", platform.tail()
+    assert run["exit_reason"].endswith(": rank 1: ValueError: rank 1 gives up")
+    diagnosis = run["diagnosis"]
+    assert (diagnosis["rule"], diagnosis["blame"]) == ("python-user-exception", "user-code")
+    assert diagnosis["line"].startswith("[rank1]: ValueError: rank 1 gives up (raised at ")

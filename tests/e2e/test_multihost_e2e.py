@@ -1,7 +1,8 @@
 """A run across hosts on one machine: two local CPU host workers, gloo, real processes.
 
 Its own stack (two hosts of two devices each, advertising 127.0.0.1), so that the
-shared e2e platform's single host keeps its own runs.
+shared e2e platform's single host keeps its own runs. With the MindSpore interpreter
+(`make mindspore`) the hosts offer it too, for a MindSpore run across them through msrun.
 """
 
 from __future__ import annotations
@@ -10,11 +11,19 @@ import json
 import os
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from django.conf import settings
 
 from harness.stack import Platform, launched_platform
+from tests.e2e.conftest import write_script
+from tests.mindspore.interpreter import (
+    PARALLEL_SCRIPT,
+    has_mindspore,
+    mindspore_python,
+    require_mindspore,
+)
 
 pytestmark = pytest.mark.e2e
 HOSTS = ("gang-1", "gang-2")
@@ -28,8 +37,9 @@ def two_hosts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Platform]:
         database=f"npulab_multihost_e2e_{os.getpid()}",
         host_worker=False,
     ) as platform:
+        offer = ("--mindspore-python", mindspore_python()) if has_mindspore() else ()
         for host in HOSTS:
-            platform.start_worker(host, devices=2)
+            platform.start_worker(host, *offer, devices=2, labels="mindspore" if offer else "")
         platform.wait_online(*HOSTS, timeout=120)
         yield platform
 
@@ -102,3 +112,35 @@ def test_two_hosts_by_two_processes_train_with_ddp_and_resume_after_a_killed_wor
     steps = [step for step, _ in losses["points"]]
     assert steps == sorted(set(steps))
     assert steps[-1] == 599
+
+
+def test_a_mindspore_run_on_two_hosts_trains_through_msrun_on_each(
+    two_hosts: Platform, scripts_dir: Path
+) -> None:
+    require_mindspore()
+    platform = two_hosts
+    script = write_script(scripts_dir, "train_parallel.py", PARALLEL_SCRIPT.read_text())
+    run_id = platform.submit(
+        kind="training", framework="mindspore", entry=str(script), hosts=2, timeout_s=600
+    )["id"]
+    run = platform.wait(run_id, timeout=600)
+    assert run["status"] == "succeeded", ended_early(platform, run)
+    assert [(p["host"], p["ranks"], p["state"]) for p in run["placements"]] == [
+        (HOSTS[0], [0, 0], "succeeded"),
+        (HOSTS[1], [1, 1], "succeeded"),
+    ]
+    events = platform.api(
+        "GET", f"runs/{run_id}/events/", params={"type": "log", "limit": 5000}
+    ).json()["results"]
+    lines = [(event["data"].get("node", 0), event["data"]["line"]) for event in events]
+    # Each host's msrun started its own worker (the platform's placements give the node
+    # ranks) against node rank 0's scheduler; the weights agree after allreduces across hosts.
+    started = "msrun: 2 workers, 1 here (node rank 1), scheduler at 127.0.0.1:"
+    assert any(node == 1 and line.startswith(started) for node, line in lines)
+    weights = {node: line.split(": ", 1)[1] for node, line in lines if ": weights " in line}
+    assert weights[0] == weights[1]
+    last = "[rank1]: epoch: 2 step: 4, loss is "
+    assert any(node == 1 and line.startswith(last) for node, line in lines)
+    # The loss series is rank 0's alone.
+    losses = platform.api("GET", f"runs/{run_id}/metrics/", params={"key": "loss"}).json()
+    assert len(losses["points"]) == 8

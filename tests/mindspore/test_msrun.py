@@ -22,6 +22,7 @@ def test_one_host_with_four_devices() -> None:
         "--node_rank=0",
         "--log_dir=/runs/7/msrun",
         "--join=True",
+        "--tail_worker_log=4",
         LAUNCH_SCRIPT,
         "train.py",
         "--lr",

@@ -25,6 +25,7 @@ import re
 from typing import Any, Pattern
 
 from workers.capture.sink import Point
+from workers.contract.events import RANK_PREFIX
 
 # A line longer than this is no log line of metrics (a tensor printed whole).
 MAX_LINE_CHARS = 4096
@@ -64,6 +65,8 @@ _OWN = "npulab: "
 # A framework's own log line (MindSpore's "[WARNING] ME(1234,7f3b...,python):2026-12-05-...
 # [mindspore/context.py:1343] ..."): its numbers are pids, dates and source lines.
 _FRAMEWORK_LOG = re.compile(r"^\[(?:DEBUG|INFO|WARNING|ERROR|CRITICAL|EXCEPTION)\] \w+\(\d+,")
+# msrun's own ("Start worker process with rank id:1, log file: ..."): a rank is no metric.
+_MSRUN_LINE = re.compile(r"^Start (?:scheduler|worker) process\b")
 # "file.cc:1025" (a C++ call stack's frame) names a source line, not a metric.
 _SOURCE_FILE = re.compile(r"\.(?:c|cc|cpp|cxx|h|hpp|py)$")
 # Fields that give the step rather than a metric.
@@ -85,7 +88,16 @@ class Recogniser:
         self._in_traceback: dict[str, bool] = {}
 
     def feed(self, line: str, stream: str = "stdout") -> list[Point]:
-        """The points of one printed line (a line with carriage returns: of each part)."""
+        """The points of one printed line (a line with carriage returns: of each part).
+
+        Of a multi-process run's prefixed lines only rank 0's count: every rank of a data
+        parallel job prints its own loss (MindSpore's LossMonitor does), the run's is rank 0's.
+        """
+        prefix = RANK_PREFIX.match(line)
+        if prefix is not None:
+            if prefix.group(1) != "0":
+                return []
+            line = line[prefix.end() :]
         if _TRACEBACK in line:
             self._in_traceback[stream] = True
             return []
@@ -95,7 +107,7 @@ class Recogniser:
                 return []
             self._in_traceback[stream] = False
             return []
-        if line.startswith(_OWN) or _FRAMEWORK_LOG.match(line):
+        if line.startswith(_OWN) or _FRAMEWORK_LOG.match(line) or _MSRUN_LINE.match(line):
             return []
         points: list[Point] = []
         for part in line.split("\r"):

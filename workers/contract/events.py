@@ -10,6 +10,7 @@ instead of failing its batch.
 from __future__ import annotations
 
 import math
+import re
 from typing import Any, Callable
 
 from workers.contract.capture import PARAM, SOURCE_FIELD, TAG
@@ -48,6 +49,16 @@ def trace_format(name: str) -> str | None:
 
 # Streams of a log event.
 STDOUT, STDERR, RUNNER = "stdout", "stderr", "runner"
+
+# A line one process of several printed, as its launcher relays it: ``[rank1]: text``
+# (torchrun's prefix, ``[default0]:`` with its local rank; the training runner's for the
+# workers msrun starts). Metrics come from rank 0's lines only.
+RANK_PREFIX = re.compile(r"^\[(?:default)?rank(\d+)\]:\s?")
+
+
+def rank_prefix(rank: int) -> str:
+    """What goes before each line of ``rank``'s output in a run's log."""
+    return f"[rank{rank}]: "
 
 
 def line_event(line: bytes, loads: Callable[[Any], Any], now: float) -> dict[str, Any]:

@@ -21,6 +21,7 @@ import tarfile
 import zipfile
 from typing import IO, Iterable
 
+from workers.contract.events import RANK_PREFIX
 from workers.diagnosis.rules import Rule, RuleBook, codes_in, default_rules
 
 CHUNK_BYTES = 8 * 1024 * 1024
@@ -74,7 +75,6 @@ _CANN_TEXT = re.compile(r"(?<![A-Za-z0-9_])E[A-Z0-9]\d{4}(?![0-9])")
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
-_RANK_PREFIX = re.compile(r"^\[(?:default)?rank(\d+)\]:\s?")
 _RANK_ID = re.compile(r"RankID:(\d+)\)")
 _TRACEBACK = "Traceback (most recent call last):"
 _FRAME = re.compile(r'^\s+File "([^"]+)", line (\d+)')
@@ -174,7 +174,7 @@ class Scanner:
             text = text[:MAX_LINE_BYTES]
         rank: int | None = None
         body = text
-        prefix = _RANK_PREFIX.match(text)
+        prefix = RANK_PREFIX.match(text)
         if prefix:
             rank = int(prefix.group(1))
             body = text[prefix.end() :]

@@ -10,6 +10,7 @@ devices is the case of a single placement. Standard library only, Python 3.8.
 from __future__ import annotations
 
 import os
+import socket
 import sys
 from typing import NamedTuple, Sequence
 
@@ -61,6 +62,11 @@ def msrun_command(
         f"--node_rank={node_rank}",
         f"--log_dir={os.path.join(run_dir, LOG_DIR)}",
         "--join=True",
+        # msrun copies every worker's log to its console with ``tail -f``, killed as soon as
+        # the workers end (their last lines may never come) and without saying whose line
+        # is whose. Told a rank no worker has, it tails none: the runner relays the logs
+        # (WorkerLogs).
+        f"--tail_worker_log={sum(placement.devices for placement in placements)}",
     ]
     if rank_table_file:
         command.append(f"--rank_table_file={rank_table_file}")
@@ -71,3 +77,12 @@ def across_hosts(master_addr: str, hosts: int, devices: int) -> list[Placement]:
     """The placements of a job of ``hosts`` hosts with ``devices`` each, node rank 0 at
     ``master_addr`` (only its address is msrun's to know)."""
     return [Placement(master_addr if node == 0 else "", devices) for node in range(hosts)]
+
+
+def free_port(address: str = LOCALHOST) -> int:
+    """A port free on this host now: the scheduler's, for a job on this host alone (a run
+    across hosts gets its port from the platform). msrun's own default, 8118, would make two
+    such runs on one host, or two hosts' runs on one machine, meet at one scheduler."""
+    with socket.socket() as probe:
+        probe.bind((address, 0))
+        return int(probe.getsockname()[1])

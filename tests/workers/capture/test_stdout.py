@@ -164,6 +164,22 @@ def test_mindspore_log_lines_and_call_stacks_are_no_metrics() -> None:
     assert points(lines) == [("epoch", 10, 1.0), ("loss", 10, 2.3012)]
 
 
+def test_of_several_ranks_lines_only_rank_zeros_give_metrics() -> None:
+    # Two data-parallel workers under msrun, as the training runner relays their logs.
+    lines = [
+        "Start worker process with rank id:1, log file:/r/msrun/worker_1.log. Environment "
+        "variable [RANK_ID=1] is exported. Execute command: python launch.py train.py",
+        "[rank0]: npulab: rank 0 of 2, local rank 0, cpu device 0, pid 20424",
+        "[rank1]: epoch: 1 step: 1, loss is 0.29",
+        "[rank0]: epoch: 1 step: 1, loss is 0.31",
+        "[rank1]: epoch: 1 step: 2, loss is 0.27",
+        "[rank0]: epoch: 1 step: 2, loss is 0.28",
+    ]
+    losses = [(step, value) for key, step, value in points(lines) if key == "loss"]
+    assert losses == [(1, 0.31), (2, 0.28)]
+    assert {key for key, _, _ in points(lines)} == {"epoch", "loss"}
+
+
 @pytest.mark.parametrize(
     "line",
     [

@@ -47,10 +47,11 @@ from workers.training.graph_dumps import GraphDumps
 from workers.training.mindspore_logs import graph_compile_error
 from workers.training.ms_settings import GRAPHS_DIR
 from workers.training.ms_settings import environment as ms_environment
+from workers.training.msrun_logs import FailedRank, WorkerLogs
 
 STOP_GRACE_S = 10.0
 WATCH_EVERY_S = 1.0
-STDERR_FD = 2
+STDOUT_FD, STDERR_FD = 1, 2
 # Enough for the traceback of a failed rank under torchrun's own error report.
 STDERR_TAIL_BYTES = 64 * 1024
 STDERR_DRAIN_S = 5.0
@@ -66,50 +67,18 @@ def run(ctx: RunContext) -> Outcome:
     if not os.path.isdir(workdir):
         return Outcome(exits.FAILED, f"workdir {workdir} does not exist", cause=exits.JOB_ERROR)
     mindspore = spec["framework"] == frameworks.MINDSPORE
-    launch = ["-m", "workers.training.launch", spec["entry"], *spec["args"]]
     nodes = int(os.environ.get(gang.NNODES, "1"))
-    if mindspore and (nodes > 1 or spec["devices"] > 1):
-        # MindSpore's own launcher, on this host alone or on its share of a run across hosts
-        # (the host worker set the rendezvous and the node rank: workers.contract.gang).
-        placements = msrun.across_hosts(
-            os.environ.get(gang.MASTER_ADDR, msrun.LOCALHOST), nodes, spec["devices"]
-        )
-        launch = msrun.msrun_command(
-            placements,
-            int(os.environ.get(gang.NODE_RANK, "0")),
-            launch[2:],
-            ctx.run_dir,
-            master_port=int(os.environ.get(gang.MASTER_PORT, msrun.DEFAULT_MASTER_PORT)),
-            rank_table_file=os.environ.get(gang.RANK_TABLE_FILE, ""),
-        )[1:]
-    elif nodes > 1:
-        # One host of a run across hosts: the host worker set the rendezvous and this
-        # host's node rank (workers.contract.gang).
-        launch = [
-            "-m",
-            "torch.distributed.run",
-            f"--nnodes={nodes}",
-            f"--node-rank={os.environ[gang.NODE_RANK]}",
-            f"--master-addr={os.environ[gang.MASTER_ADDR]}",
-            f"--master-port={os.environ[gang.MASTER_PORT]}",
-            f"--nproc-per-node={spec['devices']}",
-            *launch,
-        ]
-    elif spec["devices"] > 1:
-        launch = [
-            "-m",
-            "torch.distributed.run",
-            "--standalone",
-            "--nnodes=1",
-            f"--nproc-per-node={spec['devices']}",
-            *launch,
-        ]
+    with_msrun = mindspore and (nodes > 1 or spec["devices"] > 1)
+    launch = _msrun_launch(ctx, nodes) if with_msrun else _torch_launch(spec, nodes)
     where = f" × {nodes} hosts (node rank {os.environ[gang.NODE_RANK]})" if nodes > 1 else ""
     ctx.say(
         f"training: {spec['entry']} ({spec['framework']}) on {spec['devices']} "
         f"{spec['device_type']} device(s){where}"
     )
     env = _environment(ctx)
+    if with_msrun:
+        # msrun starts its workers with the "python" it finds on PATH: this one's.
+        env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
     files = _checkpoint_files(ctx, workdir, env)
     graphs = (
         GraphDumps(os.path.join(ctx.run_dir, GRAPHS_DIR), spec["save_graphs_max_mb"] << 20)
@@ -128,6 +97,11 @@ def run(ctx: RunContext) -> Outcome:
     )
     register_group(ctx.run_dir, process.pid)
     stderr = StderrRelay(process.stderr)
+    workers = (
+        WorkerLogs(os.path.join(ctx.run_dir, msrun.LOG_DIR), _write_line) if with_msrun else None
+    )
+    if workers is not None:
+        workers.start()
     stopping = []
 
     def stop(signum: int, frame: Any) -> None:
@@ -138,6 +112,8 @@ def run(ctx: RunContext) -> Outcome:
     if stopping or watch.hung:
         _stop(process)
     stderr.join()
+    if workers is not None:
+        workers.stop()
     code = process.returncode
     if files is not None:
         files.poll(final=True)
@@ -152,11 +128,78 @@ def run(ctx: RunContext) -> Outcome:
     if code is not None and code < 0:
         reason = f"the training process was killed by {signal.Signals(-code).name}"
         return Outcome(exits.FAILED, reason, summary, cause=exits.PROCESS_EXIT)
-    error = (mindspore and graph_compile_error(stderr.lines())) or exception_line(stderr.lines())
+    # Under msrun the rank that failed says why in its own log, not in msrun's stderr.
+    failed = workers.failed(stderr.lines()) if workers is not None else None
+    lines = failed.lines if failed is not None else stderr.lines()
+    error = (mindspore and graph_compile_error(lines)) or exception_line(lines)
     if error and not stopping and not watch.beat and not _trained(ctx.run_dir):
-        return Outcome(exits.FAILED, error, summary, cause=exits.JOB_ERROR)
-    reason = f"the training process exited with code {code}" + (f": {error}" if error else "")
+        return Outcome(exits.FAILED, _of_rank(failed) + error, summary, cause=exits.JOB_ERROR)
+    if not error and failed is not None and failed.exit_code is not None:
+        error = _exit_words(failed.exit_code)
+    reason = f"the training process exited with code {code}" + (
+        f": {_of_rank(failed)}{error}" if error else ""
+    )
     return Outcome(exits.FAILED, reason, summary, cause=exits.PROCESS_EXIT)
+
+
+def _of_rank(failed: FailedRank | None) -> str:
+    return f"rank {failed.rank}: " if failed is not None else ""
+
+
+def _exit_words(code: int) -> str:
+    if code < 0:
+        return f"killed by {signal.Signals(-code).name}"
+    return f"exited with code {code}"
+
+
+def _msrun_launch(ctx: RunContext, nodes: int) -> list[str]:
+    """MindSpore's own launcher, on this host alone or on its share of a run across hosts
+    (the host worker set the rendezvous and the node rank: workers.contract.gang)."""
+    devices = ctx.spec["devices"]
+    master = os.environ.get(gang.MASTER_ADDR, msrun.LOCALHOST)
+    port = int(os.environ.get(gang.MASTER_PORT) or msrun.free_port())
+    node_rank = int(os.environ.get(gang.NODE_RANK, "0"))
+    ctx.say(
+        f"msrun: {nodes * devices} workers, {devices} here (node rank {node_rank}), scheduler "
+        f"at {master}:{port}; each worker's log in {msrun.LOG_DIR}/ and here, its lines "
+        "prefixed with its rank"
+    )
+    return msrun.msrun_command(
+        msrun.across_hosts(master, nodes, devices),
+        node_rank,
+        [ctx.spec["entry"], *ctx.spec["args"]],
+        ctx.run_dir,
+        master_port=port,
+        rank_table_file=os.environ.get(gang.RANK_TABLE_FILE, ""),
+    )[1:]
+
+
+def _torch_launch(spec: dict[str, Any], nodes: int) -> list[str]:
+    """The entry on one device, or under torch.distributed.run on several or across hosts."""
+    launch = ["-m", "workers.training.launch", spec["entry"], *spec["args"]]
+    if nodes > 1:
+        # One host of a run across hosts: the host worker set the rendezvous and this
+        # host's node rank (workers.contract.gang).
+        return [
+            "-m",
+            "torch.distributed.run",
+            f"--nnodes={nodes}",
+            f"--node-rank={os.environ[gang.NODE_RANK]}",
+            f"--master-addr={os.environ[gang.MASTER_ADDR]}",
+            f"--master-port={os.environ[gang.MASTER_PORT]}",
+            f"--nproc-per-node={spec['devices']}",
+            *launch,
+        ]
+    if spec["devices"] > 1:
+        return [
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nnodes=1",
+            f"--nproc-per-node={spec['devices']}",
+            *launch,
+        ]
+    return launch
 
 
 class StderrRelay:
@@ -191,6 +234,12 @@ class StderrRelay:
 
     def lines(self) -> list[str]:
         return bytes(self._tail).decode("utf-8", errors="replace").splitlines()
+
+
+def _write_line(line: bytes) -> None:
+    # One write a line: msrun's own lines share the pipe and must not cut into it.
+    with contextlib.suppress(OSError):  # the supervisor is gone
+        _write_all(STDOUT_FD, line)
 
 
 def _write_all(fd: int, data: bytes) -> None:
