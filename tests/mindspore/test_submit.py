@@ -22,18 +22,52 @@ def mindspore_run(**fields: object) -> dict:
     }
 
 
-def test_without_a_mindspore_host_the_run_is_refused_saying_why(owner) -> None:
+def mindspore_host(name: str, labels: tuple[str, ...] = ("mindspore",)) -> None:
+    """A host whose worker has a MindSpore interpreter (it reports the label), labelled so
+    by an operator unless ``labels`` says otherwise."""
+    register(HostFactory(name=name, labels=list(labels)), "cpu", 1, labels=["mindspore"])
+
+
+def test_without_a_mindspore_host_the_run_is_refused_saying_which_lacks_what(owner) -> None:
     register(HostFactory(name="cpu-01"), "cpu", 1)
+    # Its worker has MindSpore; an operator has not said so.
+    mindspore_host("cpu-02", labels=())
+    # An operator says so; its worker has no MindSpore interpreter.
+    register(HostFactory(name="cpu-03", labels=["mindspore"]), "cpu", 1)
     with pytest.raises(SubmissionInvalid) as refused:
         do_submit_run(owner, mindspore_run())
     assert refused.value.errors == {
-        "labels": "no cpu host carries label(s) mindspore: cpu-01 has none" + NO_HOST_HINT
+        "labels": "no cpu host carries label(s) mindspore: "
+        "cpu-01 has none (its worker reports no MindSpore interpreter (--mindspore-python) "
+        "either), "
+        "cpu-02 has none (its worker reports mindspore; an operator gives labels: "
+        "host_token --labels, or the admin), "
+        "cpu-03 has mindspore, but its worker reports no MindSpore interpreter "
+        "(--mindspore-python)" + NO_HOST_HINT
     }
+
+
+def test_a_run_naming_its_own_interpreter_needs_only_the_operators_label(owner) -> None:
+    register(HostFactory(name="cpu-03", labels=["mindspore"]), "cpu", 1)
+    run = do_submit_run(owner, mindspore_run(python="/envs/ms/bin/python"))
+    assert run.labels == ["mindspore"]
+
+
+def test_a_waiting_run_says_which_host_lacks_mindspore(owner) -> None:
+    from npulab.runs.placement import Capacity, pending_reason
+
+    host = register(HostFactory(name="cpu-03", labels=["mindspore"]), "cpu", 1)
+    run = do_submit_run(owner, {**mindspore_run(), "wait_for_host": True})
+    reason = pending_reason(run, [Capacity(host, alive=True, free=[0])])
+    assert reason == (
+        "no online cpu host with label(s) mindspore (cpu-03 has label(s) mindspore, but its "
+        "worker reports no MindSpore interpreter (--mindspore-python))"
+    )
 
 
 def test_a_mindspore_run_asks_for_the_mindspore_label(owner) -> None:
     register(HostFactory(name="cpu-01"), "cpu", 1)
-    register(HostFactory(name="cpu-ms", labels=["mindspore"]), "cpu", 1)
+    mindspore_host("cpu-ms")
     run = do_submit_run(owner, {**mindspore_run(), "labels": ["x"], "wait_for_host": True})
     assert run.labels == ["x", "mindspore"]
     run = do_submit_run(owner, mindspore_run())
@@ -47,7 +81,7 @@ def test_a_pytorch_run_needs_no_label(owner) -> None:
 
 
 def test_an_invalid_combination_is_a_400_naming_the_field(api) -> None:
-    register(HostFactory(name="cpu-ms", labels=["mindspore"]), "cpu", 1)
+    mindspore_host("cpu-ms")
     response = api.post("/api/v1/runs/", mindspore_run(amp_level="O2"), format="json")
     assert response.status_code == 400
     assert "loss_scale_manager" in response.json()

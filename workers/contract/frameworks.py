@@ -33,6 +33,12 @@ DEVICE_TARGETS = {CPU: "CPU", CUDA: "GPU", NPU: "Ascend"}
 # needs it, so it goes only to such hosts and is refused at submit when none has it.
 MINDSPORE_LABEL = "mindspore"
 
+# Labels a host worker reports from its own configuration, and what reporting one says it
+# has. Placement needs an operator's label (a worker's report never puts a host in) and,
+# for these, the worker's report too: a host whose worker reports no MindSpore interpreter
+# would start a MindSpore run in one without it, so its report can take it out.
+WORKER_LABELS = {MINDSPORE_LABEL: "MindSpore interpreter (--mindspore-python)"}
+
 # What the MindSpore fields are when a run does not set them (also a PyTorch run's values).
 DEFAULTS = {"mode": PYNATIVE, "amp_level": "O0", "loss_scale_manager": "auto", "save_graphs": 0}
 

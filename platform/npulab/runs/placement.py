@@ -28,6 +28,7 @@ from npulab.health.models import DEVICE_STATES_CLOSED, DeviceHealth, HostState
 from npulab.health.selectors import health_of, reasons_text
 from npulab.hosts.models import Host
 from npulab.runs.models import DeviceLease, Run
+from workers.contract.frameworks import WORKER_LABELS
 from workers.contract.gang import ADVERTISE_ADDRESS, RUN_NETWORK, RUN_NETWORK_NONE
 
 # A run is never placed again on a host where it failed this often for a cause that
@@ -51,6 +52,55 @@ def missing_labels(run: Run, host: Host) -> list[str]:
     return [label for label in run.labels if label not in host.labels]
 
 
+def unreported_labels(run: Run, host: Host) -> list[str]:
+    """The run's labels that a worker reports from its own configuration (WORKER_LABELS) and
+    the host's does not: it lacks what they stand for, whatever an operator said. A run that
+    names its own interpreter brings that itself."""
+    if run.spec.get("python"):
+        return []
+    reported = host.reported_labels
+    return [label for label in run.labels if label in WORKER_LABELS and label not in reported]
+
+
+def label_gap(run: Run, host: Host) -> str:
+    """Why ``host`` does not have what the run's labels ask for, or ""."""
+    missing = missing_labels(run, host)
+    if missing:
+        return "lacks label(s) " + ", ".join(missing) + _reported(missing, host)
+    unreported = unreported_labels(run, host)
+    if unreported:
+        return f"has label(s) {', '.join(unreported)}, but its worker reports no " + _meaning(
+            unreported
+        )
+    return ""
+
+
+def _labels_of(run: Run, host: Host) -> str:
+    """A host's labels for a refusal, with what its worker says of the run's."""
+    own = f"{host.name} has {', '.join(host.labels) or 'none'}"
+    missing = missing_labels(run, host)
+    if missing:
+        return own + _reported(missing, host)
+    unreported = unreported_labels(run, host)
+    return own + (f", but its worker reports no {_meaning(unreported)}" if unreported else "")
+
+
+def _reported(missing: list[str], host: Host) -> str:
+    """What the host's worker says of the labels an operator has not given it."""
+    reported = [label for label in missing if label in host.reported_labels]
+    if reported:
+        return (
+            f" (its worker reports {', '.join(reported)}; an operator gives labels: "
+            "host_token --labels, or the admin)"
+        )
+    unreported = [label for label in missing if label in WORKER_LABELS]
+    return f" (its worker reports no {_meaning(unreported)} either)" if unreported else ""
+
+
+def _meaning(labels: list[str]) -> str:
+    return " nor ".join(WORKER_LABELS[label] for label in labels)
+
+
 def avoided(run: Run, host: Host) -> str:
     """Why the run avoids ``host`` after failing there, or ""."""
     faults = run.host_faults.get(host.name, 0)
@@ -64,9 +114,9 @@ def unsuited(run: Run, host: Host) -> str:
         return outside
     if host.device_type != run.device_type:
         return f"has {host.device_type} devices, the run needs {run.device_type}"
-    missing = missing_labels(run, host)
-    if missing:
-        return "lacks label(s) " + ", ".join(missing)
+    gap = label_gap(run, host)
+    if gap:
+        return gap
     if run.hosts > 1 and gang_problem(host):
         return gang_problem(host)
     return avoided(run, host)
@@ -108,9 +158,9 @@ def unplaceable(run: Run, hosts: Iterable[Host]) -> tuple[str, str]:
             )
         found = _listing(registered, lambda host: f"{host.name} has {_devices(host)}")
         return "device_type", f"no {run.device_type} host is registered: {found}"
-    labelled = [host for host in typed if not missing_labels(run, host)]
+    labelled = [host for host in typed if not label_gap(run, host)]
     if not labelled:
-        found = _listing(typed, lambda host: f"{host.name} has {', '.join(host.labels) or 'none'}")
+        found = _listing(typed, lambda host: _labels_of(run, host))
         return (
             "labels",
             f"no {run.device_type} host carries label(s) {', '.join(run.labels)}: {found}",
@@ -144,9 +194,9 @@ def _unplaceable_on_named(run: Run, hosts: list[Host]) -> tuple[str, str]:
         return "", ""
     if host.device_type != run.device_type:
         return "device_type", f"host '{name}' has {_devices(host)}, the run needs {run.device_type}"
-    missing = missing_labels(run, host)
-    if missing:
-        return "labels", f"host '{name}' lacks label(s) {', '.join(missing)}"
+    gap = label_gap(run, host)
+    if gap:
+        return "labels", f"host '{name}' {gap}"
     if host.device_count < run.devices:
         return "devices", f"host '{name}' has {_devices(host)}, the run needs {run.devices}"
     return "", ""
