@@ -106,7 +106,7 @@ def test_two_msrun_workers_train_data_parallel_and_one_failing_ends_its_run(
     spec = {"kind": "training", "framework": "mindspore", "devices": 2, "entry": script}
     trains = platform.submit(**spec, timeout_s=600)["id"]
     # Rank 1 raises after its first step; MindSpore's scheduler lets go of the rank msrun
-    # killed after MS_NODE_TIMEOUT (30 s by default).
+    # killed after MS_NODE_TIMEOUT (about 30 s by default).
     fails = platform.submit(**spec, args=["1"], env={"MS_NODE_TIMEOUT": "15"}, timeout_s=600)["id"]
 
     run = platform.wait(trains, timeout=600)
