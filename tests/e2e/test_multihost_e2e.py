@@ -37,11 +37,16 @@ def two_hosts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Platform]:
         database=f"npulab_multihost_e2e_{os.getpid()}",
         host_worker=False,
     ) as platform:
-        offer = ("--mindspore-python", mindspore_python()) if has_mindspore() else ()
         for host in HOSTS:
-            platform.start_worker(host, *offer, devices=2, labels="mindspore" if offer else "")
+            start_worker(platform, host)
         platform.wait_online(*HOSTS, timeout=120)
         yield platform
+
+
+def start_worker(platform: Platform, host: str) -> None:
+    """A host worker of two devices, offering the MindSpore interpreter where there is one."""
+    offer = ("--mindspore-python", mindspore_python()) if has_mindspore() else ()
+    platform.start_worker(host, *offer, devices=2, labels="mindspore" if offer else "")
 
 
 def ended_early(platform: Platform, run: dict) -> str:
@@ -91,7 +96,7 @@ def test_two_hosts_by_two_processes_train_with_ddp_and_resume_after_a_killed_wor
     # The second host's worker dies and comes back: it kills what it left, its share is
     # lost, the first host is told to stop, and the run goes on as a new attempt.
     platform.kill_worker(HOSTS[1])
-    platform.start_worker(HOSTS[1], devices=2)
+    start_worker(platform, HOSTS[1])
     deadline = time.monotonic() + 300
     while True:
         run = platform.run(run_id)

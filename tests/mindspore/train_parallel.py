@@ -23,7 +23,7 @@ ms.set_auto_parallel_context(parallel_mode=ms.ParallelMode.DATA_PARALLEL, gradie
 
 
 class FailOnRank(Callback):
-    def step_end(self, run_context):
+    def on_train_step_end(self, run_context):
         if rank == FAIL_RANK:
             raise ValueError(f"rank {rank} gives up")
 
