@@ -24,10 +24,14 @@ from importlib.util import find_spec
 from typing import Any
 
 from workers.contract import kinds as contract_kinds
-from workers.contract.capabilities import CHECKPOINTS, PROFILING
+from workers.contract.capabilities import CHECKPOINTS, HANDOFF, PROFILING
 
 # The app that implements each capability on the web side.
-CAPABILITY_APPS = {CHECKPOINTS: "npulab.checkpoints", PROFILING: "npulab.profiles"}
+CAPABILITY_APPS = {
+    CHECKPOINTS: "npulab.checkpoints",
+    PROFILING: "npulab.profiles",
+    HANDOFF: "npulab.handoff",
+}
 BUILTIN_PACKAGE = "npulab"
 
 

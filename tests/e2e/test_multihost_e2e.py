@@ -1,4 +1,5 @@
-"""A run across hosts on one machine: two local CPU host workers, gloo, real processes.
+"""A run across hosts on one machine: two local CPU host workers, gloo, real processes; and
+a parity run with its two sides on the two hosts, side A's dump handed to side B's host.
 
 Its own stack (two hosts of two devices each, advertising 127.0.0.1), so that the
 shared e2e platform's single host keeps its own runs. With the MindSpore interpreter
@@ -149,3 +150,85 @@ def test_a_mindspore_run_on_two_hosts_trains_through_msrun_on_each(
     # The loss series is rank 0's alone.
     losses = platform.api("GET", f"runs/{run_id}/metrics/", params={"key": "loss"}).json()
     assert len(losses["points"]) == 8
+
+
+# A parity script whose side A fails, wherever it runs.
+SIDE_A_FAILS = """
+from workers import parity
+
+if parity.side() == "a":
+    raise RuntimeError("side a refuses on this host")
+"""
+
+
+def test_a_parity_run_with_its_sides_on_two_hosts_compares_on_side_bs_and_names_both(
+    two_hosts: Platform,
+) -> None:
+    pytest.importorskip("msprobe", reason="mindstudio-probe (the parity extra) is not installed")
+    platform = two_hosts
+    nowhere = platform.api(
+        "POST",
+        "runs/",
+        json={"kind": "parity", "device_type": "cpu", "entry": "builtin:mlp", "b": {"host": "x"}},
+    )
+    assert nowhere.status_code == 400, nowhere.text
+    assert "no host named 'x'" in nowhere.json()["b.host"][0]
+
+    reference, candidate = HOSTS
+    run_id = platform.submit(
+        kind="parity",
+        entry="builtin:mlp",
+        layers=4,
+        steps=2,
+        a={"host": reference},
+        b={"host": candidate, "dtype": "bfloat16"},
+    )["id"]
+    run = platform.wait(run_id, timeout=600)
+    assert run["status"] == "succeeded", ended_early(platform, run)
+    assert run["shape"] == "1 cpu + 1 cpu"
+    placements = run["placements"]
+    assert [(p["role"], p["host"], p["state"]) for p in placements] == [
+        ("side b", candidate, "succeeded"),
+        ("side a", reference, "succeeded"),
+    ]
+    # The comparison happened on side B's host, with both sides' dumps and curves.
+    summary = run["result"]["summary"]
+    assert (run["host"], summary["thresholds"]["dtype"]) == (candidate, "bfloat16")
+    assert summary["layers"] > 0
+    assert summary["broken_layers"] == 0
+    assert summary["loss"]["steps"] == 2
+    for side in ("a", "b"):
+        curve = platform.api(
+            "GET", f"runs/{run_id}/metrics/", params={"key": f"parity_loss/{side}"}
+        ).json()
+        assert [step for step, _ in curve["points"]] == [0, 1]
+    handed = platform.api("GET", f"runs/{run_id}/artifacts/", params={"kind": "handoff"}).json()
+    assert [a["name"] for a in handed["results"]] == ["parity-side-a.tar"]
+    # Each side's host and stack: its placement's snapshot.
+    sides = platform.api("GET", f"runs/{run_id}/parity/").json()["sides"]
+    snapshots = {p["role"]: p["snapshot"] for p in placements}
+    for side, host in (("a", reference), ("b", candidate)):
+        assert sides[side]["host"] == host
+        assert sides[side]["snapshot"] == snapshots[f"side {side}"] is not None
+        assert sides[side]["stack"]["torch"]
+    assert run["snapshot"] == snapshots["side b"]
+
+
+def test_a_side_that_fails_on_its_host_fails_the_run_naming_that_host(
+    two_hosts: Platform, scripts_dir
+) -> None:
+    pytest.importorskip("msprobe", reason="mindstudio-probe (the parity extra) is not installed")
+    platform = two_hosts
+    script = write_script(scripts_dir, "parity_side_a_fails.py", SIDE_A_FAILS)
+    reference, candidate = HOSTS
+    run_id = platform.submit(
+        kind="parity", entry=str(script), a={"host": reference}, b={"host": candidate}
+    )["id"]
+    run = platform.wait(run_id, timeout=300)
+    assert run["status"] == "failed", ended_early(platform, run)
+    assert run["exit_cause"] == "parity_side_failed", ended_early(platform, run)
+    assert run["exit_reason"] == (
+        f"host {reference} (side a): side a failed: RuntimeError: side a refuses on this host"
+    )
+    states = {p["role"]: p["state"] for p in run["placements"]}
+    assert states["side a"] == "failed"

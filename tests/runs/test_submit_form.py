@@ -189,6 +189,19 @@ def test_the_platforms_refusal_of_a_field_the_form_lacks_is_shown() -> None:
     assert form.errors["timeout_hours"] == ["too long"]
 
 
+def test_a_problem_of_an_objects_key_shows_on_its_box_naming_the_key() -> None:
+    parity = kinds.get("parity")
+    assert parity is not None
+    values = {"device_type": "cpu", "entry": "builtin:mlp", "b": {"device_type": "npu"}}
+    problems = spec_problems(parity, values)
+    assert list(problems) == ["b"]
+    assert problems["b"].startswith("device_type: npu: a side runs on the run's device type")
+    form = RunSubmitForm(defaults("parity", entry="path", entry_path="model.py"))
+    assert form.is_valid(), form.errors
+    form.add_submission_errors(SubmissionInvalid({"b.host": "side b: no host named 'x'"}))
+    assert form.errors["b"] == ["host: side b: no host named 'x'"]
+
+
 @pytest.mark.parametrize("kind", kinds.names())
 def test_the_form_renders_every_declared_kind(browser: Client, kind: str) -> None:
     page = browser.get(f"/runs/new/?kind={kind}").content.decode()

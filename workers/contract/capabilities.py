@@ -23,6 +23,10 @@ CHECKPOINTS = "checkpoints"
 # Profiles a window of its loop (the spec's ``profile``) and uploads the traces as
 # artifacts, which become profiles on the platform (docs/profiles.md).
 PROFILING = "profiling"
+# Hands files from one host of a run to its other hosts through the platform: a parity run's
+# side A, on a host of its own, gives its dump and losses to side B's host (docs/parity.md).
+# The files are artifacts of this kind.
+HANDOFF = "handoff"
 
 # Written by workers.track while it resumes: the step an attempt went on from.
 RESUME = "resume"
@@ -32,6 +36,13 @@ CHECKPOINT_DAMAGED = "checkpoint_damaged"
 # capability adds: the steps the host must keep, the checkpoint a new attempt resumes from.
 PINNED = "pinned"
 RESUME_POINT = "resume"
+# The field of an events acknowledgement that the handoff capability adds: the current
+# attempt's stored handoff files ([{"id", "name", "bytes", "sha256"}]).
+HANDOFF_FILES = "handoff"
+# The folder of a run directory where handed files arrive (``script_env.HANDOFF_DIR``), and
+# the suffix of the note beside a file that could not be fetched: why, for the run to say.
+HANDOFF_DIR_NAME = "handoff"
+HANDOFF_FAILED = ".failed"
 
 
 class Capability:
@@ -89,6 +100,10 @@ CAPABILITIES: dict[str, Capability] = {
             PROFILING,
             "Profiling: a window of the run's loop is traced; each trace becomes a profile.",
             fields=(profile_field(),),
+        ),
+        Capability(
+            HANDOFF,
+            "Handoff: a file one host of the run writes reaches its other hosts.",
         ),
     )
 }

@@ -13,6 +13,14 @@ from typing import Any
 
 # The claim reply's key.
 GANG = "gang"
+# The gang's key that says whether its hosts rendezvous (torch.distributed, HCCL). Placements
+# a kind puts apart, each on the host it asks for (a parity run's two sides, which may be
+# different device types and stacks), never talk to each other: their hosts get no
+# rendezvous, run no pre-flight against each other, and exchange files through the platform.
+RENDEZVOUS = "rendezvous"
+# What one placement may ask of its host, beyond the run's device type (a kind's
+# ``placements``: workers.contract.kinds).
+PLACEMENT_FIELDS = ("host", "pool", "labels")
 # The spec's key: how many hosts a run spans (a kind that can span hosts declares it).
 HOSTS = "hosts"
 MAX_HOSTS = 64
@@ -73,8 +81,11 @@ def launch_env(gang: dict[str, Any]) -> dict[str, str]:
     """The variables one host's share of a gang starts with.
 
     ``RANK``/``LOCAL_RANK`` are those of the host's first process; torchrun
-    sets each process's own from ``NODE_RANK`` and ``LOCAL_WORLD_SIZE``.
+    sets each process's own from ``NODE_RANK`` and ``LOCAL_WORLD_SIZE``. Placements
+    apart (no rendezvous) learn only which node they are and of how many.
     """
+    if gang.get(RENDEZVOUS) is False:
+        return {NODE_RANK: str(gang["node_rank"]), NNODES: str(gang["hosts"])}
     env = {
         MASTER_ADDR: str(gang["master_addr"]),
         MASTER_PORT: str(gang["master_port"]),

@@ -39,6 +39,9 @@ class Kind:
     be written by its runs.
     ``host_labels``: the host labels a run of this spec needs beyond those it asks
     for (a MindSpore training run: a host with MindSpore).
+    ``placements``: for a spec whose parts must each run on a host of their own (a parity
+    run's sides on two hosts), one entry per node rank, node rank 0 first (see
+    ``placements``); [] for a run on ``hosts`` alike hosts.
     """
 
     def __init__(
@@ -52,6 +55,7 @@ class Kind:
         check: Callable[[dict[str, Any]], dict[str, str]] | None = None,
         capabilities: tuple[str, ...] = (),
         host_labels: Callable[[dict[str, Any]], list[str]] | None = None,
+        placements: Callable[[dict[str, Any]], list[dict[str, Any]]] | None = None,
     ) -> None:
         self.name = name
         self.title = title
@@ -70,6 +74,7 @@ class Kind:
         self.event_types = {event_type.name: event_type for event_type in event_types}
         self.check = check
         self._host_labels = host_labels
+        self._placements = placements
 
     def validate(self, doc: dict[str, Any]) -> dict[str, Any]:
         spec = clean_fields(self.fields, doc, self.name)
@@ -81,6 +86,17 @@ class Kind:
     def host_labels(self, spec: dict[str, Any]) -> list[str]:
         """The host labels a valid ``spec`` of this kind needs."""
         return list(self._host_labels(spec)) if self._host_labels else []
+
+    def placements(self, spec: dict[str, Any]) -> list[dict[str, Any]]:
+        """What each node rank of a valid ``spec`` asks of its own host, node rank 0 first;
+        [] when its hosts are alike (the run's ``host``, pool and ``labels``, ``hosts`` of them).
+
+        Each entry: ``field``, the spec field that asks (a refusal names ``<field>.host``);
+        ``role``, how reasons and pages name the placement ("side b"); ``device_type`` and
+        the keys of ``workers.contract.gang.PLACEMENT_FIELDS`` (``host``, ``pool``,
+        ``labels``), each empty for the run's own. Such placements run apart: no rendezvous.
+        """
+        return [dict(entry) for entry in self._placements(spec)] if self._placements else []
 
     def json_schema(self) -> dict[str, Any]:
         return {

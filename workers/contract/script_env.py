@@ -42,6 +42,9 @@ MS_MODE = "NPULAB_MS_MODE"
 MS_DEVICE_TARGET = "NPULAB_MS_DEVICE_TARGET"
 MS_AMP_LEVEL = "NPULAB_MS_AMP_LEVEL"
 MS_LOSS_SCALE_MANAGER = "NPULAB_MS_LOSS_SCALE_MANAGER"
+# Set by the host worker for a run whose kind declares the handoff capability: the folder
+# where the files its other hosts handed over arrive (workers.host.handoff).
+HANDOFF_DIR = "NPULAB_HANDOFF_DIR"
 # Set by the parity runner for each side's process (docs/parity.md).
 PARITY_SIDE = "NPULAB_PARITY_SIDE"
 PARITY_DIR = "NPULAB_PARITY_DIR"

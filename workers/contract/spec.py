@@ -470,6 +470,8 @@ def clean_fields(fields: list[Field], doc: dict[str, Any], kind_name: str) -> di
             continue
         try:
             clean[field.name] = field.clean(doc[field.name])
+        except SpecError as exc:  # an object's own keys: "b.dtype"
+            errors.update({f"{field.name}.{key}": why for key, why in exc.errors.items()})
         except ValueError as exc:
             errors[field.name] = str(exc)
     for key in doc:

@@ -24,7 +24,7 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 from workers.contract import kinds
-from workers.contract.capabilities import CHECKPOINTS
+from workers.contract.capabilities import CHECKPOINTS, HANDOFF
 
 if TYPE_CHECKING:
     from workers.events import EventWriter
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 
 # The host module of each capability that has one (profiling needs none: its traces are
 # artifacts, which every run uploads).
-MODULES = {CHECKPOINTS: "workers.host.checkpoints"}
+MODULES = {CHECKPOINTS: "workers.host.checkpoints", HANDOFF: "workers.host.handoff"}
 
 
 class Attempt:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from typing import Any
+from typing import Any, Callable, Iterator
 
 import requests
 
@@ -122,8 +122,21 @@ class PlatformClient:
         )
 
     def download_checkpoint(self, run_id: int, step: int, destination: str) -> None:
-        """Stream a stored checkpoint file to ``destination``."""
+        """Stream a stored checkpoint file to ``destination`` (made only once it comes)."""
         url = f"{self.url}/api/v1/agent/runs/{run_id}/checkpoints/{step}/"
+        with self._stream(url) as chunks, open(destination, "wb") as handle:
+            for chunk in chunks:
+                handle.write(chunk)
+
+    def download_handoff(self, run_id: int, file_id: int, write: Callable[[bytes], Any]) -> None:
+        """Stream a file another host of the run handed over, chunk by chunk, to ``write``."""
+        with self._stream(f"{self.url}/api/v1/agent/runs/{run_id}/handoff/{file_id}/") as chunks:
+            for chunk in chunks:
+                write(chunk)
+
+    @contextlib.contextmanager
+    def _stream(self, url: str) -> Iterator[Iterator[bytes]]:
+        """A download's chunks, once the platform said yes (PlatformRejected if not)."""
         try:
             response = self._session().get(url, stream=True, timeout=self.timeout)
         except requests.RequestException as exc:
@@ -131,9 +144,14 @@ class PlatformClient:
             raise PlatformUnavailable(f"{url}: {type(exc).__name__}: {exc}") from exc
         with response:
             self._check(response, url)
-            with open(destination, "wb") as handle:
-                for chunk in response.iter_content(chunk_size=1 << 20):
-                    handle.write(chunk)
+            yield self._chunks(response, url)
+
+    def _chunks(self, response: requests.Response, url: str) -> Iterator[bytes]:
+        try:
+            yield from response.iter_content(chunk_size=1 << 20)
+        except requests.RequestException as exc:
+            self._local.session = None
+            raise PlatformUnavailable(f"{url}: {type(exc).__name__}: {exc}") from exc
 
     def _session(self) -> requests.Session:
         session: requests.Session | None = getattr(self._local, "session", None)

@@ -10,10 +10,17 @@ import socket
 from typing import Any
 
 from workers.collect import hccn
+from workers.contract.gang import RENDEZVOUS
 
 
 def preflight(gang: dict[str, Any], devices: list[int], device_type: str) -> list[str]:
-    """What is wrong before this host's share starts; [] when every check passed."""
+    """What is wrong before this host's share starts; [] when every check passed.
+
+    Placements apart (no rendezvous) never talk to each other, and differ on purpose (a
+    parity run's sides on two stacks): nothing to check between them.
+    """
+    if gang.get(RENDEZVOUS) is False:
+        return []
     problems: list[str] = _versions(gang)
     if gang["node_rank"] == 0:
         problems += _master_port(gang)

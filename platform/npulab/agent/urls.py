@@ -8,6 +8,7 @@ from django.urls import path
 
 from npulab.agent.api.artifacts import UploadCreateView, UploadView
 from npulab.agent.api.checkpoints import CheckpointFileView
+from npulab.agent.api.handoff import HandoffFileView
 from npulab.agent.api.hosts import HeartbeatView, RegisterView
 from npulab.agent.api.runs import ClaimView, EventsView, FinishView
 from npulab.agent.api.snapshots import SnapshotUploadView
@@ -27,6 +28,7 @@ urlpatterns = [
         CheckpointFileView.as_view(),
         name="agent-checkpoint",
     ),
+    path("runs/<id:run_id>/handoff/<id:file_id>/", HandoffFileView.as_view(), name="agent-handoff"),
     path("runs/<id:run_id>/uploads/", UploadCreateView.as_view(), name="agent-uploads"),
     path(
         "runs/<id:run_id>/uploads/<uuid:upload_id>/",

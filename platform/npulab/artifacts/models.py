@@ -11,6 +11,7 @@ import uuid
 
 from django.db import models
 
+from workers.contract import capabilities as contract_capabilities
 from workers.contract import capture
 
 
@@ -25,6 +26,8 @@ class Artifact(models.Model):
         # Logged through MLflow's artifact API; its name is its path under the MLflow run's
         # artifacts.
         MLFLOW = capture.MLFLOW, "MLflow"
+        # A file one host of a run hands to its other hosts (workers.contract.capabilities).
+        HANDOFF = contract_capabilities.HANDOFF, "Handoff"
 
     class Status(models.TextChoices):
         UPLOADING = "uploading", "Uploading"

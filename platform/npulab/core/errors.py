@@ -29,6 +29,7 @@ IDEMPOTENCY_CONFLICT = "idempotency_conflict"
 OFFSET_MISMATCH = "offset_mismatch"
 UPLOAD_FINISHED = "upload_finished"
 CHECKPOINT_DAMAGED = "checkpoint_damaged"
+HANDOFF_DAMAGED = "handoff_damaged"
 PAYLOAD_TOO_LARGE = "payload_too_large"
 UNPROCESSABLE = "unprocessable"
 THROTTLED = "throttled"
@@ -53,6 +54,10 @@ ERROR_CODES: dict[str, tuple[int, str]] = {
     CHECKPOINT_DAMAGED: (
         409,
         "the stored checkpoint no longer matches its SHA-256; it is marked damaged",
+    ),
+    HANDOFF_DAMAGED: (
+        409,
+        "a stored file one host of a run handed to another no longer matches its SHA-256",
     ),
     UPLOAD_FINISHED: (409, "the upload is already stored or damaged"),
     PAYLOAD_TOO_LARGE: (413, "the body or the declared file is over the size limit"),

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from npulab.parity.reports import int8_bars, loss_chart, table
+from npulab.parity.reports import int8_bars, loss_chart, sides, table
 from npulab.runs.kinds import Headline, HeadlinePanel, RunKind
 from npulab.runs.models import Run
 
@@ -24,14 +24,20 @@ LOWER_IS_BETTER = frozenset({"broken_layers", "nan_layers", "loss_max_rel_diff"}
 
 class ParityKind(RunKind):
     def review_group(self, run: Run) -> str:
-        """Parity means something only for the same script and the same two sides."""
+        """Parity means something only for the same script and the same two sides; the run's
+        stack is side B's (its host's), so side A on a host of its own, a reference, names its
+        stack too: runs against different references do not compare."""
         spec = run.spec
-        sides = []
+        named = []
         for name in ("a", "b"):
             side = spec.get(name) or {}
             amp = side.get("amp_level", "O0")
-            sides.append(f"{side.get('dtype', '')}{'' if amp == 'O0' else '/' + amp}")
-        return f"{spec.get('entry', '')} · {' vs '.join(sides)}"
+            named.append(f"{side.get('dtype', '')}{'' if amp == 'O0' else '/' + amp}")
+        group = f"{spec.get('entry', '')} · {' vs '.join(named)}"
+        if run.placement_rules:
+            reference = sides(run)["a"]
+            group += f" · side A on {reference['stack_text'] or reference['host'] or '?'}"
+        return group
 
     def headlines(self, run: Run) -> dict[str, Headline]:
         """The smallest cosine, the layers that broke a threshold or held NaN, and the loss
@@ -56,7 +62,12 @@ class ParityKind(RunKind):
 
 
 def parity_panel(run: Run) -> dict[str, Any]:
-    return {"parity": table(run), "parity_loss": loss_chart(run), "parity_int8": int8_bars(run)}
+    return {
+        "parity": table(run),
+        "parity_loss": loss_chart(run),
+        "parity_int8": int8_bars(run),
+        "parity_sides": sides(run),
+    }
 
 
 PARITY = ParityKind(

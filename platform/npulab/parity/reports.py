@@ -9,16 +9,54 @@ from typing import Any
 from django.db.models import QuerySet
 
 from npulab.parity.models import ParityLayer
-from npulab.runs.models import Run
+from npulab.runs.models import Placement, Run
 from npulab.series.owners import Owner
 from npulab.series.reads import series
-from workers.kinds.parity import SIDES
+from npulab.snapshots.models import Snapshot
+from npulab.snapshots.stack import STACK_FIELDS, stack
+from workers.kinds.parity import SIDES, side_role
 
 # The page's table shows this many rows; the API pages through all of them.
 PAGE_ROWS = 200
 CHART_WIDTH, CHART_HEIGHT = 600, 180
 CHART_POINTS = 600
 LOSS_KEY = "parity_loss/{side}"
+
+
+def sides(run: Run) -> dict[str, dict[str, Any]]:
+    """Where each side ran: its host, and the snapshot and stack of that host's environment.
+
+    Sides on one host are both the run's; sides on hosts of their own are each their
+    placement's ("side a", "side b"). The stack is the point: a side's stack is its host's.
+    """
+    apart = {
+        placement.role: placement
+        for placement in Placement.objects.filter(run=run, attempt=run.attempt)
+        .exclude(role="")
+        .select_related("snapshot")
+    }
+    found = {}
+    for side in SIDES:
+        placement = apart.get(side_role(side))
+        if placement is not None:
+            host, snapshot = placement.host_name, placement.snapshot
+        else:
+            host, snapshot = (run.host.name if run.host else None), run.snapshot
+        found[side] = {
+            "host": host,
+            "snapshot": snapshot.pk if snapshot else None,
+            "stack": stack(snapshot.data) if snapshot else None,
+            "stack_text": stack_text(snapshot),
+        }
+    return found
+
+
+def stack_text(snapshot: Snapshot | None) -> str:
+    """ "CANN 8.0.RC1, torch 2.1.0": the stack parts a snapshot has, as people write them."""
+    if snapshot is None:
+        return ""
+    found = stack(snapshot.data)
+    return ", ".join(f"{label} {found[key]}" for key, label in STACK_FIELDS if found.get(key))
 
 
 def layers(run: Run) -> QuerySet[ParityLayer]:

@@ -198,9 +198,10 @@ class RunSubmitForm(forms.Form):
         for field, message in error.errors.items():
             if message.endswith(NO_HOST_HINT):
                 message = message.removesuffix(NO_HOST_HINT) + FORM_NO_HOST_HINT
-            name = FORM_FIELD_OF.get(field, field)
+            top, on_top = on_field(field, message)
+            name = FORM_FIELD_OF.get(top, top)
             if name in self.fields:
-                self.add_error(name, message)
+                self.add_error(name, on_top)
             else:
                 self.add_error(None, f"{field}: {message}")
 
@@ -233,9 +234,17 @@ def spec_problems(kind: Kind, values: dict[str, Any]) -> dict[str, str]:
             spec[field.name] = copy.deepcopy(field.default)
     if complete and kind.check is not None:
         for name, message in kind.check(spec).items():
-            if name in values and name not in errors:
-                errors[name] = message
+            top, message = on_field(name, message)
+            if top in values and top not in errors:
+                errors[top] = message
     return errors
+
+
+def on_field(name: str, message: str) -> tuple[str, str]:
+    """Where a problem of ``name`` shows: a key of an object field (a parity run's
+    ``b.host``) on that field's box, saying which key."""
+    top, _, key = name.partition(".")
+    return top, f"{key}: {message}" if key else message
 
 
 def _form_field(field: Field) -> forms.Field:

@@ -37,11 +37,13 @@ def create_placements(
         for host, indices in shares
         for index in indices
     )
+    roles = [rule.get("role", "") for rule in run.placement_rules] or [""] * len(shares)
     placements = [
         Placement(
             run=run,
             attempt=run.attempt,
             node_rank=node,
+            role=roles[node],
             host=host,
             host_name=host.name,
             device_indices=indices,
@@ -51,7 +53,7 @@ def create_placements(
         )
         for node, (host, indices) in enumerate(shares)
     ]
-    if run.hosts > 1:
+    if run.rendezvous:
         placements[0].master_port = free_master_port(shares[0][0])
     # An attempt number used before (a requeue of a dispatched run that was never claimed)
     # leases anew.
@@ -105,8 +107,33 @@ def shares_to_stop(host: Host) -> list[int]:
     )
 
 
+def share_spec(run: Run, placement: Placement | None) -> dict[str, Any]:
+    """The spec a host runs its share with: a placement apart runs on its own device type
+    (a parity run's CPU reference beside an NPU side), so its host's supervisor, backend
+    and visible devices are that type's."""
+    if placement is None or not run.placement_rules:
+        return run.spec
+    device_type = run.placement_rules[placement.node_rank]["device_type"]
+    if device_type == run.spec["device_type"]:
+        return run.spec
+    return {**run.spec, "device_type": device_type}
+
+
 def gang_of(run: Run, placement: Placement) -> dict[str, Any]:
-    """The claim reply's ``gang``: the rendezvous, this host's ranks and, on NPU, a rank table."""
+    """The claim reply's ``gang``: the rendezvous, this host's ranks and, on NPU, a rank table.
+
+    Placements apart learn only which node they are, its role, and of how many.
+    """
+    if not run.rendezvous:
+        return {
+            "hosts": run.hosts,
+            "node_rank": placement.node_rank,
+            "role": placement.role,
+            "first_rank": placement.first_rank,
+            "local_world_size": placement.ranks,
+            "world_size": run.world_size,
+            contract.RENDEZVOUS: False,
+        }
     placements = current(run)
     master = placements[0]
     network = master.host.network if master.host else {}
@@ -189,7 +216,10 @@ def first_failure(placements: list[Placement]) -> Placement | None:
 
 
 def failure_reason(placement: Placement) -> str:
-    """The attempt's reason when a placement failed: its host and first failing rank first."""
+    """The attempt's reason when a placement failed: its host and first failing rank first,
+    or, for placements apart, its host and role."""
+    if placement.role:
+        return f"host {placement.host_name} ({placement.role}): {placement.exit_reason}"
     first, last = placement.rank_range
     ranks = f"rank {first}" if first == last else f"ranks {first}-{last}"
     return f"host {placement.host_name} ({ranks}) failed first: {placement.exit_reason}"

@@ -77,6 +77,15 @@ class Run(models.Model):
     hosts = models.PositiveSmallIntegerField(
         default=1, db_default=1, help_text="Hosts the run spans, each with `devices` devices."
     )
+    # A run whose placements its kind puts apart (a parity run's sides, each on the host it
+    # asks for): what each node rank's host must be, resolved at submit (runs.placement.Wanted
+    # reads it). They run side by side and never rendezvous. Empty: `hosts` alike hosts.
+    placement_rules = models.JSONField(
+        default=list,
+        blank=True,
+        db_default=models.Value([], output_field=models.JSONField()),
+        help_text="Per node rank: role, field, device_type, host, pool, pool_id, labels.",
+    )
     # A name, not a key: a run that asked for a host that is later deleted
     # must say so, not drift to another host.
     requested_host = models.CharField(max_length=63, blank=True)
@@ -194,9 +203,20 @@ class Run(models.Model):
 
     @property
     def shape(self) -> str:
-        """What the run holds, as the run list shows it: "2 × 8 npu", "1 cpu"."""
+        """What the run holds, as the run list shows it: "2 × 8 npu", "1 cpu", and for
+        placements apart each one's: "1 npu + 1 cuda"."""
+        if self.placement_rules:
+            return " + ".join(
+                f"{self.devices} {rule['device_type']}" for rule in self.placement_rules
+            )
         each = f"{self.devices} {self.device_type}"
         return f"{self.hosts} × {each}" if self.hosts > 1 else each
+
+    @property
+    def rendezvous(self) -> bool:
+        """Whether its hosts meet (torch.distributed, HCCL): a gang of alike hosts does;
+        placements apart (``placement_rules``) never talk to each other."""
+        return self.hosts > 1 and not self.placement_rules
 
     @property
     def world_size(self) -> int:
@@ -395,6 +415,16 @@ class Placement(models.Model):
     )
     # Kept if the host is deleted: the run's history still names it.
     host_name = models.CharField(max_length=63, blank=True)
+    # What the placement is for, in a run whose placements are apart ("side b"); "" in a gang.
+    role = models.CharField(max_length=40, blank=True, default="", db_default="")
+    snapshot = models.ForeignKey(
+        "snapshots.Snapshot",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        help_text="The environment this host's share ran in (its stack).",
+    )
     device_indices = models.JSONField(default=list, blank=True)
     first_rank = models.PositiveIntegerField(default=0)
     ranks = models.PositiveIntegerField(default=1, help_text="Processes (ranks) on this host.")

@@ -15,6 +15,11 @@ Two questions, kept apart:
   drained or busy host comes back, so its state and load do not count.
 - "now" (``Capacity.excluded``, ``Capacity.unfit``, ``plan``): the host is
   enabled, alive, not closed by its health, and has enough free devices.
+
+What a placement's host must be is a ``Wanted``: the run's own (its device
+type, named host and labels) for every host of a run, or, for a run whose
+kind puts its placements apart (``Run.placement_rules``: a parity run's two
+sides), one per node rank, each on a host of its own.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import TypeVar
 
 from npulab.health.models import DEVICE_STATES_CLOSED, DeviceHealth, HostState
 from npulab.health.selectors import health_of, reasons_text
@@ -38,6 +44,81 @@ FAILURES_BEFORE_AVOIDING = 2
 HOSTS_LISTED = 4
 
 
+# -- what a placement's host must be -----------------------------------------------
+
+
+@dataclass(frozen=True)
+class Wanted:
+    """What one placement's host must be; ``field`` and ``role`` name it in a refusal
+    ("b.host", "side b") when it is one node rank's of a run whose placements are apart."""
+
+    device_type: str
+    host: str = ""
+    labels: tuple[str, ...] = ()
+    pool_id: int | None = None
+    pool: str = ""
+    field: str = ""
+    role: str = ""
+
+    def named(self, key: str) -> str:
+        """The submission field a refusal of ``key`` names: ``b.host``, or ``host``."""
+        return f"{self.field}.{key}" if self.field else key
+
+    def says(self, why: str) -> str:
+        return f"{self.role}: {why}" if self.role else why
+
+
+def wanted(run: Run) -> list[Wanted]:
+    """What each node rank's host must be, node rank 0 first."""
+    if not run.placement_rules:
+        return [Wanted(run.device_type, run.requested_host, tuple(run.labels))] * run.hosts
+    return [
+        Wanted(
+            device_type=rule["device_type"],
+            host=rule.get("host", ""),
+            labels=tuple(rule.get("labels", ())),
+            pool_id=rule.get("pool_id"),
+            pool=rule.get("pool", ""),
+            field=rule.get("field", ""),
+            role=rule.get("role", ""),
+        )
+        for rule in run.placement_rules
+    ]
+
+
+def _own(run: Run) -> Wanted:
+    """Node rank 0's: every host's, in a run of alike hosts."""
+    return wanted(run)[0]
+
+
+T = TypeVar("T")
+
+
+def distinct(options: list[list[T]], key: Callable[[T], object]) -> list[T] | None:
+    """One item of each list, no two with the same ``key``, each list's earlier items
+    preferred; None when there is no such choice. Augmenting paths (Kuhn): a later list may
+    take an item an earlier one holds when that one can move to another of its own."""
+    holder: dict[object, int] = {}
+    chosen: list[T | None] = [None] * len(options)
+
+    def assign(index: int, tried: set[object]) -> bool:
+        for item in options[index]:
+            mark = key(item)
+            if mark in tried:
+                continue
+            tried.add(mark)
+            if mark not in holder or assign(holder[mark], tried):
+                holder[mark] = index
+                chosen[index] = item
+                return True
+        return False
+
+    for index in range(len(options)):
+        if not assign(index, set()):
+            return None
+    return [item for item in chosen if item is not None]
+
+
 # -- ever: what a host is -------------------------------------------------------
 
 
@@ -48,26 +129,26 @@ def outside_pools(run: Run, host: Host) -> str:
     return f"is not in a pool of project '{run.project.slug}'"
 
 
-def missing_labels(run: Run, host: Host) -> list[str]:
-    return [label for label in run.labels if label not in host.labels]
+def missing_labels(want: Wanted, host: Host) -> list[str]:
+    return [label for label in want.labels if label not in host.labels]
 
 
-def unreported_labels(run: Run, host: Host) -> list[str]:
-    """The run's labels that a worker reports from its own configuration (WORKER_LABELS) and
+def unreported_labels(run: Run, want: Wanted, host: Host) -> list[str]:
+    """The labels wanted that a worker reports from its own configuration (WORKER_LABELS) and
     the host's does not: it lacks what they stand for, whatever an operator said. A run that
     names its own interpreter brings that itself."""
     if run.spec.get("python"):
         return []
     reported = host.reported_labels
-    return [label for label in run.labels if label in WORKER_LABELS and label not in reported]
+    return [label for label in want.labels if label in WORKER_LABELS and label not in reported]
 
 
-def label_gap(run: Run, host: Host) -> str:
-    """Why ``host`` does not have what the run's labels ask for, or ""."""
-    missing = missing_labels(run, host)
+def label_gap(run: Run, want: Wanted, host: Host) -> str:
+    """Why ``host`` does not have what the labels ``want`` asks for, or ""."""
+    missing = missing_labels(want, host)
     if missing:
         return "lacks label(s) " + ", ".join(missing) + _reported(missing, host)
-    unreported = unreported_labels(run, host)
+    unreported = unreported_labels(run, want, host)
     if unreported:
         return f"has label(s) {', '.join(unreported)}, but its worker reports no " + _meaning(
             unreported
@@ -75,13 +156,13 @@ def label_gap(run: Run, host: Host) -> str:
     return ""
 
 
-def _labels_of(run: Run, host: Host) -> str:
-    """A host's labels for a refusal, with what its worker says of the run's."""
+def _labels_of(run: Run, want: Wanted, host: Host) -> str:
+    """A host's labels for a refusal, with what its worker says of the ones wanted."""
     own = f"{host.name} has {', '.join(host.labels) or 'none'}"
-    missing = missing_labels(run, host)
+    missing = missing_labels(want, host)
     if missing:
         return own + _reported(missing, host)
-    unreported = unreported_labels(run, host)
+    unreported = unreported_labels(run, want, host)
     return own + (f", but its worker reports no {_meaning(unreported)}" if unreported else "")
 
 
@@ -107,23 +188,27 @@ def avoided(run: Run, host: Host) -> str:
     return f"failed this run {faults} times" if faults >= FAILURES_BEFORE_AVOIDING else ""
 
 
-def unsuited(run: Run, host: Host) -> str:
-    """Why ``host`` can never take this run, whatever its state and load; "" if it can."""
+def unsuited(run: Run, host: Host, want: Wanted | None = None) -> str:
+    """Why ``host`` can never take this run (the placement ``want`` of it: the run's own
+    by default), whatever its state and load; "" if it can."""
+    want = want or _own(run)
     outside = outside_pools(run, host)
     if outside:
         return outside
-    if host.device_type != run.device_type:
-        return f"has {host.device_type} devices, the run needs {run.device_type}"
-    gap = label_gap(run, host)
+    if want.pool_id is not None and host.pool_id != want.pool_id:
+        return f"is not in pool '{want.pool}'"
+    if host.device_type != want.device_type:
+        return f"has {host.device_type} devices, {want.role or 'the run'} needs {want.device_type}"
+    gap = label_gap(run, want, host)
     if gap:
         return gap
-    if run.hosts > 1 and gang_problem(host):
+    if run.rendezvous and gang_problem(host):
         return gang_problem(host)
     return avoided(run, host)
 
 
 def gang_problem(host: Host) -> str:
-    """Why ``host`` can take no part in a run across hosts, or ""."""
+    """Why ``host`` can take no part in a run across hosts that meet, or ""."""
     if not host.network.get(ADVERTISE_ADDRESS):
         # MASTER_ADDR and a rank table's server_id come from it, never from a guess.
         return "has no advertise_address in its config (needed by a run across hosts)"
@@ -141,38 +226,15 @@ def unplaceable(run: Run, hosts: Iterable[Host]) -> tuple[str, str]:
     held against a run that names it.
     """
     hosts = list(hosts)
+    if run.placement_rules:
+        return _unplaceable_apart(run, hosts)
+    want = _own(run)
     if run.requested_host and run.hosts > 1:
         return "host", f"a run on {run.hosts} hosts cannot name one host; use labels or a pool"
-    if run.requested_host:
-        return _unplaceable_on_named(run, hosts)
-    usable = [host for host in hosts if not outside_pools(run, host)]
-    if hosts and not usable:
-        return "project", f"no host is in a pool of project '{run.project.slug}'"
-    registered = [host for host in usable if host.registered is not None]
-    typed = [host for host in registered if host.device_type == run.device_type]
-    if not typed:
-        if not registered:
-            return (
-                "device_type",
-                f"no host is registered yet (the run needs a {run.device_type} host)",
-            )
-        found = _listing(registered, lambda host: f"{host.name} has {_devices(host)}")
-        return "device_type", f"no {run.device_type} host is registered: {found}"
-    labelled = [host for host in typed if not label_gap(run, host)]
-    if not labelled:
-        found = _listing(typed, lambda host: _labels_of(run, host))
-        return (
-            "labels",
-            f"no {run.device_type} host carries label(s) {', '.join(run.labels)}: {found}",
-        )
-    if not any(host.device_count >= run.devices for host in labelled):
-        found = _listing(labelled, lambda host: f"{host.name} has {host.device_count}")
-        return "devices", f"no {_wanted(run)} has {run.devices} devices: {found}"
-    big = [
-        host
-        for host in labelled
-        if host.device_count >= run.devices and (run.hosts == 1 or not gang_problem(host))
-    ]
+    field, why, labelled = _unplaceable_one(run, want, hosts)
+    if why or run.hosts == 1:
+        return field, why
+    big = [host for host in labelled if host.device_count >= run.devices and not gang_problem(host)]
     if len(big) < run.hosts:
         found = _listing(big, lambda host: host.name)
         return "hosts", (
@@ -182,36 +244,124 @@ def unplaceable(run: Run, hosts: Iterable[Host]) -> tuple[str, str]:
     return "", ""
 
 
-def _unplaceable_on_named(run: Run, hosts: list[Host]) -> tuple[str, str]:
-    name = run.requested_host
+def _unplaceable_one(run: Run, want: Wanted, hosts: list[Host]) -> tuple[str, str, list[Host]]:
+    """(field, why, []) when no host could ever be the placement ``want`` of the run; else
+    ("", "", the registered hosts that could, by what they are)."""
+    if want.host:
+        field, why = _unplaceable_on_named(run, want, hosts)
+        named = [host for host in hosts if host.name == want.host and host.registered]
+        return field, why, [] if why else named
+    usable = [host for host in hosts if not outside_pools(run, host)]
+    if hosts and not usable:
+        return "project", f"no host is in a pool of project '{run.project.slug}'", []
+    if want.pool_id is not None:
+        usable = [host for host in usable if host.pool_id == want.pool_id]
+        if not usable:
+            return want.named("pool"), want.says(f"no host is in pool '{want.pool}'"), []
+    registered = [host for host in usable if host.registered is not None]
+    typed = [host for host in registered if host.device_type == want.device_type]
+    if not typed:
+        if not registered:
+            return (
+                want.named("device_type"),
+                want.says(
+                    f"no host is registered yet ({want.role or 'the run'} needs a "
+                    f"{want.device_type} host)"
+                ),
+                [],
+            )
+        found = _listing(registered, lambda host: f"{host.name} has {_devices(host)}")
+        return (
+            want.named("device_type"),
+            want.says(f"no {want.device_type} host is registered: {found}"),
+            [],
+        )
+    labelled = [host for host in typed if not label_gap(run, want, host)]
+    if not labelled:
+        found = _listing(typed, lambda host: _labels_of(run, want, host))
+        return (
+            want.named("labels"),
+            want.says(
+                f"no {want.device_type} host carries label(s) {', '.join(want.labels)}: {found}"
+            ),
+            [],
+        )
+    if not any(host.device_count >= run.devices for host in labelled):
+        found = _listing(labelled, lambda host: f"{host.name} has {host.device_count}")
+        return "devices", want.says(f"no {_wanted(want)} has {run.devices} devices: {found}"), []
+    return "", "", labelled
+
+
+def _unplaceable_on_named(run: Run, want: Wanted, hosts: list[Host]) -> tuple[str, str]:
+    name = want.host
     host = next((host for host in hosts if host.name == name), None)
     if host is None:
-        return "host", no_such_host(name, hosts)
+        return want.named("host"), want.says(no_such_host(name, hosts))
     outside = outside_pools(run, host)
     if outside:
-        return "host", f"host '{name}' {outside}"
+        return want.named("host"), want.says(f"host '{name}' {outside}")
+    if want.pool_id is not None and host.pool_id != want.pool_id:
+        return want.named("host"), want.says(f"host '{name}' is not in pool '{want.pool}'")
     if host.registered is None:
         return "", ""
-    if host.device_type != run.device_type:
-        return "device_type", f"host '{name}' has {_devices(host)}, the run needs {run.device_type}"
-    gap = label_gap(run, host)
+    if host.device_type != want.device_type:
+        needs = want.role or "the run"
+        return (
+            want.named("device_type"),
+            want.says(f"host '{name}' has {_devices(host)}, {needs} needs {want.device_type}"),
+        )
+    gap = label_gap(run, want, host)
     if gap:
-        return "labels", f"host '{name}' {gap}"
+        return want.named("labels"), want.says(f"host '{name}' {gap}")
     if host.device_count < run.devices:
-        return "devices", f"host '{name}' has {_devices(host)}, the run needs {run.devices}"
+        return "devices", want.says(
+            f"host '{name}' has {_devices(host)}, the run needs {run.devices}"
+        )
+    return "", ""
+
+
+def _unplaceable_apart(run: Run, hosts: list[Host]) -> tuple[str, str]:
+    """Each placement must be possible on its own, and all of them on different hosts (a
+    host known by name only, never registered, counts as one that could)."""
+    options = []
+    for want in wanted(run):
+        field, why, could = _unplaceable_one(run, want, hosts)
+        if why:
+            return field, why
+        if want.host and not could:  # named, never registered: it may yet
+            could = [host for host in hosts if host.name == want.host]
+        options.append(
+            [host for host in could if host.device_count >= run.devices or not host.registered]
+        )
+    if distinct(options, key=lambda host: host.name) is None:
+        wants = wanted(run)
+        found = _listing(
+            list({host.name: host for option in options for host in option}.values()),
+            lambda host: host.name,
+        )
+        return wants[-1].named("host"), (
+            f"{' and '.join(want.role or 'a placement' for want in wants)} each need a host of "
+            f"their own; the hosts that could take them: {found}"
+        )
     return "", ""
 
 
 def hosts_left(run: Run) -> bool:
-    """Whether any enabled host, online or not, could still take the run after its failures.
+    """Whether enabled hosts, online or not, could still take the run after its failures.
 
-    Without one, a restart would wait in the queue for ever: a script that
+    Without them, a restart would wait in the queue for ever: a script that
     crashes every time on the only host must end as failed instead.
     """
-    candidates = Host.objects.filter(enabled=True, device_type=run.device_type)
-    if run.requested_host:
-        candidates = candidates.filter(name=run.requested_host)
-    return sum(1 for host in candidates if not unsuited(run, host)) >= run.hosts
+    candidates = list(Host.objects.filter(enabled=True))
+    options = [
+        [
+            host
+            for host in candidates
+            if (not want.host or host.name == want.host) and not unsuited(run, host, want)
+        ]
+        for want in wanted(run)
+    ]
+    return distinct(options, key=lambda host: host.name) is not None
 
 
 def no_such_host(name: str, hosts: list[Host]) -> str:
@@ -261,19 +411,20 @@ class Capacity:
     alive: bool
     free: list[int] = field(default_factory=list)
 
-    def excluded(self, run: Run) -> str:
-        """Why this host is out of the question for the run whatever its load, or ""."""
+    def excluded(self, run: Run, want: Wanted | None = None) -> str:
+        """Why this host is out of the question for the run (its placement ``want``)
+        whatever its load, or ""."""
         if not self.host.enabled:
             return "is disabled"
         if self.host.devices_unverified:
             return self.host.devices_unverified
         if not self.alive:
             return "is offline"
-        return health_block(self.host) or unsuited(run, self.host)
+        return health_block(self.host) or unsuited(run, self.host, want)
 
-    def unfit(self, run: Run) -> str:
-        """Why the run cannot go here now, or "" if it can."""
-        excluded = self.excluded(run)
+    def unfit(self, run: Run, want: Wanted | None = None) -> str:
+        """Why the run (its placement ``want``) cannot go here now, or "" if it can."""
+        excluded = self.excluded(run, want)
         if excluded:
             return excluded
         total = self.host.device_count
@@ -317,11 +468,14 @@ def plan(run: Run, caps: list[Capacity]) -> tuple[Capacity | None, str]:
 
     fits = [cap for cap in caps if not cap.unfit(run)]
     if fits:
-        return min(
-            fits,
-            key=lambda cap: (run.failed_hosts.get(cap.host.name, 0), len(cap.free), cap.host.name),
-        ), ""
+        return min(fits, key=_preference(run)), ""
     return None, pending_reason(run, caps)
+
+
+def _preference(run: Run) -> Callable[[Capacity], tuple[int, int, str]]:
+    """Hosts where the run failed least first, then the one left with the fewest free
+    devices (best fit)."""
+    return lambda cap: (run.failed_hosts.get(cap.host.name, 0), len(cap.free), cap.host.name)
 
 
 def plan_gang(run: Run, caps: list[Capacity]) -> tuple[list[Capacity], str]:
@@ -331,16 +485,41 @@ def plan_gang(run: Run, caps: list[Capacity]) -> tuple[list[Capacity], str]:
     so two gangs never each hold half of what they need. Rank 0 goes to the
     host that best fits, as a single-host run would.
     """
+    if run.placement_rules:
+        return plan_apart(run, caps)
     if run.hosts == 1:
         chosen, reason = plan(run, caps)
         return ([chosen] if chosen else []), reason
     fits = [cap for cap in caps if not cap.unfit(run)]
     if len(fits) >= run.hosts:
-        fits.sort(
-            key=lambda cap: (run.failed_hosts.get(cap.host.name, 0), len(cap.free), cap.host.name)
-        )
+        fits.sort(key=_preference(run))
         return fits[: run.hosts], ""
     return [], gang_pending_reason(run, caps, len(fits))
+
+
+def plan_apart(run: Run, caps: list[Capacity]) -> tuple[list[Capacity], str]:
+    """The hosts of a run whose placements are apart, node rank 0 first, each fitting its
+    own ``Wanted`` now and no two the same; or [] and why it stays queued. All or nothing,
+    as a gang."""
+    options, reasons = [], []
+    for want in wanted(run):
+        named = [cap for cap in caps if not want.host or cap.host.name == want.host]
+        fits = sorted((cap for cap in named if not cap.unfit(run, want)), key=_preference(run))
+        if not fits:
+            if want.host and not named:
+                reasons.append(want.says(f"host '{want.host}' does not exist"))
+            elif want.host:
+                reasons.append(want.says(f"host '{want.host}' {named[0].unfit(run, want)}"))
+            else:
+                reasons.append(want.says(pending_reason(run, caps, want)))
+        options.append(fits)
+    if reasons:
+        return [], "; ".join(reasons)
+    chosen = distinct(options, key=lambda cap: cap.host.pk)
+    if chosen is None:
+        roles = " and ".join(want.role or "a placement" for want in wanted(run))
+        return [], f"{roles} each need a host of their own; the hosts free now cannot be shared"
+    return chosen, ""
 
 
 def gang_pending_reason(run: Run, caps: list[Capacity], fitting: int) -> str:
@@ -362,20 +541,26 @@ def gang_pending_reason(run: Run, caps: list[Capacity], fitting: int) -> str:
     return f"needs {run.hosts} hosts × {run.devices} {run.device_type}; " + ", ".join(parts)
 
 
-def pending_reason(run: Run, caps: list[Capacity]) -> str:
-    """Why a run that no host can take now waits: what is missing, busy or closed."""
-    matching = [cap for cap in caps if not cap.excluded(run)]
+def pending_reason(run: Run, caps: list[Capacity], want: Wanted | None = None) -> str:
+    """Why a run (its placement ``want``) that no host can take now waits: what is missing,
+    busy or closed."""
+    want = want or _own(run)
+    matching = [cap for cap in caps if not cap.excluded(run, want)]
     if not matching:
-        typed = [cap for cap in caps if cap.host.device_type == run.device_type]
-        why = ", ".join(f"{cap.host.name} {cap.excluded(run)}" for cap in typed[:HOSTS_LISTED])
-        return f"no online {_wanted(run)}" + (f" ({why})" if why else "")
+        typed = [cap for cap in caps if cap.host.device_type == want.device_type]
+        why = ", ".join(
+            f"{cap.host.name} {cap.excluded(run, want)}" for cap in typed[:HOSTS_LISTED]
+        )
+        return f"no online {_wanted(want)}" + (f" ({why})" if why else "")
     plural = "s" if run.devices != 1 else ""
     busy = ", ".join(
         f"{cap.host.name}: {len(cap.free)} of {cap.host.device_count} free"
         for cap in matching[:HOSTS_LISTED]
     )
     more = ", …" if len(matching) > HOSTS_LISTED else ""
-    return f"no online host with {run.devices} free {run.device_type} device{plural} ({busy}{more})"
+    return (
+        f"no online host with {run.devices} free {want.device_type} device{plural} ({busy}{more})"
+    )
 
 
 def waiting_for_host(why: str, until: datetime) -> str:
@@ -386,9 +571,9 @@ def waiting_for_host(why: str, until: datetime) -> str:
     )
 
 
-def _wanted(run: Run) -> str:
-    return f"{run.device_type} host" + (
-        " with label(s) " + ", ".join(run.labels) if run.labels else ""
+def _wanted(want: Wanted) -> str:
+    return f"{want.device_type} host" + (
+        " with label(s) " + ", ".join(want.labels) if want.labels else ""
     )
 
 

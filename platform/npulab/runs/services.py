@@ -98,13 +98,15 @@ def do_submit_run(user: AbstractBaseUser | None, document: Any, idempotency_key:
     needed = kinds.get(spec["kind"]).host_labels(spec)
     if needed:
         queueing["labels"] = list(dict.fromkeys([*queueing.get("labels", []), *needed]))
+    rules = _placement_rules(spec, queueing, needed, project)
     run = Run(
         kind=spec["kind"],
         project=project,
         spec=spec,
         device_type=spec["device_type"],
         devices=spec["devices"],
-        hosts=spec.get(HOSTS, 1),
+        hosts=len(rules) or spec.get(HOSTS, 1),
+        placement_rules=rules,
         submitted_by=user,
         queue_reason="waiting for the scheduler",
         idempotency_key=idempotency_key,
@@ -135,6 +137,43 @@ def do_submit_run(user: AbstractBaseUser | None, document: Any, idempotency_key:
     run.replayed = False
     transaction.on_commit(place_submitted)
     return run
+
+
+def _placement_rules(
+    spec: dict[str, Any], queueing: dict[str, Any], needed: list[str], project: Project
+) -> list[dict[str, Any]]:
+    """What each node rank's host must be, for a kind that puts its placements apart (a
+    parity run's sides): each asks for its own host, pool or labels, or takes the run's.
+
+    A pool is one of the project's, by name (SubmissionInvalid naming ``<field>.pool``).
+    """
+    entries = kinds.get(spec["kind"]).placements(spec)
+    pools = {pool.name: pool.pk for pool in project.pools.all()} if entries else {}
+    rules, errors = [], {}
+    for entry in entries:
+        pool = entry.get("pool") or ""
+        if pool and pool not in pools:
+            errors[f"{entry['field']}.pool"] = (
+                f"no pool '{pool}' in project '{project.slug}'; its pools are "
+                f"{', '.join(sorted(pools)) or 'none'}"
+            )
+        labels = entry.get("labels") or []
+        rules.append(
+            {
+                "field": entry["field"],
+                "role": entry["role"],
+                "device_type": entry.get("device_type") or spec["device_type"],
+                "host": entry.get("host") or queueing.get("requested_host", ""),
+                "pool": pool,
+                "pool_id": pools.get(pool),
+                "labels": list(dict.fromkeys([*labels, *needed]))
+                if labels
+                else queueing.get("labels", []),
+            }
+        )
+    if errors:
+        raise SubmissionInvalid(errors)
+    return rules
 
 
 def _document_digest(document: dict[str, Any]) -> str:
@@ -922,6 +961,12 @@ def _release(run: Run) -> None:
 
 
 def do_attach_snapshot(host: Host, run_id: int, snapshot: Snapshot) -> None:
-    """Point a run of ``host`` at the snapshot of the environment it is about to run in."""
-    if not Run.objects.filter(pk=run_id, host=host).update(snapshot=snapshot):
+    """Point a run of ``host`` at the snapshot of the environment it is about to run in: its
+    placement there, and the run itself when ``host`` is node rank 0's (the run's stack)."""
+    placed = Placement.objects.filter(
+        run_id=run_id,
+        host=host,
+        attempt=models.Subquery(Run.objects.filter(pk=run_id).values("attempt")[:1]),
+    ).update(snapshot=snapshot)
+    if not Run.objects.filter(pk=run_id, host=host).update(snapshot=snapshot) and not placed:
         raise PermissionDenied(f"run {run_id} is not placed on host {host.name}")

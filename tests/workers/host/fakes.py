@@ -87,6 +87,8 @@ class FakePlatform:
         # Artifacts sent through the chunked protocol: upload id -> declaration and bytes.
         self.artifacts: dict[str, dict[str, Any]] = {}
         self.register_reply = {"name": "fake-host", "queue": "host.fake-host"}
+        # Handoff files another host of a run handed over: file id -> their bytes.
+        self.handoff: dict[int, bytes] = {}
         self.on_snapshot: Callable[[], None] | None = None
 
     # -- what a test controls ---------------------------------------------
@@ -305,6 +307,14 @@ class FakePlatform:
         size = len(upload["data"])
         done = size >= upload["declaration"]["bytes"]
         return {"id": upload_id, "offset": size, "status": "stored" if done else "uploading"}
+
+    def download_handoff(self, run_id: int, file_id: int, write: Callable[[bytes], Any]) -> None:
+        self._enter("download_handoff", run_id, file_id)
+        with self.lock:
+            data = self.handoff.get(file_id)
+        if data is None:
+            raise PlatformRejected(404, {"detail": f"no handoff file {file_id}"})
+        write(data)
 
     def download_checkpoint(self, run_id: int, step: int, destination: str) -> None:
         self._enter("download_checkpoint", run_id, step, destination)

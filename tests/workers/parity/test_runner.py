@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from tests.workers.test_run_cli import by_type, run
+from tests.waiting import wait_until
+from tests.workers.test_run_cli import by_type, run, start
+from workers.contract.gang import NNODES, NODE_RANK
+from workers.contract.script_env import HANDOFF_DIR
+from workers.events import iter_events
+from workers.kinds.parity import HANDOFF_FILE
 
 pytest.importorskip("msprobe", reason="mindstudio-probe (the parity extra) is not installed")
 
@@ -171,3 +177,112 @@ def test_a_dump_over_max_dump_mb_falls_back_to_statistics_only(tmp_path: Path) -
     assert summary["broken_layers"] == 0
     logs = [e["line"] for e in by_type(events, "log")]
     assert any("over max_dump_mb" in line for line in logs)
+
+
+# What the host worker sets for a parity run whose sides are on hosts of their own.
+SIDE_A_NODE = {NODE_RANK: "1", NNODES: "2"}
+SIDE_B_NODE = {NODE_RANK: "0", NNODES: "2"}
+
+
+def hand_over(tmp_path: Path, apart: dict) -> Path:
+    """Run side a's node; its handoff file, put where side b's host worker would put it."""
+    code, stderr, events = run(apart, tmp_path / "side-a", **SIDE_A_NODE)
+    assert code == 0, stderr
+    handed = by_type(events, "artifact")
+    assert [(e["name"], e["kind"]) for e in handed] == [(HANDOFF_FILE, "handoff")]
+    folder = tmp_path / "handoff"
+    folder.mkdir()
+    shutil.copy(handed[0]["path"], folder / HANDOFF_FILE)
+    return folder
+
+
+def test_sides_apart_side_a_hands_its_dump_over_and_side_b_compares_it(tmp_path: Path) -> None:
+    apart = spec(a={"host": "reference"}, b={"host": "candidate", "dtype": "bfloat16"})
+    folder = hand_over(tmp_path, apart)
+    side_a = list(iter_events(str(tmp_path / "side-a" / "events.jsonl")))
+    assert result_of(side_a)["summary"]["side"] == "a"
+    # Side a compares nothing and reports no curve: side b's node does.
+    assert not by_type(side_a, "parity_layer")
+    assert not by_type(side_a, "metric")
+
+    code, stderr, events = run(
+        apart, tmp_path / "side-b", **SIDE_B_NODE, **{HANDOFF_DIR: str(folder)}
+    )
+    assert code == 0, stderr
+    summary = result_of(events)["summary"]
+    assert summary["mode"] == "tensor"
+    assert summary["thresholds"]["dtype"] == "bfloat16"
+    assert summary["broken_layers"] == 0
+    assert summary["layers"] == len(by_type(events, "parity_layer")) > 0
+    assert summary["loss"]["steps"] == 2
+    losses = {(m["key"], m["step"]) for m in by_type(events, "metric")}
+    assert {("parity_loss/a", 1), ("parity_loss/b", 1)} <= losses
+    # Side b alone ran here.
+    logs = [e["line"] for e in by_type(events, "log")]
+    sides = [line.split(" (")[0] for line in logs if line.startswith("parity: side ")]
+    assert sides == ["parity: side b"]
+
+
+def test_side_b_waits_for_side_as_dump_then_finds_its_noise(tmp_path: Path) -> None:
+    apart = spec("noise", a={"host": "reference"}, b={"host": "candidate"})
+    folder = tmp_path / "arrives"
+    folder.mkdir()
+    events_path = tmp_path / "side-b" / "events.jsonl"
+    process = start(apart, tmp_path / "side-b", **SIDE_B_NODE, **{HANDOFF_DIR: str(folder)})
+    try:
+        wait_until(
+            lambda: (
+                events_path.exists()
+                and any(
+                    "waiting for side a" in e.get("line", "") for e in iter_events(str(events_path))
+                )
+            ),
+            "side b waiting for side a",
+            timeout=300,
+        )
+        handed = hand_over(tmp_path, apart)
+        shutil.copy(handed / HANDOFF_FILE, folder / HANDOFF_FILE)
+        process.communicate(timeout=300)
+    finally:
+        process.kill()
+    assert process.returncode == 1
+    result = result_of(list(iter_events(str(events_path))))
+    assert result["cause"] == "parity_diverged"
+    assert result["summary"]["first_divergent"]["name"] == "Functional.linear.1.forward.input.1"
+
+
+def test_side_as_dump_over_max_dump_mb_goes_as_statistics_and_side_b_follows(
+    tmp_path: Path,
+) -> None:
+    apart = {
+        **spec(a={"labels": ["reference"]}),
+        "entry": "builtin:mlp",
+        "args": [],
+        "layers": 20,
+        "max_dump_mb": 1,
+    }
+    folder = hand_over(tmp_path, apart)
+    side_a = list(iter_events(str(tmp_path / "side-a" / "events.jsonl")))
+    assert result_of(side_a)["summary"]["mode"] == "statistics"
+    # No tensor file travels.
+    assert result_of(side_a)["summary"]["handoff_bytes"] < 1024 * 1024
+    code, stderr, events = run(
+        apart, tmp_path / "side-b", **SIDE_B_NODE, **{HANDOFF_DIR: str(folder)}
+    )
+    assert code == 0, stderr
+    summary = result_of(events)["summary"]
+    assert summary["mode"] == "statistics"
+    assert summary["broken_layers"] == 0
+    assert summary["layers"] > 20
+    assert not list((tmp_path / "side-b" / "parity" / "b").rglob("*.pt"))
+
+
+def test_a_side_that_fails_on_its_own_host_gives_its_exception_before_any_wait(
+    tmp_path: Path,
+) -> None:
+    apart = spec("fail", a={"host": "reference"})
+    code, _, events = run(apart, tmp_path / "side-b", **SIDE_B_NODE, **{HANDOFF_DIR: str(tmp_path)})
+    assert code == 1
+    result = result_of(events)
+    assert result["cause"] == "parity_side_failed"
+    assert "side b failed: RuntimeError: side b refuses on purpose" in result["reason"]

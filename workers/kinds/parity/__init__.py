@@ -2,7 +2,9 @@
 
 One run executes the same script twice, as side ``a`` and side ``b``, with the
 same seed and inputs; each side may change the device type, the dtype or AMP
-level and the environment. Both sides dump their layers' forward and backward
+level and the environment, and its host (by name, pool or labels: then each side
+runs on a host of its own, side A's dump handed to side B's host through the
+platform, which compares). Both sides dump their layers' forward and backward
 tensors with msprobe (``mindstudio-probe``, in the run's interpreter); msprobe
 compares them, and the runner applies npulab's thresholds (msprobe's own
 ``Result`` column is no verdict): the first layer in execution order that breaks
@@ -17,13 +19,14 @@ import math
 import re
 from typing import Any
 
+from workers.contract.capabilities import HANDOFF
 from workers.contract.devices import DEVICE_TYPES
 from workers.contract.events import EventType
 from workers.contract.exits import Cause
+from workers.contract.gang import PLACEMENT_FIELDS
 from workers.contract.kinds import Kind
 from workers.contract.spec import (
     Field,
-    SpecError,
     clean_fields,
     common_fields,
     host_path_problem,
@@ -31,6 +34,12 @@ from workers.contract.spec import (
 
 PARITY = "parity"
 SIDES = ("a", "b")
+# The side each node rank runs when the sides are on hosts of their own. Node rank 0's
+# result is the run's (its host's snapshot the run's stack), so side B, which compares
+# and reports, is node 0; side A, the reference, is node 1 and hands its dump to it.
+NODE_SIDES = ("b", "a")
+# The file side A hands to side B's host: its dump and losses (a tar of parity/a/).
+HANDOFF_FILE = "parity-side-a.tar"
 # One row of the per-layer comparison (forward or backward of one module or API call).
 LAYER = "parity_layer"
 # A layer row: the event's fields, in the order the API, the exports and the page show them.
@@ -138,7 +147,8 @@ SIDE_FIELDS = [
         "string",
         default="",
         choices=("", *DEVICE_TYPES),
-        help="The side's device type: the run's (empty) or cpu (a CPU reference).",
+        help="The side's device type: the run's (empty) or cpu (a CPU reference); on a "
+        "host of its own, that host's.",
     ),
     Field("dtype", "string", default="float32", choices=DTYPES, help="The model's dtype."),
     Field(
@@ -149,6 +159,15 @@ SIDE_FIELDS = [
         help="O0: no autocast; O1/O2: autocast to the side's dtype (float16 or bfloat16).",
     ),
     Field("env", "env", default={}, help="Environment variables of this side only."),
+    Field(
+        "host",
+        "string",
+        default="",
+        help="The host this side runs on; empty: the run's. A side naming a host, pool or "
+        "labels puts each side on a host of its own.",
+    ),
+    Field("pool", "string", default="", help="A pool of the run's project its host is in."),
+    Field("labels", "strings", default=[], help="Labels its host carries (the run's: empty)."),
 ]
 SIDE_KEYS = tuple(field.name for field in SIDE_FIELDS)
 
@@ -165,12 +184,8 @@ class SideField(Field):
             value = {}
         if not isinstance(value, dict):
             raise ValueError("must be an object with " + ", ".join(SIDE_KEYS))
-        try:
-            return clean_fields(SIDE_FIELDS, value, f"side {self.name} of a parity")
-        except SpecError as exc:
-            raise ValueError(
-                "; ".join(f"{key}: {why}" for key, why in sorted(exc.errors.items()))
-            ) from None
+        # A bad key raises SpecError, which the spec names as "<side>.<key>".
+        return clean_fields(SIDE_FIELDS, value, f"side {self.name} of a parity")
 
     def json_schema(self) -> dict[str, Any]:
         return {
@@ -195,6 +210,31 @@ def side_thresholds(spec: dict[str, Any]) -> dict[str, float]:
     }
 
 
+def apart(spec: dict[str, Any]) -> bool:
+    """Whether the sides run on hosts of their own: a side names a host, pool or labels."""
+    return any(spec[side][key] for side in SIDES for key in PLACEMENT_FIELDS)
+
+
+def side_role(side: str) -> str:
+    """How a placement of a side on a host of its own is named: "side b"."""
+    return f"side {side}"
+
+
+def placements(spec: dict[str, Any]) -> list[dict[str, Any]]:
+    """The sides on hosts of their own, node rank 0 (side B) first; [] when they share one."""
+    if not apart(spec):
+        return []
+    return [
+        {
+            "field": side,
+            "role": side_role(side),
+            "device_type": spec[side]["device_type"],
+            **{key: spec[side][key] for key in PLACEMENT_FIELDS},
+        }
+        for side in NODE_SIDES
+    ]
+
+
 def check_spec(spec: dict[str, Any]) -> dict[str, str]:
     errors = {}
     if bool(spec["dump_a"]) != bool(spec["dump_b"]):
@@ -203,14 +243,23 @@ def check_spec(spec: dict[str, Any]) -> dict[str, str]:
         errors["entry"] = "this field is required (or dump_a and dump_b)"
     for side in SIDES:
         values = spec[side]
-        # The run leases devices of its own device_type; the CPU needs no lease.
-        if values["device_type"] not in ("", "cpu", spec["device_type"]):
-            errors[side] = (
-                f"device_type {values['device_type']}: a side runs on the run's device type "
-                f"({spec['device_type']}) or the CPU"
+        # On a shared host the run leases devices of its own device_type; the CPU needs no
+        # lease. A side on a host of its own leases that host's devices of its type.
+        if not apart(spec) and values["device_type"] not in ("", "cpu", spec["device_type"]):
+            errors[f"{side}.device_type"] = (
+                f"{values['device_type']}: a side runs on the run's device type "
+                f"({spec['device_type']}) or the CPU, unless the sides name hosts of their own "
+                "(host, pool or labels)"
             )
         elif values["amp_level"] != "O0" and values["dtype"] == "float32":
-            errors[side] = "amp_level O1/O2 autocasts to dtype: give float16 or bfloat16"
+            errors[f"{side}.amp_level"] = "O1/O2 autocasts to dtype: give float16 or bfloat16"
+        if spec["dump_a"] and not errors.get("dump_b"):
+            named = [key for key in PLACEMENT_FIELDS if values[key]]
+            if named:
+                errors[f"{side}.{named[0]}"] = (
+                    "dumps that exist (dump_a, dump_b) are compared on one host: "
+                    "name the run's host instead"
+                )
     return errors
 
 
@@ -244,8 +293,12 @@ FIELDS = [
         host_input=True,
         help="Side B's, with dump_a.",
     ),
-    SideField("a", "Side A, the reference: device_type, dtype, amp_level, env."),
-    SideField("b", "Side B, compared with A: device_type, dtype, amp_level, env."),
+    SideField(
+        "a", "Side A, the reference: device_type, dtype, amp_level, env, host, pool, labels."
+    ),
+    SideField(
+        "b", "Side B, compared with A: device_type, dtype, amp_level, env, host, pool, labels."
+    ),
     Field("seed", "integer", default=0, minimum=0, maximum=2**31 - 1),
     Field(
         "steps",
@@ -335,4 +388,7 @@ KIND = Kind(
         ),
     ),
     check=check_spec,
+    # Side A's dump reaches side B's host, when they are apart, as a handoff file.
+    capabilities=(HANDOFF,),
+    placements=placements,
 )

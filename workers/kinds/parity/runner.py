@@ -6,6 +6,12 @@ environment, and writes its msprobe dump and its losses into ``parity/<side>/`` 
 run directory. A side's tensor dump beyond ``max_dump_mb`` makes both sides dump
 statistics only. Every way a comparison cannot be made (a failed side, layers that differ
 in shape, no msprobe, a dump msprobe cannot read) ends the run with a cause that says so.
+
+Sides on hosts of their own (the platform's placements apart: ``NODE_RANK`` of
+``NPULAB_NNODES``) run at the same time: node 1 runs side a and hands its dump and losses
+over as one file (the handoff capability's artifact), node 0 runs side b, waits for that
+file in ``NPULAB_HANDOFF_DIR`` and compares. Side a's dump is bounded there, before it
+travels: beyond ``max_dump_mb`` it goes as statistics only, and side b's follows.
 """
 
 from __future__ import annotations
@@ -18,20 +24,27 @@ import os
 import shutil
 import subprocess
 import sys
+import tarfile
+import time
 from typing import Any
 
 from workers.contract import exits, script_env
+from workers.contract.capabilities import HANDOFF, HANDOFF_FAILED
+from workers.contract.gang import NNODES, NODE_RANK
 from workers.kinds.base import Outcome, RunContext
 from workers.kinds.parity import (
     BUILTIN_MLP,
     DIVERGED,
+    HANDOFF_FILE,
     LAYER,
     LAYER_FIELDS,
     MAX_LAYERS,
+    NODE_SIDES,
     NOT_COMPARABLE,
     SHAPE_MISMATCH,
     SIDE_FAILED,
     SIDES,
+    apart,
     loss_parity,
     side_thresholds,
 )
@@ -50,6 +63,8 @@ INT8_PASS = {"device_type": "cpu", "dtype": "float32", "amp_level": "O0", "env":
 STDERR_TAIL_CHARS = 64 * 1024
 # The loss series of each side, overlaid on the run page.
 LOSS_KEY = "parity_loss/{side}"
+# How often side b looks for side a's file while it waits.
+HANDOFF_POLL_S = 0.5
 
 
 def run(ctx: RunContext) -> Outcome:
@@ -66,6 +81,9 @@ def run(ctx: RunContext) -> Outcome:
         )
     if spec["dump_a"]:
         return _existing(ctx, root, thresholds)
+    if apart(spec) and os.environ.get(NNODES) == str(len(NODE_SIDES)):
+        side = NODE_SIDES[int(os.environ.get(NODE_RANK, "0"))]
+        return _hand_over(ctx, root) if side == "a" else _take_over(ctx, root, thresholds)
     task = TENSOR
     for side in SIDES:
         failed = _run_side(ctx, root, side, task)
@@ -82,6 +100,138 @@ def run(ctx: RunContext) -> Outcome:
                 failed = _run_side(ctx, root, done, task)
                 if failed:
                     return Outcome(exits.FAILED, f"side {done} failed: {failed}", cause=SIDE_FAILED)
+    return _compare_sides(ctx, root, thresholds, task)
+
+
+def _hand_over(ctx: RunContext, root: str) -> Outcome:
+    """Side a on a host of its own: its dump (statistics only beyond max_dump_mb) and losses
+    go to side b's host as one handoff file, which the host worker uploads before the end."""
+    failed = _run_side(ctx, root, "a", TENSOR)
+    if failed:
+        return Outcome(exits.FAILED, f"side a failed: {failed}", cause=SIDE_FAILED)
+    dump = os.path.join(root, "a", DUMP_DIR)
+    task = TENSOR
+    size = _tree_bytes(dump)
+    if size > ctx.spec["max_dump_mb"] * 1024 * 1024:
+        ctx.say(
+            f"parity: side a's tensor dump is {size} bytes, over max_dump_mb "
+            f"({ctx.spec['max_dump_mb']}); it goes to side b as statistics only"
+        )
+        task = STATISTICS
+        as_statistics(dump)
+    path = os.path.join(root, HANDOFF_FILE)
+    _pack(os.path.join(root, "a"), path)
+    ctx.events.artifact(HANDOFF_FILE, path, kind=HANDOFF)
+    handed = os.path.getsize(path)
+    summary = {"side": "a", "mode": task, "dump_bytes": _tree_bytes(dump), "handoff_bytes": handed}
+    return Outcome(
+        exits.SUCCEEDED, f"side a's {task} dump handed to side b ({handed} bytes)", summary
+    )
+
+
+def _take_over(ctx: RunContext, root: str, thresholds: dict[str, float]) -> Outcome:
+    """Side b on a host of its own: run it, wait for side a's file, compare here.
+
+    The wait has no deadline of its own: the run's timeout bounds it, and a side a that
+    fails stops this side through the platform (its acknowledgement says cancel).
+    """
+    failed = _run_side(ctx, root, "b", TENSOR)
+    if failed:
+        return Outcome(exits.FAILED, f"side b failed: {failed}", cause=SIDE_FAILED)
+    arrived, why_not = _wait_for_side_a(ctx)
+    if not arrived:
+        return Outcome(
+            exits.FAILED, f"side a's dump cannot arrive: {why_not}", cause=NOT_COMPARABLE
+        )
+    try:
+        _unpack(arrived, os.path.join(root, "a"))
+    except (OSError, tarfile.TarError, ValueError) as exc:
+        return Outcome(exits.FAILED, f"side a's dump cannot be read: {exc}", cause=NOT_COMPARABLE)
+    steps = [_step_dir(root, side) for side in SIDES]
+    size = _tree_bytes(os.path.join(root, "b", DUMP_DIR))
+    task = TENSOR
+    if all(steps) and (_summary_only(steps[0]) or size > ctx.spec["max_dump_mb"] * 1024 * 1024):
+        # The sides must be alike for msprobe: statistics are in a tensor dump already.
+        task = STATISTICS
+        for side in SIDES:
+            as_statistics(os.path.join(root, side, DUMP_DIR))
+    return _compare_sides(ctx, root, thresholds, task)
+
+
+def _wait_for_side_a(ctx: RunContext) -> tuple[str, str]:
+    """(the path of side a's file, "") once the host worker has put it here, or ("", why)
+    when it cannot come: the host worker's note beside its name says why."""
+    folder = os.environ.get(script_env.HANDOFF_DIR, "")
+    if not folder:
+        return "", f"no {script_env.HANDOFF_DIR} (a host worker without the handoff capability)"
+    path = os.path.join(folder, HANDOFF_FILE)
+    note = path + HANDOFF_FAILED
+    if not os.path.exists(path):
+        ctx.say("parity: side b is done; waiting for side a's dump from its host")
+        ctx.events.flush()
+    while not os.path.exists(path):
+        if os.path.exists(note):
+            with open(note, encoding="utf-8", errors="replace") as handle:
+                return "", "the host worker could not fetch it: " + handle.read(2000)
+        time.sleep(HANDOFF_POLL_S)
+    return path, ""
+
+
+def _pack(folder: str, path: str) -> None:
+    with tarfile.open(path, "w") as tar:
+        tar.add(folder, arcname=".")
+
+
+def _unpack(path: str, folder: str) -> None:
+    """Extract side a's file: regular files and folders inside ``folder`` only (it came over
+    the network, from another host's run)."""
+    shutil.rmtree(folder, ignore_errors=True)
+    os.makedirs(folder)
+    root = os.path.realpath(folder)
+    with tarfile.open(path, "r") as tar:
+        for member in tar:
+            target = os.path.realpath(os.path.join(root, member.name))
+            if os.path.commonpath([root, target]) != root:
+                raise ValueError(f"{member.name} leads outside the dump")
+            if member.isdir():
+                os.makedirs(target, exist_ok=True)
+            elif member.isfile():
+                source = tar.extractfile(member)
+                assert source is not None  # a regular file
+                os.makedirs(os.path.dirname(target), exist_ok=True)
+                with source, open(target, "wb") as handle:
+                    shutil.copyfileobj(source, handle)
+
+
+def as_statistics(dump: str) -> None:
+    """Make a tensor dump a statistics one, in place: msprobe's dump.json of a tensor dump
+    holds each tensor's statistics already, beside the name of its file, which goes."""
+    for path in glob.glob(os.path.join(dump, "step*", "*", "dump.json")):
+        with open(path) as handle:
+            found = json.load(handle)
+        if found.get("task") == STATISTICS:
+            continue
+        found["task"] = STATISTICS
+        found["dump_data_dir"] = None
+        _drop_data_names(found.get("data"))
+        with open(path, "w") as handle:
+            json.dump(found, handle)
+        shutil.rmtree(os.path.join(os.path.dirname(path), "dump_tensor_data"), ignore_errors=True)
+
+
+def _drop_data_names(value: Any) -> None:
+    if isinstance(value, dict):
+        value.pop("data_name", None)
+        for item in value.values():
+            _drop_data_names(item)
+    elif isinstance(value, list):
+        for item in value:
+            _drop_data_names(item)
+
+
+def _compare_sides(ctx: RunContext, root: str, thresholds: dict[str, float], task: str) -> Outcome:
+    """Both sides' dumps and losses are in ``root``: compare them, judge, and say."""
+    spec = ctx.spec
     summary: dict[str, Any] = {"mode": task, "thresholds": thresholds}
     summary["dump_bytes"] = {
         side: _tree_bytes(os.path.join(root, side, DUMP_DIR)) for side in SIDES

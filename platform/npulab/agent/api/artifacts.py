@@ -5,7 +5,7 @@ kind, bytes, sha256, step) and answers the upload's id at offset 0; ``PUT``
 of the upload sends the chunk that starts at its ``Upload-Offset`` header;
 ``GET``/``HEAD`` tells where the upload is, which is how a host goes on
 after an outage or a restart. Only the host the writing attempt ran on may
-upload.
+upload (the attempt's host, or any host holding a share of it).
 """
 
 from __future__ import annotations
@@ -28,14 +28,18 @@ from npulab.artifacts.services import NoRoom, StoreFull, do_append_chunk, do_cre
 from npulab.core import errors
 from npulab.runs import capabilities
 from npulab.runs.capabilities import UploadRefused
-from npulab.runs.models import Run, RunAttempt
+from npulab.runs.models import Placement, Run, RunAttempt
 
 OFFSET_HEADER = "Upload-Offset"
 READ_BLOCK = 1 << 20
 
 
 def _check_host(request: Request, run_id: int, attempt: int) -> None:
-    if not RunAttempt.objects.filter(run_id=run_id, number=attempt, host=request.auth).exists():
+    # The attempt's host, or any host holding a share of it (a gang's, placements apart).
+    host = request.auth
+    if RunAttempt.objects.filter(run_id=run_id, number=attempt, host=host).exists():
+        return
+    if not Placement.objects.filter(run_id=run_id, attempt=attempt, host=host).exists():
         raise PermissionDenied(f"attempt {attempt} of run {run_id} did not run on this host")
 
 

@@ -22,7 +22,7 @@ from npulab.agent.api.serializers import (
 )
 from npulab.core.api import ErrorSerializer, FastJSONParser
 from npulab.runs import capabilities
-from npulab.runs.gangs import gang_of
+from npulab.runs.gangs import gang_of, share_spec
 from npulab.runs.services import do_claim_run, do_finish_run, do_ingest_events
 from workers.contract.blocks import BLOCKS
 from workers.contract.events import NDJSON
@@ -40,7 +40,7 @@ class ClaimView(AgentAPIView):
         reply = {
             "run": run.pk,
             "attempt": run.attempt,
-            "spec": run.spec,
+            "spec": share_spec(run, placement),
             "devices": placement.device_indices if placement else run.device_indices,
             "gang": gang_of(run, placement) if placement else None,
             "max_events": settings.NPULAB["MAX_EVENTS_PER_BATCH"],

@@ -109,12 +109,16 @@ class ResumeSerializer(serializers.Serializer):
 class ClaimReplySerializer(serializers.Serializer):
     run = serializers.IntegerField()
     attempt = serializers.IntegerField()
-    spec = serializers.JSONField(help_text="The run's spec, unredacted: the host needs its env.")
+    spec = serializers.JSONField(
+        help_text="The run's spec, unredacted: the host needs its env. A placement apart's "
+        "device_type is its own."
+    )
     devices = serializers.ListField(child=serializers.IntegerField())
     gang = serializers.JSONField(
         help_text="The rendezvous and this host's ranks: hosts, node_rank, first_rank, "
         "local_world_size, world_size, master_addr, master_port, peers; on NPU hccl and "
-        "rank_table (docs/multihost.md)."
+        "rank_table (docs/multihost.md). Placements apart (a parity run's sides on hosts of "
+        "their own) get hosts, node_rank, role, rendezvous: false and no rendezvous."
     )
     resume = ResumeSerializer(
         allow_null=True, help_text="The stored checkpoint a new attempt resumes from, if any."
@@ -174,9 +178,18 @@ class EventBatchSerializer(AttemptSerializer):
 
 class EventAckSerializer(serializers.Serializer):
     ack = serializers.IntegerField(help_text="Offset the platform holds; send from here next.")
-    cancel = serializers.BooleanField(help_text="Stop the run: a user cancelled it.")
+    cancel = serializers.BooleanField(
+        help_text="Stop the run: a user cancelled it, or another host of it failed."
+    )
     pinned = serializers.ListField(
         child=serializers.IntegerField(), help_text="Checkpoint steps the host must keep."
+    )
+    handoff = serializers.ListField(
+        child=serializers.DictField(),
+        required=False,
+        help_text="A run of a kind with the handoff capability, on several hosts: the files "
+        "its hosts handed over in this attempt and the platform stored (id, name, bytes, "
+        "sha256); another host fetches each from runs/{id}/handoff/{file}/.",
     )
 
 

@@ -36,9 +36,38 @@ class FirstDivergentSerializer(serializers.Serializer):
     broken = serializers.ListField(child=serializers.CharField())
 
 
+class StackSerializer(serializers.Serializer):
+    chip = serializers.CharField(allow_null=True)
+    driver = serializers.CharField(allow_null=True)
+    firmware = serializers.CharField(allow_null=True)
+    cann = serializers.CharField(allow_null=True)
+    python = serializers.CharField(allow_null=True)
+    torch = serializers.CharField(allow_null=True)
+    torch_npu = serializers.CharField(allow_null=True)
+    mindspore = serializers.CharField(allow_null=True)
+
+
+class SideSerializer(serializers.Serializer):
+    host = serializers.CharField(allow_null=True, help_text="The host the side ran on.")
+    snapshot = serializers.IntegerField(
+        allow_null=True, help_text="The snapshot of its environment there."
+    )
+    stack = StackSerializer(allow_null=True, help_text="That snapshot's stack.")
+    stack_text = serializers.CharField(help_text='The stack as people write it: "CANN 8.0".')
+
+
+class SidesSerializer(serializers.Serializer):
+    a = SideSerializer()
+    b = SideSerializer()
+
+
 class ParitySerializer(serializers.Serializer):
     run = serializers.IntegerField()
     status = serializers.CharField()
+    sides = SidesSerializer(
+        help_text="Where each side ran and on which stack: both on the run's host, or each on "
+        "a host of its own."
+    )
     summary = serializers.DictField(
         help_text="The run's result summary: mode, thresholds, loss parity, counts."
     )

@@ -19,7 +19,7 @@ from npulab.core.api import ErrorSerializer, FastJSONRenderer
 from npulab.core.pagination import CheckedLimitOffsetPagination
 from npulab.parity.api.serializers import ParityLayerSerializer, ParitySerializer
 from npulab.parity.exports import as_csv, as_xlsx
-from npulab.parity.reports import first_divergent, layers
+from npulab.parity.reports import first_divergent, layers, sides
 from npulab.runs.access import run_for
 from npulab.runs.models import Run
 from npulab.series.owners import Owner
@@ -119,6 +119,7 @@ class ParityView(APIView):
             {
                 "run": run.pk,
                 "status": run.status,
+                "sides": sides(run),
                 "summary": run.result.get("summary") or {},
                 "first_divergent": _first(run),
                 "count": paginator.count,

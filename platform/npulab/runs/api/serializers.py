@@ -73,7 +73,9 @@ class RunSerializer(serializers.ModelSerializer):
     )
     progress = serializers.SerializerMethodField()
     shape = serializers.CharField(
-        read_only=True, help_text='Hosts × devices each, as the run list shows it: "2 × 8 npu".'
+        read_only=True,
+        help_text='Hosts × devices each, as the run list shows it: "2 × 8 npu"; placements '
+        'apart each their own: "1 cpu + 1 npu".',
     )
     diagnosis = serializers.SerializerMethodField(
         help_text="Why the run failed, in Ascend's codes (docs/diagnosis.md): category, codes, "
@@ -203,14 +205,26 @@ class PlacementSerializer(serializers.ModelSerializer):
     devices = serializers.ListField(
         source="device_indices", child=serializers.IntegerField(), read_only=True
     )
+    role = serializers.CharField(
+        read_only=True,
+        help_text='What the host is for, in a run whose placements are apart ("side b" of a '
+        'parity run on two hosts); "" in a gang.',
+    )
+    snapshot = serializers.PrimaryKeyRelatedField(
+        read_only=True,
+        allow_null=True,
+        help_text="The snapshot of the host's environment the share ran in (its stack).",
+    )
 
     class Meta:
         model = Placement
         fields = [
             "host",
             "node_rank",
+            "role",
             "ranks",
             "devices",
+            "snapshot",
             "state",
             "exit_code",
             "exit_cause",
