@@ -12,8 +12,10 @@
    the queue, the recogniser, the events): CPU seconds a line, as a share of one core at
    1,000 lines a second.
 3. A TensorBoard file of SCALARS scalars written by torch's SummaryWriter in another
-   process while the reader scans it as it does in a run: seconds from the writer's end
-   until every scalar has been read.
+   process while the reader scans it as it does in a run, then stopped as the supervisor
+   stops it when the script has exited: seconds from the writer's closing of its file
+   and from its exit until every scalar has been read, how many were unread at each, and
+   the reader's CPU seconds (this process's: it does nothing else meanwhile).
 
 The machine is shared: the load average is printed with each result.
 """
@@ -175,32 +177,56 @@ def stdout_cost(lines: int) -> dict:
 
 
 WRITER = """
-import sys
+import sys, time
 from torch.utils.tensorboard import SummaryWriter
 writer = SummaryWriter(sys.argv[1], max_queue=10000, flush_secs=1)
 for step in range(int(sys.argv[2])):
     writer.add_scalar("loss", 1.0 / (step + 1), step)
 writer.close()
+print(time.time())
 """
 
 
 def tensorboard_tail(scalars: int) -> dict:
+    """As in a run: the reader scans while the script writes, and once the script has
+    exited the supervisor stops it (``Capture.stop``), which reads what is left."""
     work = Path(tempfile.mkdtemp(prefix="npulab-bench-tb-"))
     writer = EventWriter(str(work / "events.jsonl"))
     reader = TensorBoardReader([str(work / "tb")], Sink(writer, TENSORBOARD, 100))
+    cpu = time.process_time()
     reader.start()
     started = time.time()
-    subprocess.run([sys.executable, "-c", WRITER, str(work / "tb"), str(scalars)], check=True)
-    ended = time.time()
-    while reader.scalars < scalars:
-        time.sleep(0.01)
-    read = time.time()
+    script = subprocess.Popen(
+        [sys.executable, "-c", WRITER, str(work / "tb"), str(scalars)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    read_by: list[tuple[float, int]] = []  # (when, scalars read by then)
+    while script.poll() is None:
+        read_by.append((time.time(), reader.scalars))
+        time.sleep(0.05)
+    exited = time.time()
+    unread_at_exit = scalars - reader.scalars
     reader.stop()
+    read = time.time()
+    cpu = time.process_time() - cpu  # this process only reads: the writer is another
     writer.close()
+    if script.returncode or reader.scalars != scalars:
+        raise RuntimeError(f"{reader.scalars} of {scalars} read, writer exit {script.returncode}")
+    assert script.stdout is not None
+    closed = float(script.stdout.read())  # the writer's file closed, its interpreter not yet
+    unread_at_close = scalars - max([n for when, n in read_by if when <= closed] or [0])
+    # When the last scalar was read: during the writer's exit, or by ``stop``.
+    all_read = min([when for when, n in read_by if n == scalars] or [read])
     return {
         "scalars": scalars,
-        "writer_s": round(ended - started, 1),
-        "readable_after_s": round(read - ended, 2),
+        "writer_s": round(closed - started, 1),
+        "unread_at_close": unread_at_close,
+        "unread_at_exit": unread_at_exit,
+        "readable_after_close_s": round(all_read - closed, 2),
+        "readable_after_exit_s": round(read - exited, 2),
+        "reader_cpu_s": round(cpu, 1),
+        "reader_cpu_us_per_scalar": round(1e6 * cpu / scalars, 1),
         "load": load(),
     }
 
