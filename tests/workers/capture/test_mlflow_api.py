@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import socket
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -235,3 +236,71 @@ def test_a_runs_api_answers_only_the_script_that_holds_its_token(
     finally:
         server.stop()
         writer.close()
+
+
+def exchange(served: Served, *requests_: bytes) -> bytes:
+    """Send ``requests_`` on one connection, then read until the server closes it."""
+    host, port = served.server.httpd.server_address[:2]
+    with socket.create_connection((host, port), timeout=30) as connection:
+        for request in requests_:
+            connection.sendall(request)
+        received = b""
+        while block := connection.recv(65536):
+            received += block
+    return received
+
+
+def log_metric_request(run_id: str, value: float, *headers: str, version: str = "1.1") -> bytes:
+    body = json.dumps({"run_id": run_id, "key": "loss", "value": value, "step": 0}).encode()
+    head = [f"POST /api/2.0/mlflow/runs/log-metric HTTP/{version}", *headers]
+    head.append(f"content-LENGTH: {len(body)}")  # header names are case-insensitive
+    return ("\r\n".join(head) + "\r\n\r\n").encode() + body
+
+
+def test_keep_alive_and_connection_close_are_http_11s(served: Served) -> None:
+    run_id = served.store.run_id
+    # Two requests on one connection, the second asking to close it: both answered, then
+    # the server closes (exchange returns).
+    received = exchange(
+        served,
+        log_metric_request(run_id, 1.0, "Host: x"),
+        log_metric_request(run_id, 2.0, "Host: x", "Connection: close"),
+    )
+    assert received.count(b"HTTP/1.1 200 OK\r\n") == 2
+    # HTTP/1.0 closes after its reply unless it asks to be kept alive.
+    assert exchange(served, log_metric_request(run_id, 3.0, version="1.0")).startswith(
+        b"HTTP/1.1 200"
+    )
+    values = [e["value"] for e in served.events() if e["type"] == "metric"]
+    assert values == [1.0, 2.0, 3.0]
+
+
+def test_a_bad_header_line_or_request_line_is_answered_and_closed(served: Served) -> None:
+    no_colon = b"POST /api/2.0/mlflow/runs/log-metric HTTP/1.1\r\nno colon here\r\n\r\n"
+    assert exchange(served, no_colon).startswith(b"HTTP/1.1 400 ")
+    folded = b"GET /x HTTP/1.1\r\nHost: x\r\n continued\r\n\r\n"
+    assert exchange(served, folded).startswith(b"HTTP/1.1 400 ")
+    too_long = b"GET /x HTTP/1.1\r\nX-Long: " + b"a" * 70000 + b"\r\n\r\n"
+    assert exchange(served, too_long).startswith(b"HTTP/1.1 431 ")
+    too_many = b"GET /x HTTP/1.1\r\n" + b"".join(b"X-%d: 1\r\n" % n for n in range(101)) + b"\r\n"
+    assert exchange(served, too_many).startswith(b"HTTP/1.1 431 ")
+    # Not HTTP/1.x: the standard library's own answers (its error page, as HTTP/0.9 has
+    # no status line).
+    assert b"Error code: 505" in exchange(served, b"GET /x HTTP/2.0\r\n\r\n")
+    assert b"Error code: 400" in exchange(served, b"GARBAGE\r\n\r\n")
+    assert [e for e in served.events() if e["type"] == "metric"] == []
+
+
+def test_a_client_that_expects_100_continue_gets_it_before_it_sends_the_body(
+    served: Served,
+) -> None:
+    request = log_metric_request(served.store.run_id, 4.0, "Expect: 100-continue")
+    head, body = request.split(b"\r\n\r\n", 1)
+    host, port = served.server.httpd.server_address[:2]
+    with socket.create_connection((host, port), timeout=30) as connection:
+        connection.sendall(head + b"\r\n\r\n")
+        # The interim reply comes while the body is still held back (or the read times out).
+        assert connection.recv(65536).startswith(b"HTTP/1.1 100 Continue\r\n")
+        connection.sendall(body)
+        assert connection.recv(65536).startswith(b"HTTP/1.1 200 OK\r\n")
+    assert [e["value"] for e in served.events() if e["type"] == "metric"] == [4.0]

@@ -170,7 +170,9 @@ class EventsStore(Store):
         tags: list[tuple[str, str]],
     ) -> None:
         with self._lock:
-            run = self._runs[run_id]
+            run = self._runs.get(run_id)
+            if run is None:
+                raise MlflowError(RESOURCE_DOES_NOT_EXIST, f"Run with id={run_id} not found")
             for key, value in params:
                 if run.params.get(key, value) != value:
                     raise MlflowError(
