@@ -172,6 +172,35 @@ def test_nested_and_repeated_run_names_keep_apart(served: Served) -> None:
     assert {run.info.run_id for run in found} >= {first.info.run_id, second.info.run_id}
 
 
+def test_a_first_unnamed_run_the_script_makes_is_the_runs_own(served: Served) -> None:
+    # As Lightning's MLFlowLogger does: an experiment of its own, a run made, not resumed.
+    experiment = served.client.create_experiment("lightning_logs")
+    made = served.client.create_run(experiment, tags={"mlflow.source.name": "train.py"})
+    assert made.info.run_id == served.store.run_id
+    assert made.info.experiment_id == experiment
+    # Once the run's own is taken, another unnamed run keeps apart, as a named one does.
+    other = served.client.create_run(experiment)
+    named = served.client.create_run(experiment, run_name="trial")
+    for run_id, value in ((made.info.run_id, 1.0), (other.info.run_id, 2.0)):
+        served.client.log_metric(run_id, "loss", value)
+    served.client.log_metric(named.info.run_id, "loss", 3.0)
+    keys = {e["key"]: e["value"] for e in served.events() if e["type"] == "metric"}
+    assert keys == {"loss": 1.0, f"{other.info.run_id[:8]}/loss": 2.0, "trial/loss": 3.0}
+    tags = {e["key"]: e["value"] for e in served.events() if e["type"] == "tag"}
+    assert tags["mlflow.source.name"] == "train.py"
+    lines = [e["line"] for e in served.events() if e["type"] == "log"]
+    assert any("is this run's own: its metrics keep their keys" in line for line in lines)
+
+
+def test_a_run_made_after_the_script_used_the_runs_own_keeps_apart(served: Served) -> None:
+    served.client.log_metric(served.store.run_id, "loss", 1.0)
+    made = served.client.create_run(served.store.experiment_id)
+    assert made.info.run_id != served.store.run_id
+    served.client.log_metric(made.info.run_id, "loss", 2.0)
+    keys = {e["key"]: e["value"] for e in served.events() if e["type"] == "metric"}
+    assert keys == {"loss": 1.0, f"{made.info.run_id[:8]}/loss": 2.0}
+
+
 def test_artifacts_go_through_the_mlflow_artifacts_api_too(served: Served, tmp_path: Path) -> None:
     from mlflow.store.artifact.mlflow_artifacts_repo import MlflowArtifactsRepository
 
