@@ -66,12 +66,12 @@ class _Handler(BaseHTTPRequestHandler):
         if self.path.startswith("//"):
             self.path = "/" + self.path.lstrip("/")  # as the standard library does
         headers = _Headers()
-        while True:
+        for count in range(_MAX_HEADERS + 1):
             raw = self.rfile.readline(_MAX_HEADER_LINE + 1)
             if raw in (b"\r\n", b"\n", b""):
                 break
             name, colon, value = str(raw, "iso-8859-1").partition(":")
-            if len(raw) > _MAX_HEADER_LINE or len(headers) >= _MAX_HEADERS:
+            if len(raw) > _MAX_HEADER_LINE or count == _MAX_HEADERS:
                 self.close_connection = True
                 self.send_error(431, "Request header fields too large")
                 return False
