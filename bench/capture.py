@@ -7,7 +7,9 @@
    supervisor's MLflow API) and against ``mlflow server --workers 1`` on SQLite
    (bench/mlflow_server.py's virtualenv): seconds a call, and how long after the loop the
    last point is readable (in the run's events.jsonl, which the forwarder sends on; in
-   MLflow's get-history). Synchronous, then with MLFLOW_ENABLE_ASYNC_LOGGING=true.
+   MLflow's get-history), and the CPU a call of the client (the loop's process) and of
+   the server (the supervisor's own process from the first points on; MLflow's server
+   with its worker). Synchronous, then with MLFLOW_ENABLE_ASYNC_LOGGING=true.
 2. Printed metric lines through the supervisor's capture (workers.capture.session.Capture:
    the queue, the recogniser, the events): CPU seconds a line, as a share of one core at
    1,000 lines a second.
@@ -30,6 +32,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+import psutil
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -87,17 +91,35 @@ def against_run(points: int, env: dict[str, str]) -> dict:
     )
     events = work / "run" / "events.jsonl"
     offset = found = 0
+    # The supervisor's own CPU (its MLflow server; the script is a child) from the first
+    # points on, so that its start is not counted.
+    supervisor = psutil.Process(process.pid)
+    first: tuple[int, float] | None = None
     while found < points:
         offset, found = count_loss(events, offset, found)
+        if first is None and found:
+            first = (found, own_cpu(supervisor))
         if process.poll() is not None and found < points:
             offset, found = count_loss(events, offset, found)
             if found < points:
                 raise RuntimeError(f"the run ended with {found} of {points} points")
         time.sleep(0.005)
     readable = time.time()
+    assert first is not None
+    server_cpu = (own_cpu(supervisor) - first[1]) / (points - first[0])
     process.wait()
     loop = json.loads(out.read_text())
-    return report(loop, readable, points)
+    return report(loop, readable, points, server_cpu)
+
+
+def own_cpu(process: psutil.Process) -> float:
+    times = process.cpu_times()
+    return times.user + times.system
+
+
+def tree_cpu(pid: int) -> float:
+    root = psutil.Process(pid)
+    return sum(own_cpu(process) for process in [root, *root.children(recursive=True)])
 
 
 def against_mlflow(points: int, env: dict[str, str]) -> dict:
@@ -105,6 +127,9 @@ def against_mlflow(points: int, env: dict[str, str]) -> dict:
     with mlflow_server.started("sqlite") as side:
         work = Path(tempfile.mkdtemp(prefix="npulab-bench-capture-mlflow-"))
         out = work / "loop.json"
+        # The server's CPU (its uvicorn worker included) over the loop and the client's
+        # few calls before it.
+        server_cpu = tree_cpu(side.pid)
         process = subprocess.Popen(
             [sys.executable, str(LOOP), str(out), str(points)],
             env={**os.environ, **env, "MLFLOW_TRACKING_URI": side.url, **mlflow_server.QUIET},
@@ -115,6 +140,7 @@ def against_mlflow(points: int, env: dict[str, str]) -> dict:
             if process.poll() is not None and not out.exists():
                 raise RuntimeError("the loop against mlflow server failed")
             time.sleep(0.05)
+        server_cpu = (tree_cpu(side.pid) - server_cpu) / points
         loop = json.loads(out.read_text())
         runs = side.call("POST", "runs/search", json={"experiment_ids": ["0"]})["runs"]
         run_id = runs[0]["info"]["run_id"]
@@ -127,13 +153,15 @@ def against_mlflow(points: int, env: dict[str, str]) -> dict:
             time.sleep(0.01)
         readable = time.time()
         process.wait()
-        return report(loop, readable, points)
+        return report(loop, readable, points, server_cpu)
 
 
-def report(loop: dict, readable: float, points: int) -> dict:
+def report(loop: dict, readable: float, points: int, server_cpu: float) -> dict:
     seconds = loop["end"] - loop["start"]
     return {
         "per_call_ms": round(1000 * seconds / points, 3),
+        "client_cpu_ms_per_call": round(1000 * loop["cpu"] / points, 3),
+        "server_cpu_ms_per_call": round(1000 * server_cpu, 3),
         "loop_s": round(seconds, 2),
         "readable_after_s": round(max(0.0, readable - loop["end"]), 3),
         "load": load(),
