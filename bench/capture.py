@@ -7,13 +7,17 @@
    supervisor's MLflow API) and against ``mlflow server --workers 1`` on SQLite
    (bench/mlflow_server.py's virtualenv): seconds a call, and how long after the loop the
    last point is readable (in the run's events.jsonl, which the forwarder sends on; in
-   MLflow's get-history). Synchronous, then with MLFLOW_ENABLE_ASYNC_LOGGING=true.
+   MLflow's get-history), and the CPU a call of the client (the loop's process) and of
+   the server (the supervisor's own process from the first points on; MLflow's server
+   with its worker). Synchronous, then with MLFLOW_ENABLE_ASYNC_LOGGING=true.
 2. Printed metric lines through the supervisor's capture (workers.capture.session.Capture:
    the queue, the recogniser, the events): CPU seconds a line, as a share of one core at
    1,000 lines a second.
 3. A TensorBoard file of SCALARS scalars written by torch's SummaryWriter in another
-   process while the reader scans it as it does in a run: seconds from the writer's end
-   until every scalar has been read.
+   process while the reader scans it as it does in a run, then stopped as the supervisor
+   stops it when the script has exited: seconds from the writer's closing of its file
+   and from its exit until every scalar has been read, how many were unread at each, and
+   the reader's CPU seconds (this process's: it does nothing else meanwhile).
 
 The machine is shared: the load average is printed with each result.
 """
@@ -28,6 +32,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+import psutil
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -85,17 +91,35 @@ def against_run(points: int, env: dict[str, str]) -> dict:
     )
     events = work / "run" / "events.jsonl"
     offset = found = 0
+    # The supervisor's own CPU (its MLflow server; the script is a child) from the first
+    # points on, so that its start is not counted.
+    supervisor = psutil.Process(process.pid)
+    first: tuple[int, float] | None = None
     while found < points:
         offset, found = count_loss(events, offset, found)
+        if first is None and found:
+            first = (found, own_cpu(supervisor))
         if process.poll() is not None and found < points:
             offset, found = count_loss(events, offset, found)
             if found < points:
                 raise RuntimeError(f"the run ended with {found} of {points} points")
         time.sleep(0.005)
     readable = time.time()
+    assert first is not None
+    server_cpu = (own_cpu(supervisor) - first[1]) / (points - first[0])
     process.wait()
     loop = json.loads(out.read_text())
-    return report(loop, readable, points)
+    return report(loop, readable, points, server_cpu)
+
+
+def own_cpu(process: psutil.Process) -> float:
+    times = process.cpu_times()
+    return times.user + times.system
+
+
+def tree_cpu(pid: int) -> float:
+    root = psutil.Process(pid)
+    return sum(own_cpu(process) for process in [root, *root.children(recursive=True)])
 
 
 def against_mlflow(points: int, env: dict[str, str]) -> dict:
@@ -103,6 +127,9 @@ def against_mlflow(points: int, env: dict[str, str]) -> dict:
     with mlflow_server.started("sqlite") as side:
         work = Path(tempfile.mkdtemp(prefix="npulab-bench-capture-mlflow-"))
         out = work / "loop.json"
+        # The server's CPU (its uvicorn worker included) over the loop and the client's
+        # few calls before it.
+        server_cpu = tree_cpu(side.pid)
         process = subprocess.Popen(
             [sys.executable, str(LOOP), str(out), str(points)],
             env={**os.environ, **env, "MLFLOW_TRACKING_URI": side.url, **mlflow_server.QUIET},
@@ -113,6 +140,7 @@ def against_mlflow(points: int, env: dict[str, str]) -> dict:
             if process.poll() is not None and not out.exists():
                 raise RuntimeError("the loop against mlflow server failed")
             time.sleep(0.05)
+        server_cpu = (tree_cpu(side.pid) - server_cpu) / points
         loop = json.loads(out.read_text())
         runs = side.call("POST", "runs/search", json={"experiment_ids": ["0"]})["runs"]
         run_id = runs[0]["info"]["run_id"]
@@ -125,13 +153,15 @@ def against_mlflow(points: int, env: dict[str, str]) -> dict:
             time.sleep(0.01)
         readable = time.time()
         process.wait()
-        return report(loop, readable, points)
+        return report(loop, readable, points, server_cpu)
 
 
-def report(loop: dict, readable: float, points: int) -> dict:
+def report(loop: dict, readable: float, points: int, server_cpu: float) -> dict:
     seconds = loop["end"] - loop["start"]
     return {
         "per_call_ms": round(1000 * seconds / points, 3),
+        "client_cpu_ms_per_call": round(1000 * loop["cpu"] / points, 3),
+        "server_cpu_ms_per_call": round(1000 * server_cpu, 3),
         "loop_s": round(seconds, 2),
         "readable_after_s": round(max(0.0, readable - loop["end"]), 3),
         "load": load(),
@@ -175,32 +205,56 @@ def stdout_cost(lines: int) -> dict:
 
 
 WRITER = """
-import sys
+import sys, time
 from torch.utils.tensorboard import SummaryWriter
 writer = SummaryWriter(sys.argv[1], max_queue=10000, flush_secs=1)
 for step in range(int(sys.argv[2])):
     writer.add_scalar("loss", 1.0 / (step + 1), step)
 writer.close()
+print(time.time())
 """
 
 
 def tensorboard_tail(scalars: int) -> dict:
+    """As in a run: the reader scans while the script writes, and once the script has
+    exited the supervisor stops it (``Capture.stop``), which reads what is left."""
     work = Path(tempfile.mkdtemp(prefix="npulab-bench-tb-"))
     writer = EventWriter(str(work / "events.jsonl"))
     reader = TensorBoardReader([str(work / "tb")], Sink(writer, TENSORBOARD, 100))
+    cpu = time.process_time()
     reader.start()
     started = time.time()
-    subprocess.run([sys.executable, "-c", WRITER, str(work / "tb"), str(scalars)], check=True)
-    ended = time.time()
-    while reader.scalars < scalars:
-        time.sleep(0.01)
-    read = time.time()
+    script = subprocess.Popen(
+        [sys.executable, "-c", WRITER, str(work / "tb"), str(scalars)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    read_by: list[tuple[float, int]] = []  # (when, scalars read by then)
+    while script.poll() is None:
+        read_by.append((time.time(), reader.scalars))
+        time.sleep(0.05)
+    exited = time.time()
+    unread_at_exit = scalars - reader.scalars
     reader.stop()
+    read = time.time()
+    cpu = time.process_time() - cpu  # this process only reads: the writer is another
     writer.close()
+    if script.returncode or reader.scalars != scalars:
+        raise RuntimeError(f"{reader.scalars} of {scalars} read, writer exit {script.returncode}")
+    assert script.stdout is not None
+    closed = float(script.stdout.read())  # the writer's file closed, its interpreter not yet
+    unread_at_close = scalars - max([n for when, n in read_by if when <= closed] or [0])
+    # When the last scalar was read: during the writer's exit, or by ``stop``.
+    all_read = min([when for when, n in read_by if n == scalars] or [read])
     return {
         "scalars": scalars,
-        "writer_s": round(ended - started, 1),
-        "readable_after_s": round(read - ended, 2),
+        "writer_s": round(closed - started, 1),
+        "unread_at_close": unread_at_close,
+        "unread_at_exit": unread_at_exit,
+        "readable_after_close_s": round(all_read - closed, 2),
+        "readable_after_exit_s": round(read - exited, 2),
+        "reader_cpu_s": round(cpu, 1),
+        "reader_cpu_us_per_scalar": round(1e6 * cpu / scalars, 1),
         "load": load(),
     }
 

@@ -7,8 +7,8 @@ import threading
 import time
 from typing import Iterable, Tuple
 
-from workers.contract.capture import MAX_KEY_CHARS, SOURCE_FIELD
-from workers.contract.events import METRIC, RUNNER
+from workers.contract.capture import MAX_KEY_CHARS
+from workers.contract.events import RUNNER
 from workers.events import EventWriter
 
 # (key, step, value, wall time or None for now)
@@ -66,23 +66,17 @@ class Sink:
         return True
 
     def write(self, points: Iterable[Point]) -> int:
-        """Append the points the bound allows; how many were written."""
+        """Append the points the bound allows; how many were written. A point's own wall
+        time is kept over the write's; NaN and infinity are stored as gaps."""
         written = []
         now = time.time()
+        keys = self.keys
         for key, step, value, at in points:
-            if not self.accept(key) or not -_STEP_LIMIT <= step <= _STEP_LIMIT:
+            kept = key in keys or self.accept(key)
+            if not kept or not -_STEP_LIMIT <= step <= _STEP_LIMIT:
                 continue
-            fields = {"type": METRIC, "time": now, "key": key, "step": int(step)}
-            fields[SOURCE_FIELD] = self.source
-            value = float(value)
-            if math.isfinite(value):
-                fields["value"] = value
-            else:
-                # JSON has no NaN or infinity: stored as a gap, which one it was kept.
-                fields["value"] = None
-                fields["nonfinite"] = repr(value)
-            if at is not None and math.isfinite(at):
-                fields["time"] = float(at)  # the point's own wall time, over the write's
-            written.append(fields)
-        self.events.emit_many(written)
+            if at is None or not math.isfinite(at):
+                at = now
+            written.append((key, step, value, at))
+        self.events.points(self.source, written)
         return len(written)

@@ -123,7 +123,9 @@ class Store:
         params: list[tuple[str, str]],
         tags: list[tuple[str, str]],
     ) -> None:
-        """Store a batch; a param already logged with another value is an error."""
+        """Store a batch. MlflowError RESOURCE_DOES_NOT_EXIST for a run it does not have (a
+        log call is checked here, not with ``run``, which builds the whole run each call),
+        INVALID_PARAMETER_VALUE for a param already logged with another value."""
         raise NotImplementedError
 
     def delete_tag(self, run_id: str, key: str) -> None:
@@ -404,7 +406,6 @@ def _update_run(store: Store, request: dict[str, Any]) -> dict[str, Any]:
 def _log_metric(store: Store, request: dict[str, Any]) -> dict[str, Any]:
     run_id = _run_id(request)
     metric = _metric(request)
-    _known_run(store, run_id)
     store.log(run_id, [metric], [], [])
     return {}
 
@@ -412,7 +413,6 @@ def _log_metric(store: Store, request: dict[str, Any]) -> dict[str, Any]:
 def _log_param(store: Store, request: dict[str, Any]) -> dict[str, Any]:
     run_id = _run_id(request)
     params = _pairs([request], "param", MAX_PARAM_VALUE_CHARS)
-    _known_run(store, run_id)
     store.log(run_id, [], params, [])
     return {}
 
@@ -420,7 +420,6 @@ def _log_param(store: Store, request: dict[str, Any]) -> dict[str, Any]:
 def _set_tag(store: Store, request: dict[str, Any]) -> dict[str, Any]:
     run_id = _run_id(request)
     tags = _pairs([request], "tag", MAX_TAG_VALUE_CHARS)
-    _known_run(store, run_id)
     store.log(run_id, [], [], tags)
     return {}
 
@@ -462,7 +461,6 @@ def _log_batch(store: Store, request: dict[str, Any]) -> dict[str, Any]:
     checked = [_metric(item) for item in metrics]
     checked_params = _pairs(params, "param", MAX_PARAM_VALUE_CHARS)
     checked_tags = _pairs(tags, "tag", MAX_TAG_VALUE_CHARS)
-    _known_run(store, run_id)
     store.log(run_id, checked, checked_params, checked_tags)
     return {}
 

@@ -1,8 +1,9 @@
 """Packing a batch of events.jsonl's lines into the compact form (workers.contract.blocks).
 
-Only the metric lines ``EventWriter.metrics`` writes are packed, recognised by their exact
-text: a run of them becomes one block per series. Its numbers are read by orjson, the
-parser the platform reads lines with, so a block holds what the lines would have given;
+Only the metric lines ``EventWriter.metrics`` and ``EventWriter.points`` write are packed,
+recognised by their exact text: a run of them becomes one block per series. Its numbers
+are read by orjson, the parser the platform reads lines with, so a block holds what the
+lines would have given;
 a number it refuses (``01``, ``1.``, ``1e400``) leaves the whole batch unpacked, to go as
 lines and be judged there. Any other line goes as it is, in a lines frame, for the
 platform to read as JSON: it decides what is valid, so packing never has to.

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import socket
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -171,6 +172,35 @@ def test_nested_and_repeated_run_names_keep_apart(served: Served) -> None:
     assert {run.info.run_id for run in found} >= {first.info.run_id, second.info.run_id}
 
 
+def test_a_first_unnamed_run_the_script_makes_is_the_runs_own(served: Served) -> None:
+    # As Lightning's MLFlowLogger does: an experiment of its own, a run made, not resumed.
+    experiment = served.client.create_experiment("lightning_logs")
+    made = served.client.create_run(experiment, tags={"mlflow.source.name": "train.py"})
+    assert made.info.run_id == served.store.run_id
+    assert made.info.experiment_id == experiment
+    # Once the run's own is taken, another unnamed run keeps apart, as a named one does.
+    other = served.client.create_run(experiment)
+    named = served.client.create_run(experiment, run_name="trial")
+    for run_id, value in ((made.info.run_id, 1.0), (other.info.run_id, 2.0)):
+        served.client.log_metric(run_id, "loss", value)
+    served.client.log_metric(named.info.run_id, "loss", 3.0)
+    keys = {e["key"]: e["value"] for e in served.events() if e["type"] == "metric"}
+    assert keys == {"loss": 1.0, f"{other.info.run_id[:8]}/loss": 2.0, "trial/loss": 3.0}
+    tags = {e["key"]: e["value"] for e in served.events() if e["type"] == "tag"}
+    assert tags["mlflow.source.name"] == "train.py"
+    lines = [e["line"] for e in served.events() if e["type"] == "log"]
+    assert any("is this run's own: its metrics keep their keys" in line for line in lines)
+
+
+def test_a_run_made_after_the_script_used_the_runs_own_keeps_apart(served: Served) -> None:
+    served.client.log_metric(served.store.run_id, "loss", 1.0)
+    made = served.client.create_run(served.store.experiment_id)
+    assert made.info.run_id != served.store.run_id
+    served.client.log_metric(made.info.run_id, "loss", 2.0)
+    keys = {e["key"]: e["value"] for e in served.events() if e["type"] == "metric"}
+    assert keys == {"loss": 1.0, f"{made.info.run_id[:8]}/loss": 2.0}
+
+
 def test_artifacts_go_through_the_mlflow_artifacts_api_too(served: Served, tmp_path: Path) -> None:
     from mlflow.store.artifact.mlflow_artifacts_repo import MlflowArtifactsRepository
 
@@ -235,3 +265,71 @@ def test_a_runs_api_answers_only_the_script_that_holds_its_token(
     finally:
         server.stop()
         writer.close()
+
+
+def exchange(served: Served, *requests_: bytes) -> bytes:
+    """Send ``requests_`` on one connection, then read until the server closes it."""
+    host, port = served.server.httpd.server_address[:2]
+    with socket.create_connection((host, port), timeout=30) as connection:
+        for request in requests_:
+            connection.sendall(request)
+        received = b""
+        while block := connection.recv(65536):
+            received += block
+    return received
+
+
+def log_metric_request(run_id: str, value: float, *headers: str, version: str = "1.1") -> bytes:
+    body = json.dumps({"run_id": run_id, "key": "loss", "value": value, "step": 0}).encode()
+    head = [f"POST /api/2.0/mlflow/runs/log-metric HTTP/{version}", *headers]
+    head.append(f"content-LENGTH: {len(body)}")  # header names are case-insensitive
+    return ("\r\n".join(head) + "\r\n\r\n").encode() + body
+
+
+def test_keep_alive_and_connection_close_are_http_11s(served: Served) -> None:
+    run_id = served.store.run_id
+    # Two requests on one connection, the second asking to close it: both answered, then
+    # the server closes (exchange returns).
+    received = exchange(
+        served,
+        log_metric_request(run_id, 1.0, "Host: x"),
+        log_metric_request(run_id, 2.0, "Host: x", "Connection: close"),
+    )
+    assert received.count(b"HTTP/1.1 200 OK\r\n") == 2
+    # HTTP/1.0 closes after its reply unless it asks to be kept alive.
+    assert exchange(served, log_metric_request(run_id, 3.0, version="1.0")).startswith(
+        b"HTTP/1.1 200"
+    )
+    values = [e["value"] for e in served.events() if e["type"] == "metric"]
+    assert values == [1.0, 2.0, 3.0]
+
+
+def test_a_bad_header_line_or_request_line_is_answered_and_closed(served: Served) -> None:
+    no_colon = b"POST /api/2.0/mlflow/runs/log-metric HTTP/1.1\r\nno colon here\r\n\r\n"
+    assert exchange(served, no_colon).startswith(b"HTTP/1.1 400 ")
+    folded = b"GET /x HTTP/1.1\r\nHost: x\r\n continued\r\n\r\n"
+    assert exchange(served, folded).startswith(b"HTTP/1.1 400 ")
+    too_long = b"GET /x HTTP/1.1\r\nX-Long: " + b"a" * 70000 + b"\r\n\r\n"
+    assert exchange(served, too_long).startswith(b"HTTP/1.1 431 ")
+    too_many = b"GET /x HTTP/1.1\r\n" + b"X-Same: 1\r\n" * 101 + b"\r\n"
+    assert exchange(served, too_many).startswith(b"HTTP/1.1 431 ")
+    # Not HTTP/1.x: the standard library's own answers (its error page, as HTTP/0.9 has
+    # no status line).
+    assert b"Error code: 505" in exchange(served, b"GET /x HTTP/2.0\r\n\r\n")
+    assert b"Error code: 400" in exchange(served, b"GARBAGE\r\n\r\n")
+    assert [e for e in served.events() if e["type"] == "metric"] == []
+
+
+def test_a_client_that_expects_100_continue_gets_it_before_it_sends_the_body(
+    served: Served,
+) -> None:
+    request = log_metric_request(served.store.run_id, 4.0, "Expect: 100-continue")
+    head, body = request.split(b"\r\n\r\n", 1)
+    host, port = served.server.httpd.server_address[:2]
+    with socket.create_connection((host, port), timeout=30) as connection:
+        connection.sendall(head + b"\r\n\r\n")
+        # The interim reply comes while the body is still held back (or the read times out).
+        assert connection.recv(65536).startswith(b"HTTP/1.1 100 Continue\r\n")
+        connection.sendall(body)
+        assert connection.recv(65536).startswith(b"HTTP/1.1 200 OK\r\n")
+    assert [e["value"] for e in served.events() if e["type"] == "metric"] == [4.0]

@@ -1,8 +1,9 @@
 """Unmodified scripts run by hand (``python -m workers.run``): their metrics become events.
 
-The scripts (tests/fixtures/scripts/) use the real clients: MLflow's, torch's SummaryWriter
-with TensorBoard's reader on the supervisor's side, and print as HF's Trainer and PyTorch's
-word_language_model example do.
+The scripts (tests/fixtures/scripts/) use the real clients: MLflow's by hand and through HF
+Trainer's and Lightning's integrations, torch's SummaryWriter with TensorBoard's reader on
+the supervisor's side, and print as HF's Trainer and PyTorch's word_language_model example
+do.
 """
 
 from __future__ import annotations
@@ -74,6 +75,46 @@ def test_a_script_logging_with_mlflow_lands_in_the_run(tmp_path: Path, asynchron
     }
     assert {e["kind"] for e in artifacts.values()} == {"mlflow"}
     assert Path(artifacts["notes/readme.txt"]["path"]).read_text() == "hello"
+    assert events[-1]["status"] == "succeeded"
+
+
+def test_hf_trainer_reporting_to_mlflow_lands_in_the_run(tmp_path: Path) -> None:
+    # Trainer's own MLflow callback resumes MLFLOW_RUN_ID: its keys stay as they are.
+    # transformers is imported in the script's process only.
+    events = script_run(tmp_path, "hf_trainer_mlflow.py", env={"HF_HUB_OFFLINE": "1"})
+    # Trainer logs asynchronously: batches come from several threads, in any order.
+    metrics = {key: sorted(points) for key, points in series(events, "mlflow").items()}
+    assert [step for step, _ in metrics["loss"]] == [1, 2, 3, 4, 5]
+    assert all(0 < value < 5 for _, value in metrics["loss"])
+    # The linear schedule from 1e-3 to 0 over 5 steps, as Trainer logs it.
+    assert metrics["learning_rate"] == [
+        (step, pytest.approx(1e-3 * (6 - step) / 5)) for step in range(1, 6)
+    ]
+    assert [step for step, _ in metrics["grad_norm"]] == [1, 2, 3, 4, 5]
+    [(step, _)] = metrics["train_loss"]
+    assert step == 5
+    params = {e["key"]: e["value"] for e in by_type(events, "param") if e["source"] == "mlflow"}
+    assert (params["learning_rate"], params["max_steps"]) == ("0.001", "5")
+    assert (params["model_type"], params["hidden_size"]) == ("bert", "16")
+    runner = [e["line"] for e in by_type(events, "log") if e["stream"] == "runner"]
+    assert not [line for line in runner if "MLflow run" in line and "started" in line]
+    assert events[-1]["status"] == "succeeded"
+
+
+def test_lightnings_mlflow_logger_lands_in_the_run(tmp_path: Path) -> None:
+    # MLFlowLogger makes a run of its own rather than resume MLFLOW_RUN_ID: the first one,
+    # unnamed, is the run's own, so its keys stay as they are too.
+    events = script_run(tmp_path, "lightning_mlflow.py")
+    metrics = series(events, "mlflow")
+    assert [step for step, _ in metrics["train_loss"]] == [0, 1, 2, 3, 4, 5]
+    assert metrics["lr"][0] == (0, pytest.approx(0.05))
+    params = {e["key"]: e["value"] for e in by_type(events, "param") if e["source"] == "mlflow"}
+    assert params == {"lr": "0.05", "hidden": "4"}
+    tags = {e["key"]: e["value"] for e in by_type(events, "tag")}
+    assert tags["mlflow.source.name"].endswith("lightning_mlflow.py")
+    runner = [e["line"] for e in by_type(events, "log") if e["stream"] == "runner"]
+    assert any("is this run's own: its metrics keep their keys" in line for line in runner)
+    assert any(line.endswith("is FINISHED") for line in runner)
     assert events[-1]["status"] == "succeeded"
 
 

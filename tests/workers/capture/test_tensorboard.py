@@ -2,10 +2,19 @@
 
 from __future__ import annotations
 
+import json
+import os
+import struct
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 
+import pytest
 from torch.utils.tensorboard import SummaryWriter
 
+from tests.paths import REPO_DIR
+from workers.capture import record_crc
 from workers.capture.sink import Sink
 from workers.capture.tensorboard import TensorBoardReader
 from workers.contract.capture import TENSORBOARD
@@ -84,3 +93,109 @@ def test_histograms_and_images_are_counted_by_tag_not_stored(tmp_path: Path) -> 
     [notice] = [line for line in lines if "not stored as metrics" in line]
     assert "x3 (weights)" in notice
     assert "x1 (sample)" in notice
+
+
+def log_lines(tmp_path: Path) -> list[str]:
+    return [e["line"] for e in iter_events(str(tmp_path / "events.jsonl")) if e["type"] == "log"]
+
+
+def record_offsets(path: Path) -> list[tuple[int, int]]:
+    """(start, length of the data) of each record of a TFRecord file, to damage one."""
+    data = path.read_bytes()
+    found, offset = [], 0
+    while offset < len(data):
+        (length,) = struct.unpack("<Q", data[offset : offset + 8])
+        found.append((offset, length))
+        offset += 8 + 4 + length + 4
+    return found
+
+
+def test_a_record_whose_data_does_not_match_its_crc_is_refused(tmp_path: Path) -> None:
+    board = SummaryWriter(str(tmp_path / "tb"))
+    for step in range(10):
+        board.add_scalar("loss", float(step), step)
+    board.close()
+    [path] = (tmp_path / "tb").glob("events.out.tfevents.*")
+    # Record 0 is the file's version; record 6 holds step 5. One bit of its data flipped.
+    start, length = record_offsets(path)[6]
+    data = bytearray(path.read_bytes())
+    data[start + 12 + length // 2] ^= 0x01
+    path.write_bytes(bytes(data))
+    found, events = reader(tmp_path)
+    found.start()
+    found.stop()
+    events.close()
+    # The check ran in C, through TensorBoard's own reader, and caught it.
+    assert record_crc.install() == record_crc.C
+    assert [step for key, step, _ in metrics(tmp_path)] == [0, 1, 2, 3, 4]
+    # TensorBoard's reader stops at the record (as at a cut one), and the run is told.
+    left = len(data) - start
+    assert f"the last {left} bytes are a cut or damaged record, not read" in "".join(
+        log_lines(tmp_path)
+    )
+
+
+# Reads tmp_path/tb in a process of its own, with google_crc32c as the test has it.
+CHECK = """
+import json, sys, types
+{google_crc32c}
+from tensorboard.compat.tensorflow_stub import pywrap_tensorflow
+from workers.capture import record_crc
+from workers.capture.sink import Sink
+from workers.capture.tensorboard import TensorBoardReader
+from workers.events import EventWriter
+events = EventWriter(sys.argv[1] + "/events.jsonl")
+found = TensorBoardReader([sys.argv[1] + "/tb"], Sink(events, "tensorboard", 100))
+found.start()
+found.stop()
+events.close()
+print(json.dumps({{
+    "checked_with": record_crc.install(),
+    "crc_of": pywrap_tensorflow.masked_crc32c.__module__,
+    "scalars": found.scalars,
+}}))
+"""
+MISSING = "sys.modules['google_crc32c'] = None"
+IN_PYTHON = "sys.modules['google_crc32c'] = types.SimpleNamespace(implementation='python')"
+WRONG = (
+    "sys.modules['google_crc32c'] = types.SimpleNamespace(implementation='c', value=lambda data: 0)"
+)
+
+
+@pytest.mark.parametrize(
+    ("google_crc32c", "checked_with", "crc_of"),
+    [
+        ("", record_crc.C, "workers.capture.record_crc"),
+        (MISSING, record_crc.PYTHON, "tensorboard.compat.tensorflow_stub.pywrap_tensorflow"),
+        (IN_PYTHON, record_crc.PYTHON, "tensorboard.compat.tensorflow_stub.pywrap_tensorflow"),
+        (WRONG, record_crc.PYTHON, "tensorboard.compat.tensorflow_stub.pywrap_tensorflow"),
+    ],
+    ids=["installed", "missing", "its-python-fallback", "sums-that-differ"],
+)
+def test_the_c_crc_is_used_only_when_it_is_there_and_agrees(
+    tmp_path: Path, google_crc32c: str, checked_with: str, crc_of: str
+) -> None:
+    board = SummaryWriter(str(tmp_path / "tb"))
+    for step in range(50):
+        board.add_scalar("loss", 1.0 / (step + 1), step)
+    board.close()
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent(CHECK.format(google_crc32c=google_crc32c)),
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(REPO_DIR)},
+    )
+    assert done.returncode == 0, done.stderr
+    answer = json.loads(done.stdout)
+    assert (answer["checked_with"], answer["crc_of"]) == (checked_with, crc_of)
+    # Either way every scalar is read; without the C CRC the run is told why it is slow.
+    assert answer["scalars"] == 50
+    assert [step for _, step, _ in metrics(tmp_path)] == list(range(50))
+    said = any("google-crc32c" in line for line in log_lines(tmp_path))
+    assert said == (checked_with == record_crc.PYTHON)

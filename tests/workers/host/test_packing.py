@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from workers.capture.sink import Sink
 from workers.contract.blocks import DEFAULT_SOURCE, POINT_BYTES
 from workers.events import EventWriter
 from workers.host.packing import pack
@@ -62,6 +63,28 @@ def test_a_run_of_metric_lines_is_a_block_per_key_and_other_lines_go_as_they_are
         ("block", ("lr", "track", [(1, 1e-05, times[1]), (2, 3.0, times[3])])),
         ("lines", lines[4]),
         ("block", ("loss", "track", [(3, None, times[5])])),
+    ]
+
+
+def test_captured_points_are_packed_with_their_source_and_own_time(tmp_path: Path) -> None:
+    # TensorBoard's, MLflow's and printed points go through a capture Sink: the same
+    # columns as a tracked metric's, as lines the platform reads each with its source.
+    path = tmp_path / "events.jsonl"
+    writer = EventWriter(str(path))
+    Sink(writer, "tensorboard", 10).write(
+        [("loss", 1, 0.5, 1.5), ("loss", 2, float("nan"), 2.5), ("acc", 3, 1, 3.5)]
+    )
+    writer.close()
+    events = [json.loads(line) for line in path.read_bytes().splitlines()]
+    assert [e["source"] for e in events] == ["tensorboard"] * 3
+    assert (events[1]["value"], events[1]["nonfinite"]) == (None, "nan")
+
+    body, packed = pack(path.read_bytes())
+
+    assert packed == 3
+    assert unpacked(body) == [
+        ("block", ("loss", "tensorboard", [(1, 0.5, 1.5), (2, None, 2.5)])),
+        ("block", ("acc", "tensorboard", [(3, 1.0, 3.5)])),
     ]
 
 

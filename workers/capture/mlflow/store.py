@@ -65,6 +65,8 @@ class _Run:
         self.tags: dict[str, str] = {RUN_NAME_TAG: name}
         self.latest: dict[str, Metric] = {}
         self.history: dict[str, list[Metric]] = {}
+        # Read or logged to by the script (for the run's own: see create_run).
+        self.used = False
 
 
 class EventsStore(Store):
@@ -113,26 +115,45 @@ class EventsStore(Store):
     def create_run(
         self, experiment_id: str, name: str, start_time: int, tags: list[dict[str, str]]
     ) -> dict[str, Any]:
-        run_id = uuid.uuid4().hex
         with self._lock:
-            name = name or run_id[:8]
-            prefix = name
-            number = 2
-            while prefix in self._names:
-                prefix = f"{name}-{number}"
-                number += 1
-            self._names.add(prefix)
-            run = _Run(run_id, experiment_id, name, prefix, start_time)
-            self._runs[run_id] = run
-        self.events.log(
-            RUNNER, f"MLflow run {name!r} started (id {run_id}): its metrics are {prefix}/<key>"
-        )
-        self.log(run_id, [], [], [(t["key"], t["value"]) for t in tags])
-        return self.run(run_id) or {}
+            own = self._runs[self.run_id]
+            if not name and not own.used:
+                # A client that makes its run rather than resume MLFLOW_RUN_ID (Lightning's
+                # MLFlowLogger): its first, unnamed, is the run's own, its keys as they are,
+                # so that they compare with other runs' (a prefix would be random).
+                own.used = True
+                own.experiment_id = experiment_id
+                own.start = start_time
+                run = own
+            else:
+                run_id = uuid.uuid4().hex
+                name = name or run_id[:8]
+                prefix = name
+                number = 2
+                while prefix in self._names:
+                    prefix = f"{name}-{number}"
+                    number += 1
+                self._names.add(prefix)
+                run = _Run(run_id, experiment_id, name, prefix, start_time)
+                self._runs[run_id] = run
+        if run is own:
+            said = "is this run's own: its metrics keep their keys"
+        else:
+            said = f"started: its metrics are {run.prefix}/<key>"
+        self.events.log(RUNNER, f"MLflow run {run.name!r} (id {run.run_id}) {said}")
+        self.log(run.run_id, [], [], [(t["key"], t["value"]) for t in tags])
+        return self.run(run.run_id) or {}
+
+    def _find(self, run_id: str) -> _Run | None:
+        """The run ``run_id``, now used (called with the lock held)."""
+        run = self._runs.get(run_id)
+        if run is not None:
+            run.used = True
+        return run
 
     def run(self, run_id: str) -> dict[str, Any] | None:
         with self._lock:
-            run = self._runs.get(run_id)
+            run = self._find(run_id)
             if run is None:
                 return None
             if run.start == 0:
@@ -170,7 +191,9 @@ class EventsStore(Store):
         tags: list[tuple[str, str]],
     ) -> None:
         with self._lock:
-            run = self._runs[run_id]
+            run = self._find(run_id)
+            if run is None:
+                raise MlflowError(RESOURCE_DOES_NOT_EXIST, f"Run with id={run_id} not found")
             for key, value in params:
                 if run.params.get(key, value) != value:
                     raise MlflowError(
