@@ -28,8 +28,12 @@ def test_a_kinds_command_is_listed_from_its_folder() -> None:
     assert {"parity", "echo-words", "submit"} <= set(commands)
 
 
-def test_a_kind_that_cannot_load_leaves_the_generic_commands_working() -> None:
-    shown = npulab_help(NPULAB_KINDS="mysite.kinds.missing")
+def test_a_kind_that_cannot_load_costs_only_its_own_commands() -> None:
+    shown = npulab_help(NPULAB_KINDS="mysite.kinds.missing,tests.kinds.echo")
     assert shown.returncode == 0
-    assert "the kinds' own commands are not loaded: No module named 'mysite'" in shown.stderr
-    assert "submit" in shown.stdout
+    assert (
+        "the commands of kind mysite.kinds.missing are not loaded: No module named 'mysite'"
+        in shown.stderr
+    )
+    commands = [line.split()[0] for line in shown.stdout.split("Commands:")[1].splitlines() if line]
+    assert {"submit", "parity", "echo-words"} <= set(commands)

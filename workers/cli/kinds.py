@@ -40,14 +40,13 @@ def mount(group: click.Group) -> None:
     """Add each kind's commands to ``group``; a name taken twice is a kind's mistake.
 
     A kind that cannot be loaded here (``NPULAB_KINDS`` naming a site's package this
-    machine lacks) costs its own commands only: the generic ones still work.
+    machine lacks) costs its own commands only: the others still work.
     """
-    try:
-        modules = kind_modules()
-    except (ImportError, contract_kinds.KindConflict) as exc:
-        click.echo(f"npulab: the kinds' own commands are not loaded: {exc}", err=True)
-        return
-    for module in modules:
+    for module_name, problem in contract_kinds.load(strict=False).items():
+        click.echo(
+            f"npulab: the commands of kind {module_name} are not loaded: {problem}", err=True
+        )
+    for module in kind_modules():
         for command in getattr(module, "COMMANDS", ()):
             if command.name in group.commands:
                 raise RuntimeError(

@@ -165,12 +165,18 @@ def _others(kind: Kind) -> list[Kind]:
     return [other for other in _kinds.values() if other.name != kind.name]
 
 
-def load() -> None:
-    """Import every kind declaration once: the built-in folders, then NPULAB_KINDS."""
+def load(strict: bool = True) -> dict[str, str]:
+    """Import every kind declaration once: the built-in folders, then NPULAB_KINDS.
+
+    ``strict=False`` (the CLI, which may run where a site's kind named in NPULAB_KINDS
+    is not importable) registers what it can and answers what it could not, by module;
+    the web and the host worker load strictly: a kind that is missing there is an error.
+    """
     global _loaded
+    problems: dict[str, str] = {}
     with _lock:
         if _loaded:
-            return
+            return problems
         package = importlib.import_module(BUILTIN_PACKAGE)
         modules = [
             f"{BUILTIN_PACKAGE}.{info.name}"
@@ -179,14 +185,24 @@ def load() -> None:
         ]
         modules += [m.strip() for m in os.environ.get(EXTRA_KINDS_ENV, "").split(",") if m.strip()]
         for module_name in modules:
-            module = importlib.import_module(module_name)
-            kind = getattr(module, "KIND", None)
-            if not isinstance(kind, Kind):
-                raise KindConflict(f"{module_name} declares no KIND = Kind(...)")
-            # Where it was declared: a kind outside workers.kinds may bring its web app there.
-            kind.module = module_name
-            register(kind)
+            try:
+                _load_one(module_name)
+            except (ImportError, KindConflict) as exc:
+                if strict:
+                    raise
+                problems[module_name] = str(exc)
         _loaded = True
+    return problems
+
+
+def _load_one(module_name: str) -> None:
+    module = importlib.import_module(module_name)
+    kind = getattr(module, "KIND", None)
+    if not isinstance(kind, Kind):
+        raise KindConflict(f"{module_name} declares no KIND = Kind(...)")
+    # Where it was declared: a kind outside workers.kinds may bring its web app there.
+    kind.module = module_name
+    register(kind)
 
 
 def all_kinds() -> list[Kind]:
