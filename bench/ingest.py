@@ -370,11 +370,11 @@ def storage(dsn: str) -> dict[str, Any]:
     import psycopg
 
     with psycopg.connect(dsn, autocommit=True) as connection:
-        connection.execute("VACUUM ANALYZE series_metricchunk, series_metricrollup")
+        connection.execute("VACUUM ANALYZE series_metricchunk, series_metricrollupsegment")
         points, metric, rollup = connection.execute(
             "SELECT (SELECT COALESCE(SUM(points), 0) FROM series_metricchunk),"
             " pg_total_relation_size('series_metricchunk'),"
-            " pg_total_relation_size('series_metricrollup')"
+            " pg_total_relation_size('series_metricrollupsegment')"
         ).fetchone()
     return {
         "points": points,

@@ -125,7 +125,7 @@ def reads(client: Any, run_id: int, points: int, repeat: int) -> dict[str, Any]:
 # Chunks, rollups and their indexes and TOAST: what a point costs on disk.
 _SIZE = """
     SELECT pg_total_relation_size('series_metricchunk')
-        + pg_total_relation_size('series_metricrollup')
+        + pg_total_relation_size('series_metricrollupsegment')
 """
 # Points a slice of the fixture is written in: whole 10,000-step blocks, a few hundred MB.
 _SLICE = 1_000_000
@@ -166,7 +166,7 @@ def settle() -> None:
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
             cursor.execute("VACUUM ANALYZE series_metricchunk")
-            cursor.execute("VACUUM ANALYZE series_metricrollup")
+            cursor.execute("VACUUM ANALYZE series_metricrollupsegment")
 
 
 def median_ms(call: Callable[[], Any], repeat: int) -> float:
