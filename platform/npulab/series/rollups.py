@@ -187,29 +187,29 @@ def _sql(template: str, **names: str) -> str:
 
 def _read(spans: list[tuple[int, int, int, int]]) -> Blocks:
     """The stored blocks of each (series, size, lowest row, highest row) in ``spans``."""
-    parts = []
+    rows = []
     for first in range(0, len(spans), _PER_STATEMENT):
         group = spans[first : first + _PER_STATEMENT]
         sql = _sql(_SELECT) + " OR ".join([_SPAN] * len(group))
-        params = [value for span in group for value in span]
-        for series_id, size, count, data in fetch_rows(sql, params):
-            table = _unpack(data, count)
-            floats = table[3:].view(_FLOAT)
-            first_step = table[0]
-            parts.append(
-                Blocks(
-                    np.full(count, series_id, np.int64),
-                    np.full(count, size, np.int64),
-                    first_step - first_step % size,
-                    table[1],
-                    table[2],
-                    floats[0],
-                    floats[1],
-                    floats[2],
-                    first_step,
-                )
-            )
-    return concatenate(parts)
+        rows += fetch_rows(sql, [value for span in group for value in span])
+    if not rows:
+        return concatenate([])
+    series_ids, sizes, counts, _ = zip(*rows, strict=True)
+    table = np.concatenate([_unpack(one, count) for _, _, count, one in rows], axis=1)
+    size = np.repeat(np.array(sizes, np.int64), counts)
+    first_step = table[0]
+    total, minimum, maximum = table[3:].view(_FLOAT)
+    return Blocks(
+        np.repeat(np.array(series_ids, np.int64), counts),
+        size,
+        first_step - first_step % size,
+        table[1],
+        table[2],
+        total,
+        minimum,
+        maximum,
+        first_step,
+    )
 
 
 def _combined(blocks: Blocks) -> Blocks:
