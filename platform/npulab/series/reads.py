@@ -106,10 +106,10 @@ def points_of(found: Found, points: int | None = None) -> dict[str, Any]:
         columns = buckets(found, points or 0).columns
     else:
         columns = whole(found, with_time=False).columns
-    rows: list[Any] = list(zip(*map(as_python, columns.values()), strict=True))
-    if downsampled:
-        # Whole points have always been (step, value) tuples, buckets lists.
-        rows = [list(row) for row in rows]
+    # Whole points have always been (step, value) tuples, buckets lists.
+    rows: list[Any] = list(
+        map(list if downsampled else tuple, zip(*map(as_python, columns.values()), strict=True))
+    )
     return {"total": found.points, "downsampled": downsampled, "points": rows}
 
 
@@ -233,9 +233,10 @@ def _combine(
     with np.errstate(invalid="ignore", divide="ignore"):
         # 0 / 0 is NaN: a bucket of NaN points has no mean.
         mean = np.add.reduceat(total, starts) / np.add.reduceat(counted, starts)
-    # fmin / fmax skip NaN (a block without a finite value) unless all are.
+    # fmin / fmax skip NaN (a block without a finite value) unless all are. In step order,
+    # a bucket's first step is its first block's.
     return [
-        np.minimum.reduceat(first, starts),
+        first[starts],
         mean,
         np.fmin.reduceat(low, starts),
         np.fmax.reduceat(high, starts),
