@@ -110,6 +110,7 @@ def main() -> int:
     parser.add_argument("--requests", type=int, help="measured batches per size and round")
     parser.add_argument("--redis-db", type=int, default=BENCH_REDIS_DB)
     parser.add_argument("--form", choices=FORMS, default="blocks", help="how batches travel")
+    parser.add_argument("--database", default=BENCH_DATABASE, help="PostgreSQL's, made anew")
     args = parser.parse_args()
     sizes = [int(size) for size in args.sizes.split(",")]
 
@@ -120,9 +121,9 @@ def main() -> int:
     var_dir = Path(tempfile.mkdtemp(prefix="npulab-bench-ingest-"))
     try:
         with launched_platform(
-            services, var_dir, database=BENCH_DATABASE, redis_db=args.redis_db, host_worker=False
+            services, var_dir, database=args.database, redis_db=args.redis_db, host_worker=False
         ) as platform:
-            dsn = database_dsn(services.database_url, BENCH_DATABASE)
+            dsn = database_dsn(services.database_url, args.database)
             report = run(platform, sizes, args, dsn)
     finally:
         shutil.rmtree(var_dir, ignore_errors=True)
@@ -233,7 +234,8 @@ def one_size(
 
     for body, _, params in bodies[:WARM_UP]:
         post(body, params)
-    meter = CpuMeter(BENCH_DATABASE, dsn)
+    # The database's name ends the DSN (database_dsn).
+    meter = CpuMeter(None if dsn is None else dsn.rsplit("/", 1)[1], dsn)
     meter.start()
     cpu0 = tree_cpu_s(web_pid)
     latencies = []
@@ -370,11 +372,11 @@ def storage(dsn: str) -> dict[str, Any]:
     import psycopg
 
     with psycopg.connect(dsn, autocommit=True) as connection:
-        connection.execute("VACUUM ANALYZE series_metricchunk, series_metricrollup")
+        connection.execute("VACUUM ANALYZE series_metricchunk, series_metricrollupsegment")
         points, metric, rollup = connection.execute(
             "SELECT (SELECT COALESCE(SUM(points), 0) FROM series_metricchunk),"
             " pg_total_relation_size('series_metricchunk'),"
-            " pg_total_relation_size('series_metricrollup')"
+            " pg_total_relation_size('series_metricrollupsegment')"
         ).fetchone()
     return {
         "points": points,

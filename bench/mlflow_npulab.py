@@ -102,7 +102,7 @@ class Npulab:
         """Bytes per point of the metric tables on PostgreSQL, after VACUUM ANALYZE."""
         if self.dsn is None:
             return None
-        tables = ("series_metricchunk", "series_metricrollup", "series_metricseries")
+        tables = ("series_metricchunk", "series_metricrollupsegment", "series_metricseries")
         count = "SELECT COALESCE(SUM(points), 0) FROM series_metricchunk"
         return table_bytes(self.dsn, tables, count)
 

@@ -3,8 +3,9 @@
 For each size in ``--points`` (default 100,000 and 1,000,000; add 10,000,000 for the
 issue's largest, a minute to write) a run's series is written straight into a fresh
 database by the store's own chunk and rollup writers, a million points at a time, as
-ingestion would have left them (no HTTP, no events: this measures reads). Then, median of
-``--repeat`` after a warm-up:
+ingestion would have left them (no HTTP, no events: this measures reads). Then, the
+median wall time of ``--repeat`` calls after a warm-up and their mean CPU time (this
+process's, SQLite's included, plus its PostgreSQL backend's when the server runs here):
 
 - downsampled reads at 100 … 5,000 buckets, by the store call (``reads.series``) and by
   an API request (``GET /api/v1/runs/{id}/metrics/?key=…&points=…``);
@@ -17,11 +18,13 @@ process, with no socket: what a server adds is its own (bench/training.py measur
     .venv/bin/python bench/series_reads.py                          # PostgreSQL when here
     .venv/bin/python bench/series_reads.py --points 1000000,10000000
     .venv/bin/python bench/series_reads.py --embedded               # SQLite
+    PYTHONPATH=../other:../other/platform .venv/bin/python bench/series_reads.py  # its code
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import platform as host_platform
 import statistics
@@ -29,7 +32,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 REPO = Path(__file__).resolve().parent.parent
 # Last: another commit's code, when given on PYTHONPATH, comes first.
@@ -47,13 +50,14 @@ def main() -> int:
     parser.add_argument("--points", default="100000,1000000", help="comma-separated sizes")
     parser.add_argument("--repeat", type=int, default=7)
     parser.add_argument("--embedded", action="store_true", help="SQLite instead of PostgreSQL")
+    parser.add_argument("--database", default=BENCH_DATABASE, help="PostgreSQL's, made anew")
     args = parser.parse_args()
     sizes = [int(size) for size in args.points.split(",")]
 
     from bench.common import migrated_django
 
     # The run that owns the series is never placed.
-    with migrated_django(args.embedded, BENCH_DATABASE):
+    with migrated_django(args.embedded, args.database):
         report = measure(sizes, args.repeat)
     print_report(report)
     return 0
@@ -77,8 +81,11 @@ def measure(sizes: list[int], repeat: int) -> dict[str, Any]:
         entry = {"points": points, "write_s": time.perf_counter() - started}
         found["series"].append({**entry, **reads(client, run.pk, points, repeat)})
     if connection.vendor == "postgresql":
+        # The store's tables with their indexes and TOAST (chunks and rollups; the series rows
+        # and the telemetry table add a few kB): what a point costs on disk.
         with connection.cursor() as cursor:
-            cursor.execute(_SIZE)
+            sizes_sql = " + ".join(["pg_total_relation_size(%s)"] * len(store_tables()))
+            cursor.execute(f"SELECT {sizes_sql}", store_tables())
             found["bytes_per_point"] = cursor.fetchone()[0] / sum(sizes)
     found["machine"] = (
         f"{host_platform.machine()}, {os.cpu_count()} cores, "
@@ -101,32 +108,29 @@ def reads(client: Any, run_id: int, points: int, repeat: int) -> dict[str, Any]:
         content = response.streaming_content if response.streaming else [response.content]
         return sum(len(chunk) for chunk in content)
 
-    found: dict[str, Any] = {
-        "downsampled": {
-            buckets: {
-                "store_ms": median_ms(lambda b=buckets: series(owner, KEY, b), repeat),
-                "api_ms": median_ms(lambda b=buckets: request(points=b), repeat),
-                "returned": len(series(owner, KEY, buckets)["points"]),
-            }
-            for buckets in BUCKETS
+    found: dict[str, Any] = {"downsampled": {}}
+    for buckets in BUCKETS:
+        store = timed(lambda b=buckets: series(owner, KEY, b), repeat)
+        api = timed(lambda b=buckets: request(points=b), repeat)
+        found["downsampled"][buckets] = {
+            "store_ms": store.wall_ms,
+            "store_cpu_ms": store.cpu_ms,
+            "api_ms": api.wall_ms,
+            "api_cpu_ms": api.cpu_ms,
+            "returned": len(series(owner, KEY, buckets)["points"]),
         }
-    }
     if points <= WHOLE_UP_TO:
-        found["whole"] = {
-            form: {
-                "api_ms": median_ms(lambda f=form: request(format=f), repeat),
+        found["whole"] = {}
+        for form in FORMS:
+            api = timed(lambda f=form: request(format=f), repeat)
+            found["whole"][form] = {
+                "api_ms": api.wall_ms,
+                "api_cpu_ms": api.cpu_ms,
                 "bytes": request(format=form),
             }
-            for form in FORMS
-        }
     return found
 
 
-# Chunks, rollups and their indexes and TOAST: what a point costs on disk.
-_SIZE = """
-    SELECT pg_total_relation_size('series_metricchunk')
-        + pg_total_relation_size('series_metricrollup')
-"""
 # Points a slice of the fixture is written in: whole 10,000-step blocks, a few hundred MB.
 _SLICE = 1_000_000
 
@@ -165,18 +169,50 @@ def settle() -> None:
 
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
-            cursor.execute("VACUUM ANALYZE series_metricchunk")
-            cursor.execute("VACUUM ANALYZE series_metricrollup")
+            for table in store_tables():
+                cursor.execute(f"VACUUM ANALYZE {connection.ops.quote_name(table)}")
 
 
-def median_ms(call: Callable[[], Any], repeat: int) -> float:
+def store_tables() -> list[str]:
+    """The metric store's tables, whichever commit's layout is measured."""
+    from django.apps import apps
+
+    return [model._meta.db_table for model in apps.get_app_config("series").get_models()]
+
+
+class Timing(NamedTuple):
+    wall_ms: float
+    cpu_ms: float
+
+
+def timed(call: Callable[[], Any], repeat: int) -> Timing:
+    """The median wall time of ``repeat`` calls after a warm-up, and their mean CPU time:
+    this process's (SQLite's included), plus its PostgreSQL backend's where that runs here.
+    On a shared machine the wall time follows the load; the CPU time much less."""
     call()  # warm-up
     samples = []
+    cpu = backend_cpu_s()
     for _ in range(repeat):
         begun = time.perf_counter()
         call()
         samples.append((time.perf_counter() - begun) * 1000)
-    return statistics.median(samples)
+    cpu = backend_cpu_s() - cpu
+    return Timing(statistics.median(samples), cpu * 1000 / repeat)
+
+
+def backend_cpu_s() -> float:
+    """CPU seconds of this process and of its database connection's PostgreSQL backend (from
+    /proc, where the server runs on this machine)."""
+    from django.db import connection
+
+    seconds = time.process_time()
+    if connection.vendor == "postgresql":
+        connection.ensure_connection()
+        stat = Path(f"/proc/{connection.connection.info.backend_pid}/stat")
+        with contextlib.suppress(OSError):
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            seconds += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return seconds
 
 
 def print_report(report: dict[str, Any]) -> None:
@@ -185,18 +221,22 @@ def print_report(report: dict[str, Any]) -> None:
         print(f"{report['bytes_per_point']:.0f} B per point (points, rollups, their indexes)")
     for entry in report["series"]:
         print(f"\n{entry['points']:,} points, written in {entry['write_s']:.1f} s\n")
-        print("| buckets asked | returned | store call | API request |")
+        print("| buckets asked | returned | store call: wall, CPU | API request: wall, CPU |")
         print("| ---: | ---: | ---: | ---: |")
         for buckets, read in entry["downsampled"].items():
             print(
-                f"| {buckets:,} | {read['returned']:,} | {read['store_ms']:.1f} ms "
-                f"| {read['api_ms']:.1f} ms |"
+                f"| {buckets:,} | {read['returned']:,} "
+                f"| {read['store_ms']:.1f} ms, {read['store_cpu_ms']:.1f} ms "
+                f"| {read['api_ms']:.1f} ms, {read['api_cpu_ms']:.1f} ms |"
             )
         if "whole" in entry:
-            print("\n| whole read | body | API request |")
+            print("\n| whole read | body | API request: wall, CPU |")
             print("| --- | ---: | ---: |")
             for form, read in entry["whole"].items():
-                print(f"| {form} | {read['bytes'] / 1e6:.1f} MB | {read['api_ms']:.1f} ms |")
+                print(
+                    f"| {form} | {read['bytes'] / 1e6:.1f} MB "
+                    f"| {read['api_ms']:.1f} ms, {read['api_cpu_ms']:.1f} ms |"
+                )
 
 
 if __name__ == "__main__":

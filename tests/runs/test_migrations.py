@@ -86,10 +86,12 @@ def test_points_move_under_series_with_their_rollups_into_the_series_app(restore
 def test_moving_the_store_back_to_runs_keeps_the_points_and_the_content_types(restored) -> None:
     # The real model: contenttypes is never migrated back here, and the state of
     # runs.0005 predates its 0002.
-    # Of the models that were in runs (the chunks came later, in series).
+    # Of the models that were in runs (the chunks came later, in series) and still are
+    # models: the row-a-block rollups left in series.0005, and a new database has no
+    # content type for them.
     of_runs = ContentType.objects.filter(app_label="series", model__in=MODELS)
     ids = dict(of_runs.values_list("model", "pk"))
-    assert set(ids) == set(MODELS)
+    assert set(ids) == set(MODELS) - {"metricrollup"}
     # Runs of before projects too: a run's project is not in this state's model.
     new = migrate(AFTER, BEFORE_PROJECTS)
     user = new.get_model("auth", "User").objects.create(username="migrator")

@@ -6,11 +6,12 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 
+import numpy as np
 import pytest
 from django.db.models import QuerySet
 
 from npulab.series import chunks, rollups
-from npulab.series.models import MetricChunk, MetricRollup, MetricSeries
+from npulab.series.models import MetricChunk, MetricRollupSegment, MetricSeries
 
 # A stored point: its series' key and id, step, value (None for none), time and attempt.
 Stored = tuple[str, int, int, float | None, float, int]
@@ -60,8 +61,22 @@ def expected_blocks(series: QuerySet[MetricSeries]) -> dict[tuple[str, int, int]
 
 
 def stored_blocks(series: QuerySet[MetricSeries]) -> dict[tuple[str, int, int], tuple]:
-    rows = MetricRollup.objects.filter(series__in=series).values_list(
-        "series__key", "size", "start", "points", "counted", "total", "minimum", "maximum",
-        "first_step",
-    )  # fmt: skip
-    return {(key, size, start): tuple(rest) for key, size, start, *rest in rows}
+    """The stored blocks by (key, size, start), each as ``expected_blocks`` gives it: read from
+    their rows' arrays (first steps, counts and finite counts, then sums, minimums and
+    maximums, NaN for none), each row holding blocks of its segment only, in step order."""
+    rows = MetricRollupSegment.objects.filter(series__in=series).values_list(
+        "series__key", "size", "segment", "blocks", "data"
+    )
+    found = {}
+    for key, size, segment, count, data in rows:
+        ints = np.frombuffer(data, "<i8", 3 * count).reshape(3, count).tolist()
+        floats = np.frombuffer(data, "<f8", 3 * count, 24 * count).reshape(3, count).tolist()
+        starts = [step - step % size for step in ints[0]]
+        assert starts == sorted(set(starts))
+        assert {start // (size * rollups.SEGMENT) for start in starts} == {segment}
+        for start, first_step, points, counted, *aggregates in zip(
+            starts, *ints, *floats, strict=True
+        ):
+            total, minimum, maximum = (None if math.isnan(x) else x for x in aggregates)
+            found[key, size, start] = (points, counted, total, minimum, maximum, first_step)
+    return found

@@ -10,7 +10,7 @@ from django.db import IntegrityError, transaction
 from npulab.hosts.models import Host
 from npulab.runs.models import Run
 from npulab.series.ingest import Point, drop_points_after, insert_points
-from npulab.series.models import MetricChunk, MetricRollup, MetricSeries
+from npulab.series.models import MetricChunk, MetricRollupSegment, MetricSeries
 from npulab.series.owners import Owner
 from npulab.series.reads import keys, series, summary
 from tests.factories import HostFactory, RunFactory, UserFactory
@@ -134,7 +134,7 @@ def test_deleting_a_host_deletes_its_series_points_and_blocks(host) -> None:
     assert Run.objects.get(pk=run.pk).host is None
     assert set(MetricSeries.objects.values_list("pk", flat=True)) == kept
     assert set(MetricChunk.objects.values_list("series", flat=True)) == kept
-    assert set(MetricRollup.objects.values_list("series", flat=True)) == kept
+    assert set(MetricRollupSegment.objects.values_list("series", flat=True)) == kept
 
 
 def test_deleting_a_run_leaves_the_devices_series(host) -> None:

@@ -13,7 +13,7 @@ from django.db.migrations.executor import MigrationExecutor
 
 from npulab.series.chunks import MAX_POINTS
 from npulab.series.ingest import insert_samples
-from npulab.series.models import Metric, MetricChunk, MetricRollup
+from npulab.series.models import Metric, MetricChunk, MetricRollupSegment
 from npulab.series.owners import Owner
 from npulab.series.reads import series
 from tests.series.blocks import expected_blocks, stored_blocks, stored_points
@@ -21,7 +21,7 @@ from tests.series.test_rollups import metric, noisy_batches, of_run, send, start
 
 TWO_LEVELS = ("series", "0001_initial")
 ROWS = ("series", "0002_rollup_levels")
-CHUNKS = ("series", "0003_chunks")
+BLOCK_ROWS = ("series", "0004_series_source")
 
 
 def migrate(target: tuple[str, str]) -> None:
@@ -34,11 +34,15 @@ def apps_at(target: tuple[str, str]) -> Apps:
     return MigrationExecutor(connection).loader.project_state([target]).apps
 
 
+def migrate_to_the_latest() -> None:
+    executor = MigrationExecutor(connection)
+    executor.migrate(executor.loader.graph.leaf_nodes())
+
+
 @pytest.fixture
 def restored() -> Iterator[None]:
     yield
-    executor = MigrationExecutor(connection)
-    executor.migrate(executor.loader.graph.leaf_nodes())
+    migrate_to_the_latest()
 
 
 @pytest.mark.django_db(transaction=True)
@@ -48,13 +52,14 @@ def test_the_new_levels_are_built_from_the_stored_blocks(owner, cpu_host, restor
         send(cpu_host, run, batch)
     send(cpu_host, run, [metric("loss", 40_000, 7.0)])  # a lone block far off
     migrate(TWO_LEVELS)
-    assert set(MetricRollup.objects.values_list("size", flat=True).distinct()) == {10, 1000}
+    rollup = apps_at(TWO_LEVELS).get_model("series", "MetricRollup").objects
+    assert set(rollup.values_list("size", flat=True).distinct()) == {10, 1000}
 
-    migrate(("series", "0002_rollup_levels"))
-    sizes = set(MetricRollup.objects.values_list("size", flat=True).distinct())
-    assert sizes == {10, 100, 1000, 10_000}
+    migrate(ROWS)
+    rollup = apps_at(ROWS).get_model("series", "MetricRollup").objects
+    assert set(rollup.values_list("size", flat=True).distinct()) == {10, 100, 1000, 10_000}
 
-    migrate(CHUNKS)  # the points of the blocks are in chunks again, to compare with
+    migrate_to_the_latest()  # the points in chunks, the blocks in segments, to compare
     assert stored_blocks(of_run(run)) == expected_blocks(of_run(run))
 
 
@@ -84,8 +89,7 @@ def test_a_runs_points_move_into_chunks_and_back_and_telemetry_stays(
     assert not connection.introspection.table_names().count("series_metricchunk")
 
     # Forward to the latest: the reads below are today's code (series have a source since).
-    executor = MigrationExecutor(connection)
-    executor.migrate(executor.loader.graph.leaf_nodes())
+    migrate_to_the_latest()
     assert stored_points(of_run(run)) == stored
     assert {key: series(Owner.of_run(run.pk), key) for key in before} == before
     # Each series in as few chunks as MAX_POINTS allows.
@@ -97,3 +101,37 @@ def test_a_runs_points_move_into_chunks_and_back_and_telemetry_stays(
         ("lr", counts["lr"]),
     ]
     assert list(Metric.objects.values_list("step", "value")) == [(1_700_000_000, 41.5)]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_blocks_move_into_segments_and_back_and_charts_read_the_same(
+    owner, cpu_host, restored
+) -> None:
+    run = started(owner, cpu_host)
+    rng = random.Random(31)
+    # Two keys, NaN, repeats, late steps, a negative first step; then a far block of its own,
+    # and over 2,000 blocks of 10 steps: more than one segment of the finest size.
+    for batch in noisy_batches(rng, range(-40, 23_456), 5000):
+        send(cpu_host, run, batch)
+    send(cpu_host, run, [metric("loss", 10_000_123, 7.0)])
+    blocks = stored_blocks(of_run(run))
+    assert blocks == expected_blocks(of_run(run))
+    charts = {
+        (key, points): series(Owner.of_run(run.pk), key, points)
+        for key in ("loss", "lr")
+        for points in (3, 40, 700, 5000)
+    }
+    assert MetricRollupSegment.objects.filter(size=10).count() > 4
+
+    migrate(BLOCK_ROWS)
+    rows = apps_at(BLOCK_ROWS).get_model("series", "MetricRollup").objects
+    found = rows.values_list(
+        "series__key", "size", "start", "points", "counted", "total", "minimum", "maximum",
+        "first_step",
+    )  # fmt: skip
+    assert {(key, size, start): tuple(rest) for key, size, start, *rest in found} == blocks
+    assert "series_metricrollupsegment" not in connection.introspection.table_names()
+
+    migrate_to_the_latest()
+    assert stored_blocks(of_run(run)) == blocks
+    assert {where: series(Owner.of_run(run.pk), *where) for where in charts} == charts

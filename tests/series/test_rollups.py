@@ -6,14 +6,15 @@ import math
 import random
 
 import pytest
-from django.db.models import QuerySet
+from django.db.models import Count, QuerySet, Sum
 
 from npulab.runs.models import Run
 from npulab.runs.scheduler import place_queued_runs
 from npulab.runs.services import do_claim_run, do_finish_run, do_ingest_events, do_submit_run
-from npulab.series.models import MetricChunk, MetricRollup, MetricSeries
+from npulab.series.models import MetricChunk, MetricRollupSegment, MetricSeries
 from npulab.series.owners import Owner
 from npulab.series.reads import series
+from npulab.series.rollups import SEGMENT, SIZES
 from tests.conftest import register
 from tests.factories import HostFactory
 from tests.series.blocks import expected_blocks, stored_blocks, stored_points
@@ -95,7 +96,7 @@ def test_a_resume_before_every_point_empties_the_series(owner, cpu_host) -> None
     assert list(MetricSeries.objects.filter(run=run).values_list("points", "last_step")) == [
         (0, None)
     ]
-    assert not MetricRollup.objects.filter(series__run=run).exists()
+    assert not MetricRollupSegment.objects.filter(series__run=run).exists()
     assert series(Owner.of_run(run.pk), "loss", 10)["points"] == []
 
 
@@ -125,4 +126,21 @@ def test_deleting_a_run_deletes_its_points_and_blocks(owner, cpu_host) -> None:
     Run.objects.get(pk=run.pk).delete()
 
     assert set(MetricChunk.objects.values_list("series__run", flat=True)) == {kept.pk}
-    assert set(MetricRollup.objects.values_list("series__run", flat=True)) == {kept.pk}
+    assert set(MetricRollupSegment.objects.values_list("series__run", flat=True)) == {kept.pk}
+
+
+def test_a_series_blocks_are_stored_a_segment_to_a_row(owner, cpu_host) -> None:
+    run = started(owner, cpu_host)
+    for first in range(0, 30_000, 1000):
+        send(cpu_host, run, [metric("loss", step, 1.0) for step in range(first, first + 1000)])
+
+    stored = (
+        MetricRollupSegment.objects.filter(series__run=run)
+        .values("size")
+        .annotate(rows=Count("id"), blocks=Sum("blocks"))
+    )
+    # 3,000 blocks of 10 steps in rows of SEGMENT, each row a span of SEGMENT blocks' steps.
+    assert {row["size"]: (row["rows"], row["blocks"]) for row in stored} == {
+        size: (math.ceil(30_000 / (size * SEGMENT)), 30_000 // size) for size in SIZES
+    }
+    assert stored_blocks(of_run(run)) == expected_blocks(of_run(run))

@@ -103,3 +103,15 @@ def server_cursor() -> Iterator[psycopg.Cursor]:
     connection.ensure_connection()
     with connection.wrap_database_errors, psycopg.Cursor(connection.connection) as cursor:
         yield cursor
+
+
+def fetch_rows(sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
+    """The rows of ``sql``; on PostgreSQL in the binary protocol, where a bytea is its bytes
+    (as text it is hex, twice as long and decoded byte by byte)."""
+    if connection.vendor != "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            return cursor.fetchall()
+    with server_cursor() as cursor:
+        cursor.execute(sql, params, binary=True)
+        return cursor.fetchall()

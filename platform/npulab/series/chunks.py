@@ -20,7 +20,7 @@ from typing import Any, NamedTuple
 import numpy as np
 from django.db import connection
 
-from npulab.core.sql import server_cursor, table_name
+from npulab.core.sql import fetch_rows, server_cursor, table_name
 from npulab.series.models import MetricChunk
 
 # 240 kB a chunk: a batch larger than this is stored as several.
@@ -164,24 +164,12 @@ def _keyset(template: str, params: list[Any], key: int, pk: int) -> Iterator[Sto
     """The chunks of ``template``'s rows after (``key``, ``pk``), a group a query."""
     sql = _sql(template)
     while True:
-        rows = _fetch(sql, [*params, key, key, pk, _GROUP])
+        rows = fetch_rows(sql, [*params, key, key, pk, _GROUP])
         for row_pk, _, first, count, data in rows:
             yield Stored(row_pk, first, unpack(data, count))
         if len(rows) < _GROUP:
             return
         pk, key = rows[-1][:2]
-
-
-def _fetch(sql: str, params: list[Any]) -> list[tuple]:
-    """The rows of ``sql``; on PostgreSQL in the binary protocol, where a bytea is its bytes
-    (as text it is hex, twice as long and decoded byte by byte)."""
-    if connection.vendor != "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute(sql, params)
-            return cursor.fetchall()
-    with server_cursor() as cursor:
-        cursor.execute(sql, params, binary=True)
-        return cursor.fetchall()
 
 
 def merged(chunks: list[Stored]) -> Points:

@@ -7,8 +7,8 @@ few points for each of a hundred series, as a row a point, in one COPY for all o
 PostgreSQL; other databases get executemany.
 
 The caller serializes the batches of one owner (do_ingest_events holds the run's row lock):
-rollups.store trusts each series' last step to tell new blocks from stored ones, and two
-interleaved batches could both insert one block as new, or lose each other's counts.
+rollups.store reads the rows of blocks a batch falls in and writes them back merged, and two
+interleaved batches would lose each other's counts.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from django.db.models.functions import Coalesce
 from npulab.core.sql import table_name
 from npulab.series import chunks, rollups
 from npulab.series.chunks import Points
-from npulab.series.models import Metric, MetricChunk, MetricRollup, MetricSeries
+from npulab.series.models import Metric, MetricChunk, MetricRollupSegment, MetricSeries
 from npulab.series.owners import Owner
 
 # (step, value or None for NaN/inf, Unix seconds)
@@ -275,7 +275,7 @@ def drop_points_after(owner: Owner, step: int | None) -> None:
     series = MetricSeries.objects.filter(**owner.fields())
     if step is None:
         MetricChunk.objects.filter(series__in=series).delete()
-        MetricRollup.objects.filter(series__in=series).delete()
+        MetricRollupSegment.objects.filter(series__in=series).delete()
         series.update(points=0, last_step=None)
         return
     series_ids = list(series.values_list("pk", flat=True))

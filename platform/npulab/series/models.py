@@ -150,11 +150,17 @@ class Metric(models.Model):
         return f"{self.series_id}[{self.step}]={self.value}"
 
 
-class MetricRollup(models.Model):
-    """Aggregates of a series over blocks of ``size`` steps starting at ``start``.
+class MetricRollupSegment(models.Model):
+    """Rollup blocks of one series and size: up to ``rollups.SEGMENT`` consecutive blocks of
+    ``size`` steps, as arrays in one row.
 
-    A chart of a million points reads a thousand of these instead of the
-    points; npulab.series.rollups keeps them equal to the points they cover.
+    A block aggregates the points of ``size`` steps (count, finite count, sum, min, max and
+    first step; npulab.series.rollups keeps them equal to the points). A chart of a million
+    points combines a thousand blocks, read as one or a few of these rows with a
+    ``numpy.frombuffer`` each: a row a block cost a read ten times as much at ten times the
+    resolution, and a batch's write a row for every ten points. ``segment`` numbers the
+    row's span of steps: its blocks start from ``segment * size * rollups.SEGMENT`` on.
+    No foreign-key constraint, as for the chunks: the series owns its rows.
     """
 
     series = models.ForeignKey(
@@ -165,20 +171,16 @@ class MetricRollup(models.Model):
         db_index=False,  # the unique constraint leads with it
     )
     size = models.IntegerField()
-    start = models.BigIntegerField()
-    points = models.IntegerField(help_text="Points in the block, NaN included.")
-    counted = models.IntegerField(help_text="Points with a finite value.")
-    total = models.FloatField(null=True)
-    minimum = models.FloatField(null=True)
-    maximum = models.FloatField(null=True)
-    first_step = models.BigIntegerField()
+    segment = models.BigIntegerField()
+    blocks = models.PositiveIntegerField()
+    data = models.BinaryField()
 
     class Meta:
         constraints = [
             models.UniqueConstraint(
-                fields=["series", "size", "start"], name="metricrollup_series_size_start"
+                fields=["series", "size", "segment"], name="metricrollupsegment_key"
             ),
         ]
 
     def __str__(self) -> str:
-        return f"{self.series_id}[{self.start}+{self.size}]"
+        return f"{self.series_id}[{self.size}:{self.segment}]"

@@ -6,9 +6,8 @@ bucket's first step with the mean, minimum and maximum, so a spike survives
 as the band's edge. A bucket as wide as a rollup block or wider is combined
 from the blocks (npulab.series.rollups), so its cost follows the number of
 buckets, not of points; narrower ones from the points. The blocks come out
-of the database as columns (npulab.series.columns), the points as their
-chunks' arrays (npulab.series.chunks); both are combined with numpy, exact
-in min / max.
+of the database as their rows' arrays, the points as their chunks'
+(npulab.series.chunks); both are combined with numpy, exact in min / max.
 """
 
 from __future__ import annotations
@@ -20,10 +19,9 @@ from typing import Any
 import numpy as np
 from django.db.models import Case, Min, OuterRef, QuerySet, Subquery, Value, When
 
-from npulab.core.sql import table_name
 from npulab.series import chunks, rollups
-from npulab.series.columns import FLOAT8, INT4, INT8, as_python, read
-from npulab.series.models import MetricChunk, MetricRollup, MetricSeries
+from npulab.series.columns import as_python
+from npulab.series.models import MetricChunk, MetricSeries
 from npulab.series.owners import Owner
 from workers.contract.capture import SOURCES
 
@@ -34,15 +32,6 @@ MAX_PAGE = 100_000
 # The columns of a whole read, and of a downsampled one.
 WHOLE = ("step", "value", "time")
 BUCKETS = ("step", "mean", "min", "max")
-
-_BLOCKS = """
-    SELECT {agg}(first_step), {agg}(counted), {agg}(COALESCE(total, 0)),
-           {agg}(COALESCE(minimum, {nan})), {agg}(COALESCE(maximum, {nan}))
-    FROM (
-        SELECT first_step, counted, total, minimum, maximum FROM {rollup}
-        WHERE series_id = %s AND size = %s ORDER BY start
-    ) blocks {order}
-"""
 
 
 @dataclass(frozen=True)
@@ -117,10 +106,10 @@ def points_of(found: Found, points: int | None = None) -> dict[str, Any]:
         columns = buckets(found, points or 0).columns
     else:
         columns = whole(found, with_time=False).columns
-    rows: list[Any] = list(zip(*map(as_python, columns.values()), strict=True))
-    if downsampled:
-        # Whole points have always been (step, value) tuples, buckets lists.
-        rows = [list(row) for row in rows]
+    # Whole points have always been (step, value) tuples, buckets lists.
+    rows: list[Any] = list(
+        map(list if downsampled else tuple, zip(*map(as_python, columns.values()), strict=True))
+    )
     return {"total": found.points, "downsampled": downsampled, "points": rows}
 
 
@@ -220,12 +209,7 @@ def buckets(found: Found, points: int) -> Page:
         counted, total = finite.astype(np.int64), np.where(finite, value, 0.0)
         low = high = value
     else:
-        rollup = table_name(MetricRollup)
-        types = [INT8, INT4, FLOAT8, FLOAT8, FLOAT8]
-        params = [found.pk, size]
-        first, counted, total, low, high = read(
-            _BLOCKS, params, types, order="first_step", rollup=rollup
-        )
+        first, counted, total, low, high = rollups.read(found.pk, size)
     combined = _combine(first, counted, total, low, high, base, width)
     return Page(dict(zip(BUCKETS, combined, strict=True)))
 
@@ -249,9 +233,10 @@ def _combine(
     with np.errstate(invalid="ignore", divide="ignore"):
         # 0 / 0 is NaN: a bucket of NaN points has no mean.
         mean = np.add.reduceat(total, starts) / np.add.reduceat(counted, starts)
-    # fmin / fmax skip NaN (a block without a finite value) unless all are.
+    # fmin / fmax skip NaN (a block without a finite value) unless all are. In step order,
+    # a bucket's first step is its first block's.
     return [
-        np.minimum.reduceat(first, starts),
+        first[starts],
         mean,
         np.fmin.reduceat(low, starts),
         np.fmax.reduceat(high, starts),

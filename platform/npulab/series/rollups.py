@@ -1,25 +1,26 @@
-"""Block aggregates of metric series, so a chart of a million points reads a thousand rows.
+"""Block aggregates of metric series, so a chart of a million points reads a thousand blocks.
 
-Every series has, for each size in SIZES, one MetricRollup per block of
-``size`` steps that holds points: count, finite count, sum, min, max and
-first step. Ingestion adds each batch's blocks (``aggregate`` then
-``store``); a resume cuts them back with the points (``truncate``). A chart
-bucket that spans whole blocks is the combination of those blocks, which is
-exactly what the points would give (the mean as sum over count): reads
-combine them (npulab.series.reads).
+Every series has, for each size in SIZES, a block for each span of ``size`` steps that holds
+points: count, finite count, sum, min, max and first step. The blocks of a series and size
+are stored as arrays, up to ``SEGMENT`` consecutive ones a row (MetricRollupSegment), read
+back with one ``numpy.frombuffer`` a row, as the points' chunks are. Ingestion adds each
+batch's blocks (``aggregate`` then ``store``, which merges them into the rows they fall
+in); a resume cuts them back with the points (``truncate``). A chart bucket that spans whole
+blocks is the combination of those blocks, which is exactly what the points would give (the
+mean as sum over count): reads combine them (npulab.series.reads).
 """
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 from django.db import connection
 
-from npulab.core.sql import server_cursor, table_name
-from npulab.series import arrays, chunks
+from npulab.core.sql import fetch_rows, server_cursor, table_name
+from npulab.series import chunks
 from npulab.series.chunks import Points
-from npulab.series.models import MetricRollup
+from npulab.series.models import MetricRollupSegment
 
 # Largest first: a chart takes the coarsest blocks its bucket width allows.
 # Each size is ten times the next, so a bucket never reads more than ten
@@ -30,17 +31,26 @@ SIZES = (10_000, 1_000, 100, 10)
 # The lowest step a point may have: the start of its coarsest block (a multiple of the size,
 # rounding down) must still be a 64-bit integer.
 LOWEST_STEP = -(2**63) + SIZES[0]
-# Each column's dtype in ``Blocks``.
-_KINDS = (np.int64,) * 5 + (np.float64,) * 3 + (np.int64,)
+# Blocks a row holds at most (12 kB). A chart of 2,500 buckets of a million steps reads
+# 10,000 blocks: 40 rows. A batch rewrites the rows its blocks fall in (a training loop's:
+# the last of each size), and rows four times as large made that most of its cost on SQLite.
+SEGMENT = 256
+# A row's data: its blocks' first steps, point counts and finite counts (int64), then their
+# sums, minimums and maximums (float64, NaN where the block has no finite value), each
+# column whole before the next, little-endian.
+_COLUMNS = 6
+_WORD = np.dtype("<i8")
+_FLOAT = np.dtype("<f8")
+# Rows a statement reads or writes: their parameters stay under SQLite's oldest limit (999).
+_PER_STATEMENT = 100
 
 
 class Blocks(NamedTuple):
-    """Blocks as columns, a row per (series, size, start), in the table's column order.
+    """Blocks as columns, one per (series, size, start).
 
     ``total``, ``minimum`` and ``maximum`` are NaN where the block has no finite value
-    (``counted`` is 0), as SQL's SUM/MIN/MAX give NULL: they are stored as NULL. A
-    training batch has about a hundred blocks a thousand points: kept as arrays, they go
-    to the database without a Python object each.
+    (``counted`` is 0). A training batch has about a hundred blocks a thousand points:
+    kept as arrays, they reach the database without a Python object each.
     """
 
     series_id: np.ndarray
@@ -59,12 +69,8 @@ class Blocks(NamedTuple):
     def where(self, mask: np.ndarray) -> Blocks:
         return Blocks(*(column[mask] for column in self))
 
-    def rows(self) -> list[tuple[Any, ...]]:
-        """The blocks as rows of Python values, None for NULL."""
-        columns = [column.tolist() for column in self]
-        for column in columns[5:8]:
-            column[:] = [None if value != value else value for value in column]  # NaN
-        return list(zip(*columns, strict=True))
+
+_KINDS = (np.int64,) * 5 + (np.float64,) * 3 + (np.int64,)
 
 
 def concatenate(parts: list[Blocks]) -> Blocks:
@@ -72,60 +78,6 @@ def concatenate(parts: list[Blocks]) -> Blocks:
     if not parts:
         return Blocks(*(np.empty(0, kind) for kind in _KINDS))
     return Blocks(*(np.concatenate(column) for column in zip(*parts, strict=True)))
-
-
-_COLUMNS = "series_id, size, start, points, counted, total, minimum, maximum, first_step"
-
-
-# Merging a batch's block into a stored one. PostgreSQL's LEAST/GREATEST
-# skip NULLs, SQLite's two-argument MIN/MAX return NULL: hence the COALESCEs.
-_MERGE = """
-    ON CONFLICT (series_id, size, start) DO UPDATE SET
-        points = {rollup}.points + excluded.points,
-        counted = {rollup}.counted + excluded.counted,
-        total = COALESCE({rollup}.total + excluded.total, {rollup}.total, excluded.total),
-        minimum = COALESCE({least}({rollup}.minimum, excluded.minimum),
-                           {rollup}.minimum, excluded.minimum),
-        maximum = COALESCE({greatest}({rollup}.maximum, excluded.maximum),
-                           {rollup}.maximum, excluded.maximum),
-        first_step = {least}({rollup}.first_step, excluded.first_step)
-"""
-_UPSERT = "INSERT INTO {rollup} ({columns}) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) {merge}"
-# A batch's blocks in one statement, a column an array: those that start after their series'
-# last step are new and inserted, the others (``stored``) merged into what may be there.
-_STORE = """
-    WITH block ({columns}, stored) AS (
-        SELECT * FROM unnest(%s::int8[], %s::int4[], %s::int8[], %s::int4[], %s::int4[],
-            %s::float8[], %s::float8[], %s::float8[], %s::int8[], %s::bool[])
-    ),
-    fresh AS (
-        INSERT INTO {rollup} ({columns}) SELECT {values} FROM block WHERE NOT stored
-    )
-    INSERT INTO {rollup} ({columns}) SELECT {values} FROM block WHERE stored {merge}
-"""
-# No finite value is NaN in the arrays, NULL in the table.
-_VALUES = (
-    "series_id, size, start, points, counted, NULLIF(total, 'NaN'), "
-    "NULLIF(minimum, 'NaN'), NULLIF(maximum, 'NaN'), first_step"
-)
-_INT4 = {"size", "points", "counted"}
-# {ids} is one placeholder per series: an owner has tens or hundreds, and IN (...) is the one
-# spelling of a list that PostgreSQL and SQLite share.
-_DELETE_FROM = """
-    DELETE FROM {rollup} WHERE series_id IN ({ids}) AND size = %s AND start >= %s
-"""
-
-
-def _sql(template: str, ids: int = 0) -> str:
-    postgres = connection.vendor == "postgresql"
-    return template.replace("{merge}", _MERGE).format(
-        rollup=table_name(MetricRollup),
-        columns=_COLUMNS,
-        values=_VALUES,
-        least="LEAST" if postgres else "MIN",
-        greatest="GREATEST" if postgres else "MAX",
-        ids=", ".join(["%s"] * ids),
-    )
 
 
 def aggregate(series_id: int, points: Points) -> Blocks:
@@ -156,48 +108,172 @@ def aggregate(series_id: int, points: Points) -> Blocks:
 
 
 def store(blocks: Blocks, last_steps: dict[int, int | None]) -> None:
-    """Add a batch's blocks to the stored ones.
+    """Merge a batch's blocks (as ``aggregate`` gives them: a series' blocks of a size
+    together, by start) into the stored ones.
 
-    ``last_steps`` is each series' last stored step before this batch: a
-    block that starts after it cannot exist yet and is inserted; one that may
-    exist is merged into the stored one (SQLite merges every block). On PostgreSQL
-    in one statement, the blocks as arrays, where a COPY of the new ones and a merge
-    of the others had cost three round trips and an object a block
-    (docs/benchmarks.md).
+    The rows the blocks fall in are read, combined with them and written back: a statement
+    each way, whatever the number of series. ``last_steps`` is each series' last stored step
+    before this batch: a row that starts after it cannot exist yet and is not looked for.
     """
     if not len(blocks):
         return
-    if connection.vendor != "postgresql":
-        with connection.cursor() as cursor:
-            cursor.executemany(_sql(_UPSERT), blocks.rows())
-        return
-    stored = np.zeros(len(blocks), bool)
-    for series_id, last in last_steps.items():
-        if last is not None:
-            stored |= (blocks.series_id == series_id) & (blocks.start <= last)
-    columns = [
-        column.astype(np.int32) if name in _INT4 else column
-        for name, column in zip(Blocks._fields, blocks, strict=True)
-    ]
-    with server_cursor() as cursor:
-        arrays.register(cursor)
-        cursor.execute(_sql(_STORE), [arrays.array(column) for column in (*columns, stored)])
+    segment = blocks.start // (blocks.size * SEGMENT)
+    begins = _edges(blocks.series_id, blocks.size)
+    ends = [*(begins[1:] - 1).tolist(), len(blocks) - 1]
+    spans = []
+    for begin, end in zip(begins.tolist(), ends, strict=True):
+        series_id, size = int(blocks.series_id[begin]), int(blocks.size[begin])
+        last = last_steps.get(series_id)
+        low = int(segment[begin])
+        if last is not None and last // (size * SEGMENT) >= low:
+            spans.append((series_id, size, low, min(int(segment[end]), last // (size * SEGMENT))))
+    _write(_combined(concatenate([_read(spans), blocks])))
 
 
 def truncate(series_ids: list[int], step: int) -> None:
     """Make the series' blocks match their points once those after ``step`` are deleted."""
     if not series_ids:
         return
-    delete = _sql(_DELETE_FROM, len(series_ids))
+    # The block holding ``step`` keeps its points up to it, at every size: recounted from the
+    # points of the coarsest (which hold those of the finer ones); the blocks before it in
+    # its row stay.
+    holding = [
+        (pk, size, step // (size * SEGMENT), step // (size * SEGMENT))
+        for pk in series_ids
+        for size in SIZES
+    ]
+    stored = _read(holding)
+    kept = stored.where(stored.start < step - step % stored.size)
+    since = step - step % SIZES[0]
+    recounted = concatenate([aggregate(pk, chunks.between(pk, since, step)) for pk in series_ids])
+    recounted = recounted.where(recounted.start == step - step % recounted.size)
+    ids = ", ".join(["%s"] * len(series_ids))
     with connection.cursor() as cursor:
         for size in SIZES:
-            cursor.execute(delete, [*series_ids, size, step - step % size])
-    # The block holding ``step`` keeps its points up to it, at every size: recount them
-    # from the points of the coarsest (which hold those of the finer ones).
-    since = step - step % SIZES[0]
-    recounted = [aggregate(pk, chunks.between(pk, since, step)) for pk in series_ids]
-    blocks = concatenate(recounted)
-    kept = blocks.where(blocks.start == step - step % blocks.size).rows()
-    if kept:
-        with connection.cursor() as cursor:
-            cursor.executemany(_sql(_UPSERT), kept)
+            cursor.execute(
+                _sql(_DELETE_FROM, ids=ids), [*series_ids, size, step // (size * SEGMENT)]
+            )
+    _write(_combined(concatenate([kept, recounted])))
+
+
+def read(series_id: int, size: int) -> tuple[np.ndarray, ...]:
+    """The series' blocks of ``size`` in step order, as five columns: first step, finite
+    count, sum (0 where a block has no finite value), minimum and maximum (NaN there)."""
+    rows = fetch_rows(_sql(_SERIES), [series_id, size])
+    if not rows:
+        return (np.empty(0, np.int64), np.empty(0, np.int64), *([np.empty(0)] * 3))
+    table = np.concatenate([_unpack(data, count) for count, data in rows], axis=1)
+    total, minimum, maximum = table[3:].view(_FLOAT)
+    return table[0], table[2], np.where(table[2] > 0, total, 0.0), minimum, maximum
+
+
+_SELECT = "SELECT series_id, size, blocks, data FROM {rollup} WHERE "
+_SPAN = "(series_id = %s AND size = %s AND segment BETWEEN %s AND %s)"
+_SERIES = "SELECT blocks, data FROM {rollup} WHERE series_id = %s AND size = %s ORDER BY segment"
+# A row is replaced whole: the combined blocks hold what it held.
+_UPSERT = """
+    INSERT INTO {rollup} (series_id, size, segment, blocks, data) VALUES {rows}
+    ON CONFLICT (series_id, size, segment) DO UPDATE SET
+        blocks = excluded.blocks, data = excluded.data
+"""
+# {ids} is one placeholder per series: IN (...) is the one spelling of a list that
+# PostgreSQL and SQLite share.
+_DELETE_FROM = "DELETE FROM {rollup} WHERE series_id IN ({ids}) AND size = %s AND segment >= %s"
+
+
+def _sql(template: str, **names: str) -> str:
+    return template.format(rollup=table_name(MetricRollupSegment), **names)
+
+
+def _read(spans: list[tuple[int, int, int, int]]) -> Blocks:
+    """The stored blocks of each (series, size, lowest row, highest row) in ``spans``."""
+    rows = []
+    for first in range(0, len(spans), _PER_STATEMENT):
+        group = spans[first : first + _PER_STATEMENT]
+        sql = _sql(_SELECT) + " OR ".join([_SPAN] * len(group))
+        rows += fetch_rows(sql, [value for span in group for value in span])
+    if not rows:
+        return concatenate([])
+    series_ids, sizes, counts, _ = zip(*rows, strict=True)
+    table = np.concatenate([_unpack(one, count) for _, _, count, one in rows], axis=1)
+    size = np.repeat(np.array(sizes, np.int64), counts)
+    first_step = table[0]
+    total, minimum, maximum = table[3:].view(_FLOAT)
+    return Blocks(
+        np.repeat(np.array(series_ids, np.int64), counts),
+        size,
+        first_step - first_step % size,
+        table[1],
+        table[2],
+        total,
+        minimum,
+        maximum,
+        first_step,
+    )
+
+
+def _combined(blocks: Blocks) -> Blocks:
+    """``blocks`` ordered by series, size and start, those of one start combined into one in
+    the order given (a stored block, then the batch's)."""
+    order = np.lexsort((np.arange(len(blocks)), blocks.start, blocks.size, blocks.series_id))
+    ordered = blocks.where(order)
+    edges = _edges(ordered.series_id, ordered.size, ordered.start)
+    if len(edges) == len(ordered):
+        return ordered
+    counted = np.add.reduceat(ordered.counted, edges)
+    # -0.0, not 0.0, for a block without a sum: it adds nothing, not even to a -0.0.
+    totals = np.add.reduceat(np.where(np.isnan(ordered.total), -0.0, ordered.total), edges)
+    return Blocks(
+        ordered.series_id[edges],
+        ordered.size[edges],
+        ordered.start[edges],
+        np.add.reduceat(ordered.points, edges),
+        counted,
+        np.where(counted > 0, totals, np.nan),
+        np.fmin.reduceat(ordered.minimum, edges),
+        np.fmax.reduceat(ordered.maximum, edges),
+        np.minimum.reduceat(ordered.first_step, edges),
+    )
+
+
+def _edges(*keys: np.ndarray) -> np.ndarray:
+    """Where a run of equal keys begins, in columns sorted by them."""
+    changed = np.zeros(len(keys[0]), bool)
+    changed[:1] = True
+    for key in keys:
+        changed[1:] |= key[1:] != key[:-1]
+    return np.flatnonzero(changed)
+
+
+def _write(blocks: Blocks) -> None:
+    """Store ``blocks`` (ordered by series, size and start, one a start) as the rows they
+    fall in, each replacing what that row held."""
+    if not len(blocks):
+        return
+    segment = blocks.start // (blocks.size * SEGMENT)
+    edges = _edges(blocks.series_id, blocks.size, segment)
+    table = np.empty((_COLUMNS, len(blocks)), _WORD)
+    table[:3] = blocks.first_step, blocks.points, blocks.counted
+    table[3:].view(_FLOAT)[:] = blocks.total, blocks.minimum, blocks.maximum
+    ends = [*edges[1:].tolist(), len(blocks)]
+    rows = [
+        (
+            int(blocks.series_id[begin]),
+            int(blocks.size[begin]),
+            int(segment[begin]),
+            end - begin,
+            table[:, begin:end].tobytes(),
+        )
+        for begin, end in zip(edges.tolist(), ends, strict=True)
+    ]
+    postgres = connection.vendor == "postgresql"
+    with server_cursor() if postgres else connection.cursor() as cursor:
+        for first in range(0, len(rows), _PER_STATEMENT):
+            group = rows[first : first + _PER_STATEMENT]
+            sql = _sql(_UPSERT, rows=", ".join(["(%s, %s, %s, %s, %s)"] * len(group)))
+            cursor.execute(sql, [value for row in group for value in row])
+
+
+def _unpack(data: bytes | memoryview, count: int) -> np.ndarray:
+    """A row's data as its six columns, a row of the table each (floats as their bits)."""
+    return np.frombuffer(data, _WORD, _COLUMNS * count).reshape(_COLUMNS, count)
