@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -318,3 +319,15 @@ def test_a_new_attempt_on_the_same_host_gets_another_rendezvous_port(owner) -> N
     again = Placement.objects.get(run=run, attempt=2, node_rank=0)
     assert again.host_name == "cpu-1"
     assert again.master_port != first
+
+
+def test_the_run_pages_telemetry_shows_every_hosts_devices(owner, client) -> None:
+    run, _, _ = _started(owner)
+    client.force_login(owner)
+    panel = client.get(f"/runs/{run.pk}/").content.decode().split('id="run-telemetry"')[1]
+    urls = re.findall(r'data-url="(/hosts/[^"]+)"', panel)
+    assert [url.split("/")[2] for url in urls] == ["cpu-1", "cpu-2"]
+    assert all(url.endswith("devices=0,1") for url in urls)
+    assert "node 1 (ranks 2–3) on" in panel
+    # Each host's charts keep their own place across the live part's refreshes.
+    assert 'id="run-telemetry-1-0"' in panel and 'id="run-telemetry-1-1"' in panel
