@@ -185,6 +185,26 @@ def test_other_ranks_beat_but_log_and_checkpoint_nothing(tmp_path: Path) -> None
     assert (tmp_path / "run" / "heartbeat.1").exists()
 
 
+def test_a_rank_named_in_metric_ranks_logs_under_keys_of_its_own(tmp_path: Path) -> None:
+    asked = make_run(tmp_path / "a", rank=3, world_size=4, metric_ranks=[0, 3])
+    asked.log(5, loss=0.5)
+    asked.events.flush()
+    events = list(iter_events(str(tmp_path / "a" / "run" / "events.jsonl")))
+    assert [(e["key"], e["step"], e["value"]) for e in events] == [("loss@rank3", 5, 0.5)]
+    other = make_run(tmp_path / "b", rank=2, world_size=4, metric_ranks=[0, 3])
+    other.log(5, loss=0.5)
+    other.events.flush()
+    assert list(iter_events(str(tmp_path / "b" / "run" / "events.jsonl"))) == []
+
+
+def test_metric_ranks_come_from_the_environment(tmp_path: Path) -> None:
+    env = {script_env.RUN_DIR: str(tmp_path), "RANK": "2", script_env.METRIC_RANKS: "all"}
+    assert Run.from_environment(env).logs_metrics
+    assert not Run.from_environment(dict(env, **{script_env.METRIC_RANKS: "0,3"})).logs_metrics
+    # A script started by hand, outside npulab: rank 0's alone.
+    assert not Run.from_environment({script_env.RUN_DIR: str(tmp_path), "RANK": "1"}).logs_metrics
+
+
 def test_save_and_resume_restore_model_optimizer_and_rng(tmp_path: Path) -> None:
     torch.manual_seed(0)
     model = torch.nn.Linear(4, 2)

@@ -25,6 +25,9 @@ SEED = "NPULAB_SEED"
 KEEP_CHECKPOINTS = "NPULAB_KEEP_CHECKPOINTS"
 CHECKPOINT_EVERY_STEPS = "NPULAB_CHECKPOINT_EVERY_STEPS"
 CHECKPOINT_EVERY_MINUTES = "NPULAB_CHECKPOINT_EVERY_MINUTES"
+# The spec's metric_ranks: "all", or the global ranks whose metrics workers.track logs
+# ("0,3"; workers.contract.ranks).
+METRIC_RANKS = "NPULAB_METRIC_RANKS"
 # The supervisor's settings, which the host worker passes on from its own environment.
 HEARTBEAT_S = "NPULAB_HEARTBEAT_S"
 KILL_GRACE_S = "NPULAB_KILL_GRACE_S"

@@ -23,6 +23,7 @@ from npulab.snapshots.diff import version_changes
 from npulab.snapshots.models import Snapshot
 from workers.contract.capture import PARAM, SOURCES, TAG, TRACK
 from workers.contract.events import STEP
+from workers.contract.ranks import key_rank
 
 LOG_TAIL_LINES = 200
 LOG_PAGE_LINES = 500
@@ -66,12 +67,16 @@ def metric_keys(run: Run) -> list[str]:
     return [series_label(key, source) for key, source in ordered]
 
 
-def chart_order(key: str, source: str) -> tuple[bool, str, int]:
+def chart_order(key: str, source: str) -> tuple[bool, bool, str, int, int]:
     """Where series ``key`` of ``source`` comes among a run's charts: losses first, then by
-    name, one key's sources in ``SOURCES``' order."""
+    name, one key's sources in ``SOURCES``' order. The run's own (rank 0's) come before any
+    other rank's (``loss@rank3``, asked for by ``metric_ranks``), which follow key by key."""
+    own, rank = key_rank(key)
     return (
-        "loss" not in key.rsplit("/", 1)[-1].lower(),
-        key,
+        rank > 0,
+        "loss" not in own.rsplit("/", 1)[-1].lower(),
+        own,
+        rank,
         SOURCES.index(source) if source in SOURCES else len(SOURCES),
     )
 
