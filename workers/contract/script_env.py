@@ -39,6 +39,9 @@ PROFILE = "NPULAB_PROFILE"
 # and, on resume, the file restored there for the script to load.
 CHECKPOINT_FILES = "NPULAB_CHECKPOINT_FILES"
 RESUME_CHECKPOINT = "NPULAB_RESUME_CHECKPOINT"
+# Set by the host worker for an attempt that resumes: the step of the checkpoint the
+# platform names (every shard of it stored), where a sharded checkpoint's ranks all resume.
+RESUME_STEP = "NPULAB_RESUME_STEP"
 # The run's framework, and a MindSpore run's settings (workers.training.ms_settings).
 FRAMEWORK = "NPULAB_FRAMEWORK"
 MS_MODE = "NPULAB_MS_MODE"

@@ -249,10 +249,16 @@ class Run:
         scaler: Any = None,
         extra: dict[str, Any] | None = None,
         data_position: Any = None,
+        sharded: bool = False,
     ) -> checkpoints.CheckpointInfo | None:
-        """Write a checkpoint of ``step`` (rank 0; other ranks return None at once)."""
+        """Write a checkpoint of ``step`` (rank 0; other ranks return None at once).
+
+        ``sharded``: every rank calls it and saves its own state (a model and optimizer
+        sharded across the ranks, FSDP's or ZeRO's), rank N's in its own folder; the
+        checkpoint is complete, and may be resumed from, once every rank's is stored.
+        """
         self._last_checkpoint = time.monotonic()
-        if not self.is_main:
+        if not self.is_main and not sharded:
             return None
         import torch
 
@@ -269,8 +275,12 @@ class Run:
             "data_position": data_position,
             "extra": extra or {},
         }
-        info = checkpoints.save(self.checkpoint_dir, step, state, torch, self.keep_checkpoints)
-        self.events.emit(CHECKPOINT, **info.as_event())
+        shards = self.world_size if sharded else 1
+        directory = checkpoints.shard_dir(self.checkpoint_dir, self.rank if sharded else 0)
+        info = checkpoints.save(directory, step, state, torch, self.keep_checkpoints, shards)
+        # A shard says whose it is; a whole checkpoint stays as it always was.
+        sharding = {"shards": shards, "rank": self.rank} if sharded else {}
+        self.events.emit(CHECKPOINT, **info.as_event(), **sharding)
         return info
 
     def resume(self) -> Checkpoint | None:
@@ -287,7 +297,7 @@ class Run:
             if self.is_main:
                 self.events.emit(CHECKPOINT_DAMAGED, step=step, reason=why)
 
-        info = checkpoints.latest_valid(self.checkpoint_dir, warn)
+        info = self._resume_point(warn)
         if info is None:
             if self.is_main and self.attempt > 1:
                 # A later attempt with nothing to resume from starts over: the
@@ -305,11 +315,51 @@ class Run:
         self.events.flush()
         return found
 
+    def _resume_point(self, warn: Any) -> checkpoints.CheckpointInfo | None:
+        """This rank's checkpoint to resume from: the newest that verifies, or, when it is
+        one shard of a sharded checkpoint, this rank's shard of the step every rank takes.
+
+        That step is the one the platform named (every shard of it stored) when there is
+        one; by hand, the newest whose every shard is on this host. A rank whose shard of
+        that step is missing or damaged cannot go on with the others: RuntimeError.
+        """
+        named = os.environ.get(script_env.RESUME_STEP, "")
+        found = checkpoints.latest_valid(self.checkpoint_dir, warn)
+        if found is None or checkpoints.shard_count(found) == 1:
+            return found
+        shards = checkpoints.shard_count(found)
+        if named.isdigit():
+            step = int(named)
+        else:
+            step = _newest_whole(self.checkpoint_dir, shards)
+            if step is None:
+                return None
+        directory = checkpoints.shard_dir(self.checkpoint_dir, self.rank)
+        try:
+            return checkpoints.verify(directory, step)
+        except ValueError as exc:
+            raise RuntimeError(
+                f"rank {self.rank} has no usable shard of the checkpoint of step {step} "
+                f"in {directory}: {exc}"
+            ) from None
+
     def _flush_forever(self) -> None:
         # Events logged just before a long pause (an evaluation) still leave soon.
         while True:
             time.sleep(EVENTS_BUFFER_S)
             self.events.flush()
+
+
+def _newest_whole(directory: str, shards: int) -> int | None:
+    """The newest step whose every shard (ranks 0 to ``shards`` - 1) verifies here."""
+    for step in reversed(checkpoints.complete(directory)):
+        try:
+            for rank in range(shards):
+                checkpoints.verify(checkpoints.shard_dir(directory, rank), step)
+        except ValueError:
+            continue
+        return step
+    return None
 
 
 def _finite_or_none(value: Any) -> Any:

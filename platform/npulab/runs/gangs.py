@@ -236,7 +236,8 @@ def from_other_node(
     Its log lines, marked with the node; the metrics of its ranks that the spec's
     ``metric_ranks`` names (each under its rank's key, ``loss@rank3``: never one of rank
     0's series); the files of its ranks it announced (their traces, ``rank3-…``), which it
-    uploads itself; nothing else: rank 0 saves the checkpoints and gives the run its
+    uploads itself; any event naming one of its ranks as its ``rank`` (a shard of a
+    sharded checkpoint); nothing else: rank 0 saves the checkpoints and gives the run its
     result, while this host's result ends its placement only.
     """
     wanted = run.spec.get(contract_ranks.METRIC_RANKS, contract_ranks.DEFAULT_METRIC_RANKS)
@@ -266,7 +267,31 @@ def from_other_node(
             kept.append(event)
         elif kind == ARTIFACT and _kept_artifact(placement, event):
             kept.append(dict(event, node=placement.node_rank))
+        elif _own_rank_event(placement, event):
+            # An event that names a rank of this host as its writer (a rank's shard of a
+            # sharded checkpoint) is that rank's, whatever its type.
+            kept.append(dict(event, node=placement.node_rank))
     return kept, result
+
+
+def uploads_file(run_id: int, attempt: int, host: Host, name: str) -> bool:
+    """Whether a gang's host other than node rank 0 may upload the attempt's file ``name``:
+    only one named for a rank it holds (``rank3-trace-1.json.gz``, workers.contract.ranks);
+    the run's other files (a diagnosis, a checkpoint) are node rank 0's."""
+    rank = contract_ranks.file_rank(name)
+    if rank == 0:
+        return False
+    placement = Placement.objects.filter(run_id=run_id, attempt=attempt, host=host).first()
+    if placement is None:
+        return False
+    first, last = placement.rank_range
+    return first <= rank <= last
+
+
+def _own_rank_event(placement: Placement, event: dict[str, Any]) -> bool:
+    rank = event.get("rank")
+    first, last = placement.rank_range
+    return type(rank) is int and rank > 0 and first <= rank <= last
 
 
 def _kept_artifact(placement: Placement, event: dict[str, Any]) -> bool:
