@@ -431,3 +431,24 @@ def test_another_hosts_packed_metrics_keep_only_its_asked_ranks(owner, tmp_path)
     assert metric_keys(run) == ["loss@rank2"]
     assert series(Owner.of_run(run.pk), "loss@rank2")["total"] == 50
     assert run.events.get(type="log").data == {"stream": "stdout", "line": "step 49", "node": 1}
+
+
+def test_the_log_page_narrows_to_one_rank(owner, client) -> None:
+    run, a, b = _started(owner)
+
+    def line(text: str, rank: int | None = None) -> dict[str, Any]:
+        event = {"type": "log", "time": 1.0, "stream": "stdout", "line": text}
+        return event if rank is None else dict(event, line=f"[rank{rank}]: {text}", rank=rank)
+
+    do_ingest_events(a, run.pk, 1, 0, 10, [line("launcher says hi"), line("loss 1.0", 1)])
+    do_ingest_events(b, run.pk, 1, 0, 10, [line("loss 2.0", 3), line("loss 3.0", 2)])
+    client.force_login(owner)
+    page = client.get(f"/runs/{run.pk}/log/", {"rank": 3}).content.decode()
+    assert "[rank3]: loss 2.0" in page
+    assert "loss 1.0" not in page
+    assert "launcher says hi" not in page
+    assert "from rank 3" in page
+    assert '<option value="3" selected>rank 3</option>' in page
+    refused = client.get(f"/runs/{run.pk}/log/", {"rank": 4})
+    assert refused.status_code == 400
+    assert "rank: a rank from 0 to 3" in refused.content.decode()

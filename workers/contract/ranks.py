@@ -5,8 +5,10 @@ rank's metrics are stored only when the spec's ``metric_ranks`` asks for them, e
 series of its own whose key carries the rank (``loss@rank3``), so every page that reads
 the run's series (its charts, the compare view, the metrics API) shows them and none of
 rank 0's changes. A file another rank writes for the run (its profiler trace) carries the
-rank in its name the same way (``rank3-trace-1.json.gz``). Standard library only, Python
-3.8: the runners and the platform both import it.
+rank in its name the same way (``rank3-trace-1.json.gz``), and each line a rank's process
+prints comes prefixed with its rank (``[rank3]: …``), which the log keeps as the line's
+``rank`` too. Standard library only, Python 3.8: the runners and the platform both
+import it.
 """
 
 from __future__ import annotations
@@ -109,3 +111,16 @@ def file_rank(name: str) -> int:
     """The rank that wrote the file of this name (0 when the name carries none)."""
     found = _RANK_FILE.match(name)
     return int(found.group("rank")) if found else 0
+
+
+# A line a rank printed carries its rank as a prefix (``[rank3]: …``,
+# workers.contract.events.rank_prefix): torchrun's ranks' from their launcher
+# (workers.training.rank_output), msrun's workers' from the training runner's relay. Only
+# the global-rank form: torchrun's own ``[default0]:`` is a local rank.
+_RANKED_LINE = re.compile(r"^\[rank([0-9]{1,6})\]: ")
+
+
+def line_rank(line: str) -> int | None:
+    """The rank a line of output is prefixed with, or None."""
+    found = _RANKED_LINE.match(line)
+    return int(found.group(1)) if found else None

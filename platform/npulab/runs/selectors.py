@@ -298,9 +298,11 @@ def log_hits(
     node: int | None = None,
     after: int = 0,
     before: int | None = None,
+    rank: int | None = None,
 ) -> LogHits:
     """The lines containing ``query`` (and of one ``stream``, or of one ``node``: a host of a
-    run across hosts) after line ``after``, or the last page of them before line ``before``.
+    run across hosts, or of one ``rank``: a process of a multi-process run) after line
+    ``after``, or the last page of them before line ``before``.
 
     A search of a long log scans it in line order, a window of lines at a time, and stops
     when its page is full or ``LOG_SCAN_SECONDS`` have gone: a request costs at most about
@@ -316,6 +318,9 @@ def log_hits(
     if node is not None:
         # Node rank 0's lines carry no node: they are the run's own.
         lines = lines.filter(data__node=node) if node else lines.exclude(data__has_key="node")
+    if rank is not None:
+        # The lines prefixed with the rank's, which ingestion keeps as their rank.
+        lines = lines.filter(data__rank=rank)
     backward = before is not None
     # The edge of the stretch scanned so far: it grows down from ``before``, or up from ``after``.
     edge = min(before, total + 1) if before is not None else max(after, 0)
