@@ -48,11 +48,14 @@ def on_resume(batch: Batch, data: dict[str, Any]) -> None:
 
     That is the points after its step, or all of them when it found no
     checkpoint (step null). Points earlier in this batch were logged by the
-    lost attempt too, so they go in first.
+    lost attempt too, so they go in first. Of a run across hosts, the points
+    the new attempt's other hosts sent already (their ranks' series, which may
+    come before rank 0's resume) stay.
     """
     step = data.get("step")
     batch.flush_points()
-    drop_points_after(Owner.of_run(batch.run.pk), step)
+    keep = batch.run.attempt if batch.run.hosts > 1 else None
+    drop_points_after(Owner.of_run(batch.run.pk), step, keep_attempt=keep)
     RunAttempt.objects.filter(run=batch.run, number=batch.run.attempt).update(
         resumed_from_step=step
     )
