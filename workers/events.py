@@ -134,10 +134,14 @@ class EventWriter:
         self._pending_bytes = 0
         self._last_write = time.monotonic()
 
-    def log(self, stream: str, line: str) -> None:
+    def log(self, stream: str, line: str, rank: int | None = None) -> None:
+        """A line of output; ``rank``: the rank of a multi-process run that printed it."""
         if len(line) > MAX_LINE_CHARS:
             line = line[:MAX_LINE_CHARS] + f" [... {len(line) - MAX_LINE_CHARS} chars cut]"
-        self.emit(LOG, stream=stream, line=line)
+        if rank is None:
+            self.emit(LOG, stream=stream, line=line)
+        else:
+            self.emit(LOG, stream=stream, line=line, rank=rank)
 
     def metric(self, key: str, step: int, value: float) -> None:
         self.metrics(step, {key: value})

@@ -6,7 +6,10 @@ The spec's ``profile`` (workers.contract.spec.clean_profile) is torch.profiler's
 cycle leaves one trace: a Kineto/Chrome trace JSON on cpu and cuda, stored gzipped as
 ``trace-<n>.json.gz``; a torch_npu ``*_ascend_pt`` folder on an NPU, stored as
 ``<folder>.tar.gz``. Both go to ``<run dir>/profiles/``, where the host worker uploads them
-from. Standard library plus torch (through the backend), Python 3.8.
+from. In a multi-process run each rank records its own window: another rank than 0 keeps its
+profiler's output apart (``profiles/raw-rank<N>``) and names its traces for itself
+(``rank3-trace-1.json.gz``, workers.contract.ranks). Standard library plus torch (through
+the backend), Python 3.8.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import tarfile
 from typing import Any
 
 from workers.contract.events import TRACE
+from workers.contract.ranks import rank_file
 from workers.contract.spec import profiled_steps
 from workers.events import EventWriter
 
@@ -42,15 +46,18 @@ class Window:
         run_dir: str,
         events: EventWriter,
         say: Any = None,
+        rank: int = 0,
     ) -> None:
         self.profile = profile
+        self.rank = rank
         self.run_dir = os.path.abspath(run_dir)
         self.events = events
         self.say = say or (lambda line: None)
         self.steps = 0
         self.traces: list[dict[str, Any]] = []
         self._profiler: Any = None
-        self._raw_dir = os.path.join(self.run_dir, RAW_DIR)
+        # Each rank's own: a window that closes removes its raw folder, never another's.
+        self._raw_dir = os.path.join(self.run_dir, RAW_DIR + (f"-rank{rank}" if rank else ""))
         self._published: set = set()
         if profile is None:
             return
@@ -107,11 +114,11 @@ class Window:
             if entry in self._published:
                 continue
             if entry.endswith(".json") and os.path.isfile(source):
-                name = entry + ".gz"
+                name = rank_file(entry + ".gz", self.rank)
                 target = os.path.join(self.run_dir, PROFILES_DIR, name)
                 gzip_file(source, target)
             elif entry.endswith(ASCEND_SUFFIX) and os.path.isdir(source):
-                name = entry + ".tar.gz"
+                name = rank_file(entry + ".tar.gz", self.rank)
                 target = os.path.join(self.run_dir, PROFILES_DIR, name)
                 tar_folder(source, target)
             else:

@@ -54,6 +54,7 @@ from workers.contract.exits import (
     EXIT_RUN_DIR_BUSY,
     EXIT_SUCCEEDED,
 )
+from workers.contract.ranks import line_rank
 from workers.contract.spec import SpecError, split_submission
 from workers.diagnosis import watch as diagnosis_watch
 from workers.events import EventWriter
@@ -249,7 +250,9 @@ class Supervisor:
             for line in read_lines(pipe):
                 if stream == STDERR:
                     self.stderr_tail.append(line)
-                self.events.log(stream, line)
+                # A line a rank of a multi-process run printed says which (``[rank3]: …``):
+                # the log keeps it as the line's rank too, for its rank selector.
+                self.events.log(stream, line, line_rank(line))
                 self.watch.line(stream, line)
                 self.capture.line(stream, line)
             pipe.close()

@@ -194,7 +194,7 @@ def test_the_sweep_sends_the_checkpoints_whose_events_the_uploader_never_saw(
     client._headers["Connection"] = "close"
     uploader = CheckpointUploader(client, run.pk, directory, chunk_bytes=3000)
 
-    assert uploader.sweep() == [20, 30]
+    assert uploader.sweep() == [(20, 0), (30, 0)]
     assert uploader.drain(threading.Event())
 
     assert list(run.checkpoints.order_by("step").values_list("step", "status")) == [

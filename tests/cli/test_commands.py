@@ -224,6 +224,18 @@ def test_submit_builds_the_spec_from_the_kinds_fields_and_prints_the_url(
     )
 
 
+def test_submit_takes_metric_ranks_as_a_list_or_all(npulab, cpu_host) -> None:
+    training = ("submit", "--kind", "training", "--device-type", "cpu", "--entry", "builtin:cnn")
+    listed = npulab(*training, "--devices", "1", "--metric-ranks", "0")
+    assert listed.exit_code == exits.CLI_SUCCEEDED, listed.stderr
+    every = npulab(*training, "--metric-ranks", "all")
+    assert every.exit_code == exits.CLI_SUCCEEDED, every.stderr
+    assert [run.spec["metric_ranks"] for run in Run.objects.order_by("pk")] == [[0], "all"]
+    beyond = npulab(*training, "--metric-ranks", "0,3")
+    assert beyond.exit_code == exits.CLI_USAGE
+    assert "metric_ranks: rank 3 is beyond the run's 1 rank(s)" in beyond.stderr
+
+
 def test_submit_reads_a_spec_file_or_stdin(npulab, tmp_path, cpu_host) -> None:
     spec = tmp_path / "smoke.json"
     spec.write_text(json.dumps({"kind": "smoke", "device_type": "cpu", "matmul_size": 32}))

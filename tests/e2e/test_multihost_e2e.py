@@ -77,7 +77,9 @@ def test_two_hosts_by_two_processes_train_with_ddp_and_resume_after_a_killed_wor
     two_hosts: Platform,
 ) -> None:
     platform = two_hosts
-    run_id = gang(platform, max_steps=600, checkpoint_every_steps=50, max_restarts=2)["id"]
+    run_id = gang(
+        platform, max_steps=600, checkpoint_every_steps=50, max_restarts=2, metric_ranks=[3]
+    )["id"]
     deadline = time.monotonic() + 300
     while True:
         run = platform.run(run_id)
@@ -118,6 +120,25 @@ def test_two_hosts_by_two_processes_train_with_ddp_and_resume_after_a_killed_wor
     steps = [step for step, _ in losses["points"]]
     assert steps == sorted(set(steps))
     assert steps[-1] == 599
+    # metric_ranks: the second host's rank 3 logged its own series, through the resume too.
+    ranked = platform.api("GET", f"runs/{run_id}/metrics/", params={"key": "loss@rank3"})
+    assert [step for step, _ in ranked.json()["points"]] == steps
+    # Each host's ranks' lines carry their rank.
+    assert announced_ranks(platform, run_id) == {0, 1, 2, 3}
+
+
+def announced_ranks(platform: Platform, run_id: int) -> set[int]:
+    """The ranks whose "[rankN]: npulab: rank N of 4" line came with its rank."""
+    found = set()
+    page: str | None = f"runs/{run_id}/events/?type=log&limit=5000"
+    while page:
+        body = platform.api("GET", page).json()
+        for event in body["results"]:
+            line, rank = event["data"]["line"], event["data"].get("rank")
+            if line.startswith(f"[rank{rank}]: npulab: rank {rank} of 4,"):
+                found.add(rank)
+        page = body["next"] and body["next"].split("/api/v1/", 1)[1]
+    return found
 
 
 def test_a_mindspore_run_on_two_hosts_trains_through_msrun_on_each(

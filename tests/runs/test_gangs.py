@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -16,6 +17,7 @@ from npulab.runs.gangs import gang_of
 from npulab.runs.models import DeviceLease, Placement, Run
 from npulab.runs.placement import unsuited
 from npulab.runs.scheduler import place_queued_runs
+from npulab.runs.selectors import chart_order, metric_keys
 from npulab.runs.services import (
     do_cancel_run,
     do_claim_run,
@@ -25,8 +27,13 @@ from npulab.runs.services import (
     do_submit_run,
     sweep_runs,
 )
+from npulab.series.owners import Owner
+from npulab.series.reads import series
 from tests.conftest import register, token_client
 from tests.factories import HostFactory
+from workers.contract.blocks import BLOCKS
+from workers.events import EventWriter
+from workers.host.packing import pack
 
 pytestmark = pytest.mark.django_db
 
@@ -318,3 +325,130 @@ def test_a_new_attempt_on_the_same_host_gets_another_rendezvous_port(owner) -> N
     again = Placement.objects.get(run=run, attempt=2, node_rank=0)
     assert again.host_name == "cpu-1"
     assert again.master_port != first
+
+
+def test_the_run_pages_telemetry_shows_every_hosts_devices(owner, client) -> None:
+    run, _, _ = _started(owner)
+    client.force_login(owner)
+    panel = client.get(f"/runs/{run.pk}/").content.decode().split('id="run-telemetry"')[1]
+    urls = re.findall(r'data-url="(/hosts/[^"]+)"', panel)
+    assert [url.split("/")[2] for url in urls] == ["cpu-1", "cpu-2"]
+    assert all(url.endswith("devices=0,1") for url in urls)
+    assert "node 1 (ranks 2\u20133) on" in panel
+    # Each host's charts keep their own place across the live part's refreshes.
+    assert 'id="run-telemetry-1-0"' in panel
+    assert 'id="run-telemetry-1-1"' in panel
+
+
+@pytest.mark.parametrize(
+    ("metric_ranks", "error"),
+    [
+        ([0, 4], "rank 4 is beyond the run's 4 rank(s) (hosts × devices)"),
+        ("some", 'must be "all" or a list of global ranks such as [0, 8]'),
+        ([1, True], "True is no global rank (0 to 4095)"),
+        ([], 'must be "all" or a list of global ranks such as [0, 8]'),
+    ],
+)
+def test_metric_ranks_that_the_run_cannot_have_are_a_400_naming_the_field(
+    owner, metric_ranks: Any, error: str
+) -> None:
+    host("cpu-1"), host("cpu-2")
+    body = {
+        "kind": "training",
+        "device_type": "cpu",
+        "entry": "builtin:cnn",
+        "hosts": 2,
+        "devices": 2,
+        "metric_ranks": metric_ranks,
+    }
+    response = token_client(owner).post("/api/v1/runs/", body, format="json")
+    assert response.status_code == 400
+    assert response.json()["metric_ranks"] == [error]
+
+
+def test_metric_ranks_default_to_rank_0_and_always_hold_it(owner) -> None:
+    host("cpu-1"), host("cpu-2")
+    assert gang(owner).spec["metric_ranks"] == [0]
+    assert gang(owner, metric_ranks=[3, 2]).spec["metric_ranks"] == [0, 2, 3]
+    assert gang(owner, metric_ranks="all").spec["metric_ranks"] == "all"
+
+
+def test_another_hosts_metrics_are_stored_per_rank_when_asked(owner) -> None:
+    a, b = host("cpu-1"), host("cpu-2")
+    run = gang(owner, metric_ranks=[0, 3])
+    place_queued_runs()
+    do_claim_run(a, run.pk, 1)
+    do_claim_run(b, run.pk, 1)
+
+    def metric(key: str, step: int, value: float) -> dict[str, Any]:
+        return {"type": "metric", "time": 1.0, "key": key, "step": step, "value": value}
+
+    # Node rank 0 holds ranks 0-1: its own loss, and rank 1's, which was not asked for
+    # (workers.track writes none; the platform keeps what rank 1 would be stored as anyway).
+    do_ingest_events(a, run.pk, 1, 0, 10, [metric("loss", 0, 2.0)])
+    # Node rank 1 holds ranks 2-3: only rank 3's is kept; a plain key (its stdout's, say)
+    # or a rank it does not hold never becomes another rank's or the run's own series.
+    node_1 = [
+        metric("loss@rank3", 0, 2.5),
+        metric("loss@rank2", 0, 2.4),
+        metric("loss", 0, 9.0),
+        metric("loss@rank1", 0, 9.0),
+    ]
+    do_ingest_events(b, run.pk, 1, 0, 10, node_1)
+    assert metric_keys(run) == ["loss", "loss@rank3"]
+    assert series(Owner.of_run(run.pk), "loss")["points"] == [(0, 2.0)]
+    assert series(Owner.of_run(run.pk), "loss@rank3")["points"] == [(0, 2.5)]
+
+
+def test_a_runs_charts_show_its_own_series_first_then_each_ranks() -> None:
+    keys = [("lr@rank2", "track"), ("loss@rank2", "track"), ("lr", "track"), ("loss", "stdout")]
+    ordered = sorted(keys, key=lambda row: chart_order(*row))
+    assert [key for key, _ in ordered] == ["loss", "lr", "loss@rank2", "lr@rank2"]
+
+
+def test_another_hosts_packed_metrics_keep_only_its_asked_ranks(owner, tmp_path) -> None:
+    a, b = host("cpu-1"), host("cpu-2")
+    run = gang(owner, metric_ranks="all")
+    place_queued_runs()
+    do_claim_run(a, run.pk, 1)
+    do_claim_run(b, run.pk, 1)
+    path = tmp_path / "events.jsonl"
+    writer = EventWriter(str(path))
+    for step in range(50):
+        writer.metrics(step, {"loss@rank2": 1.0, "loss": 9.0})
+    writer.log("stdout", "step 49")
+    writer.close()
+    body, _ = pack(path.read_bytes())
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {do_issue_host_token(b)}")
+    end = path.stat().st_size
+    response = client.post(
+        f"/api/v1/agent/runs/{run.pk}/events/?attempt=1&start=0&end={end}",
+        body,
+        content_type=BLOCKS,
+    )
+    assert response.status_code == 200, response.content
+    assert metric_keys(run) == ["loss@rank2"]
+    assert series(Owner.of_run(run.pk), "loss@rank2")["total"] == 50
+    assert run.events.get(type="log").data == {"stream": "stdout", "line": "step 49", "node": 1}
+
+
+def test_the_log_page_narrows_to_one_rank(owner, client) -> None:
+    run, a, b = _started(owner)
+
+    def line(text: str, rank: int | None = None) -> dict[str, Any]:
+        event = {"type": "log", "time": 1.0, "stream": "stdout", "line": text}
+        return event if rank is None else dict(event, line=f"[rank{rank}]: {text}", rank=rank)
+
+    do_ingest_events(a, run.pk, 1, 0, 10, [line("launcher says hi"), line("loss 1.0", 1)])
+    do_ingest_events(b, run.pk, 1, 0, 10, [line("loss 2.0", 3), line("loss 3.0", 2)])
+    client.force_login(owner)
+    page = client.get(f"/runs/{run.pk}/log/", {"rank": 3}).content.decode()
+    assert "[rank3]: loss 2.0" in page
+    assert "loss 1.0" not in page
+    assert "launcher says hi" not in page
+    assert "from rank 3" in page
+    assert '<option value="3" selected>rank 3</option>' in page
+    refused = client.get(f"/runs/{run.pk}/log/", {"rank": 4})
+    assert refused.status_code == 400
+    assert "rank: a rank from 0 to 3" in refused.content.decode()

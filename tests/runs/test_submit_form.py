@@ -120,6 +120,19 @@ def test_the_timeout_is_typed_in_hours_and_minutes() -> None:
     assert "timeout_minutes" in errors_of(defaults("smoke", timeout_minutes="60"))
 
 
+def test_metric_ranks_are_typed_as_a_list_or_all() -> None:
+    form = RunSubmitForm(defaults("training", devices="4", metric_ranks="3, 1"))
+    assert form.is_valid(), form.errors
+    assert form.document()["metric_ranks"] == [3, 1]
+    assert RunSubmitForm(kind="training")["metric_ranks"].value() == "0"
+    assert errors_of(defaults("training", metric_ranks="one")) == {
+        "metric_ranks": ['ranks such as "0, 8", or "all"']
+    }
+    # The run has 2 ranks (1 host × 2 devices): rank 5 is none of them.
+    beyond = errors_of(defaults("training", devices="2", metric_ranks="0 5"))
+    assert beyond == {"metric_ranks": ["rank 5 is beyond the run's 2 rank(s) (hosts × devices)"]}
+
+
 def test_env_lines_and_the_interpreter_reach_the_spec(browser: Client, cpu_host) -> None:
     env = (
         "# what set_env.sh exports\n"

@@ -11,6 +11,7 @@ from django.db.models import Count, QuerySet, Sum
 from npulab.runs.models import Run
 from npulab.runs.scheduler import place_queued_runs
 from npulab.runs.services import do_claim_run, do_finish_run, do_ingest_events, do_submit_run
+from npulab.series.ingest import drop_points_after, insert_points
 from npulab.series.models import MetricChunk, MetricRollupSegment, MetricSeries
 from npulab.series.owners import Owner
 from npulab.series.reads import series
@@ -144,3 +145,28 @@ def test_a_series_blocks_are_stored_a_segment_to_a_row(owner, cpu_host) -> None:
         size: (math.ceil(30_000 / (size * SEGMENT)), 30_000 // size) for size in SIZES
     }
     assert stored_blocks(of_run(run)) == expected_blocks(of_run(run))
+
+
+@pytest.mark.parametrize("resumed_at", [1234, None])
+def test_a_cut_back_keeps_what_the_new_attempt_sent_first(owner, cpu_host, resumed_at) -> None:
+    """A run across hosts: another host's ranks' points of attempt 2 may come before rank
+    0's resume; the cut takes the lost attempt's points only, and the blocks follow."""
+    rng = random.Random(11)
+    run = started(owner, cpu_host)
+    for batch in noisy_batches(rng, range(2000), 700):
+        send(cpu_host, run, batch)
+    owner_of = Owner.of_run(run.pk)
+    insert_points(
+        owner_of, {"loss@rank3": [(s, rng.random(), 2.0) for s in range(1500)]}, attempt=1
+    )
+    # Attempt 2's first points from the other host, from step 1235 on (or 0: no checkpoint).
+    first = 1235 if resumed_at is not None else 0
+    again = [(s, rng.random(), 3.0) for s in range(first, first + 300)]
+    insert_points(owner_of, {"loss@rank3": again}, attempt=2)
+    drop_points_after(owner_of, resumed_at, keep_attempt=2)
+    ranked = series(owner_of, "loss@rank3")["points"]
+    kept_before = [] if resumed_at is None else list(range(resumed_at + 1))
+    assert [step for step, _ in ranked] == sorted(kept_before + [s for s, _, _ in again])
+    assert max((step for step, _ in series(owner_of, "loss")["points"]), default=None) == resumed_at
+    assert stored_blocks(of_run(run)) == expected_blocks(of_run(run))
+    assert dict(of_run(run).values_list("key", "points"))["loss@rank3"] == len(ranked)

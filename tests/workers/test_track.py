@@ -185,6 +185,26 @@ def test_other_ranks_beat_but_log_and_checkpoint_nothing(tmp_path: Path) -> None
     assert (tmp_path / "run" / "heartbeat.1").exists()
 
 
+def test_a_rank_named_in_metric_ranks_logs_under_keys_of_its_own(tmp_path: Path) -> None:
+    asked = make_run(tmp_path / "a", rank=3, world_size=4, metric_ranks=[0, 3])
+    asked.log(5, loss=0.5)
+    asked.events.flush()
+    events = list(iter_events(str(tmp_path / "a" / "run" / "events.jsonl")))
+    assert [(e["key"], e["step"], e["value"]) for e in events] == [("loss@rank3", 5, 0.5)]
+    other = make_run(tmp_path / "b", rank=2, world_size=4, metric_ranks=[0, 3])
+    other.log(5, loss=0.5)
+    other.events.flush()
+    assert list(iter_events(str(tmp_path / "b" / "run" / "events.jsonl"))) == []
+
+
+def test_metric_ranks_come_from_the_environment(tmp_path: Path) -> None:
+    env = {script_env.RUN_DIR: str(tmp_path), "RANK": "2", script_env.METRIC_RANKS: "all"}
+    assert Run.from_environment(env).logs_metrics
+    assert not Run.from_environment(dict(env, **{script_env.METRIC_RANKS: "0,3"})).logs_metrics
+    # A script started by hand, outside npulab: rank 0's alone.
+    assert not Run.from_environment({script_env.RUN_DIR: str(tmp_path), "RANK": "1"}).logs_metrics
+
+
 def test_save_and_resume_restore_model_optimizer_and_rng(tmp_path: Path) -> None:
     torch.manual_seed(0)
     model = torch.nn.Linear(4, 2)
@@ -208,6 +228,56 @@ def test_save_and_resume_restore_model_optimizer_and_rng(tmp_path: Path) -> None
     events = list(iter_events(str(tmp_path / "run" / "events.jsonl")))
     assert [e["type"] for e in events] == ["checkpoint", "resume", "log"]
     assert events[0]["step"] == 41
+
+
+def sharded_save(tmp_path: Path, step: int, ranks: range, world_size: int = 3) -> None:
+    """Each rank saves its own weights (its rank everywhere) as its shard of ``step``."""
+    for rank in ranks:
+        model = torch.nn.Linear(2, 2)
+        torch.nn.init.constant_(model.weight, float(rank))
+        run = make_run(tmp_path, rank=rank, world_size=world_size, keep_checkpoints=5)
+        run.save_checkpoint(step, model=model, sharded=True)
+        run.events.flush()
+
+
+def test_a_sharded_checkpoint_is_one_shard_per_rank_each_announced(tmp_path: Path) -> None:
+    sharded_save(tmp_path, 7, range(3))
+    root = tmp_path / "run" / "checkpoints"
+    assert (root / "step-000000000007" / "state.pt").exists()
+    assert checkpoints.shard_ranks(str(root)) == [1, 2]
+    shard = checkpoints.verify(checkpoints.shard_dir(str(root), 2), 7)
+    assert checkpoints.shard_count(shard) == 3
+    events = list(iter_events(str(tmp_path / "run" / "events.jsonl")))
+    assert [(e["step"], e["rank"], e["shards"], e["bytes"]) for e in events] == [
+        (7, rank, 3, checkpoints.verify(checkpoints.shard_dir(str(root), rank), 7).bytes)
+        for rank in range(3)
+    ]
+
+
+def resumed_weight(tmp_path: Path, rank: int, **env: str) -> float | None:
+    with pytest.MonkeyPatch.context() as patch:
+        for name, value in env.items():
+            patch.setenv(name, value)
+        found = make_run(tmp_path, rank=rank, world_size=3, attempt=2).resume()
+    return None if found is None else float(found.state["model"]["weight"][0, 0])
+
+
+def test_every_rank_resumes_its_own_shard_of_one_step(tmp_path: Path) -> None:
+    sharded_save(tmp_path, 10, range(3))
+    # Step 20 reached ranks 0 and 1 only: no rank resumes from it.
+    sharded_save(tmp_path, 20, range(2))
+    assert [resumed_weight(tmp_path, rank) for rank in range(3)] == [0.0, 1.0, 2.0]
+    rank_0 = make_run(tmp_path, rank=0, world_size=3, attempt=2).resume()
+    assert rank_0.step == 10
+    # Under a host worker, the step the platform named (every shard of it stored).
+    named = {script_env.RESUME_STEP: "10"}
+    assert [resumed_weight(tmp_path, rank, **named) for rank in range(3)] == [0.0, 1.0, 2.0]
+
+
+def test_a_rank_without_its_shard_of_the_named_step_refuses_to_go_on(tmp_path: Path) -> None:
+    sharded_save(tmp_path, 10, range(2))
+    with pytest.raises(RuntimeError, match="rank 2 has no usable shard of the checkpoint"):
+        resumed_weight(tmp_path, 2, **{script_env.RESUME_STEP: "10"})
 
 
 def test_a_rank_that_exits_stops_counting_for_the_watchdog(tmp_path: Path) -> None:

@@ -50,14 +50,19 @@ def test_the_builtin_language_model_learns(tmp_path: Path) -> None:
 
 def test_two_processes_on_gloo(tmp_path: Path) -> None:
     code, stderr, events = run(
-        training(entry="builtin:cnn", devices=2, max_steps=40), tmp_path / "r"
+        training(entry="builtin:cnn", devices=2, max_steps=40, metric_ranks="all"), tmp_path / "r"
     )
     assert code == 0, stderr
-    lines = [e["line"] for e in by_type(events, "log")]
-    assert any(line.startswith("npulab: rank 0 of 2, local rank 0") for line in lines)
-    assert any(line.startswith("npulab: rank 1 of 2, local rank 1") for line in lines)
-    # Rank 0 alone logs metrics: one point per step.
+    # Each rank's lines come prefixed with it, and keep it (the log's rank selector).
+    announced = {
+        e["rank"]: e["line"] for e in by_type(events, "log") if "npulab: rank" in e["line"]
+    }
+    assert announced[0].startswith("[rank0]: npulab: rank 0 of 2, local rank 0")
+    assert announced[1].startswith("[rank1]: npulab: rank 1 of 2, local rank 1")
+    # Rank 0's loss is the run's, one point per step; rank 1's (metric_ranks) its own series.
     assert len(losses(events)) == 40
+    ranked = [e for e in by_type(events, "metric") if e["key"] == "loss@rank1"]
+    assert [e["step"] for e in ranked] == list(range(40))
 
 
 def start(spec: dict, run_dir: Path) -> subprocess.Popen:

@@ -59,6 +59,10 @@ def field_option(field: dict[str, Any], taken: set[str]) -> click.Option | None:
         return click.Option(
             [flag, dest], type=JsonObject(), default=None, help=help_text + " (JSON object)"
         )
+    if kind == "ranks":
+        return click.Option(
+            [flag, dest], type=Ranks(), default=None, help=help_text + ' (0,8 or "all")'
+        )
     if kind == "integer":
         option_type: Any = click.INT
     elif kind == "number":
@@ -116,6 +120,20 @@ class JsonObject(click.ParamType):
         if not isinstance(parsed, dict):
             self.fail("must be a JSON object", param, ctx)
         return parsed
+
+
+class Ranks(click.ParamType):
+    """An option typed as global ranks: ``--metric-ranks 0,8`` or ``--metric-ranks all``."""
+
+    name = "ranks"
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> Any:
+        if isinstance(value, list) or value == "all":
+            return value
+        try:
+            return [int(part) for part in str(value).split(",") if part.strip()]
+        except ValueError:
+            self.fail(f"{value!r}: ranks such as 0,8, or all", param, ctx)
 
 
 def _json_value(text: str) -> Any:

@@ -33,9 +33,12 @@ RESUME = "resume"
 # Written by workers.track: a checkpoint on the host failed its manifest check.
 CHECKPOINT_DAMAGED = "checkpoint_damaged"
 # The fields of an events acknowledgement and of a claim reply that the checkpoints
-# capability adds: the steps the host must keep, the checkpoint a new attempt resumes from.
+# capability adds: the steps the host must keep, the checkpoint a new attempt resumes from
+# (``step``, ``bytes``, ``sha256``, and for a sharded one ``shards``: each other rank's
+# ``rank``, ``bytes`` and ``sha256``).
 PINNED = "pinned"
 RESUME_POINT = "resume"
+SHARDS = "shards"
 # The field of an events acknowledgement that the handoff capability adds: the current
 # attempt's stored handoff files ([{"id", "name", "bytes", "sha256"}]).
 HANDOFF_FILES = "handoff"
@@ -78,9 +81,12 @@ CAPABILITIES: dict[str, Capability] = {
                         "path": ("string",),
                         "bytes": ("integer",),
                         "sha256": ("string",),
+                        "shards": ("integer",),
+                        "rank": ("integer",),
                     },
                     ("step", "bytes", "sha256"),
-                    "a checkpoint written on the host",
+                    "a checkpoint written on the host (with shards and rank: one rank's "
+                    "shard of a checkpoint sharded across the ranks)",
                 ),
                 EventType(
                     RESUME,

@@ -132,7 +132,12 @@ class EventType:
 CORE_EVENT_TYPES = {
     event_type.name: event_type
     for event_type in (
-        EventType(LOG, {"stream": ("string",), "line": ("string",)}, ("line",), "a line of output"),
+        EventType(
+            LOG,
+            {"stream": ("string",), "line": ("string",), "rank": ("integer",)},
+            ("line",),
+            "a line of output (rank: the rank of a multi-process run that printed it)",
+        ),
         EventType(
             METRIC,
             {

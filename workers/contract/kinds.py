@@ -20,7 +20,7 @@ from typing import Any, Callable
 from workers.contract import capabilities as contract_capabilities
 from workers.contract.events import CORE_EVENT_TYPES, EventType
 from workers.contract.exits import CORE_CAUSES, Cause
-from workers.contract.spec import Field, SpecError, clean_fields
+from workers.contract.spec import Field, SpecError, clean_fields, ranks_errors
 
 BUILTIN_PACKAGE = "workers.kinds"
 EXTRA_KINDS_ENV = "NPULAB_KINDS"
@@ -78,10 +78,17 @@ class Kind:
 
     def validate(self, doc: dict[str, Any]) -> dict[str, Any]:
         spec = clean_fields(self.fields, doc, self.name)
-        errors = self.check(spec) if self.check else {}
+        errors = self.cross_field_problems(spec)
         if errors:
             raise SpecError(errors)
         return spec
+
+    def cross_field_problems(self, spec: dict[str, Any]) -> dict[str, str]:
+        """What is wrong across the fields of a spec whose fields are each valid: a rank
+        the run does not have (hosts × devices), then the kind's own ``check``."""
+        errors = ranks_errors(self.fields, spec)
+        errors.update(self.check(spec) if self.check else {})
+        return errors
 
     def host_labels(self, spec: dict[str, Any]) -> list[str]:
         """The host labels a valid ``spec`` of this kind needs."""

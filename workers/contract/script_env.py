@@ -25,6 +25,9 @@ SEED = "NPULAB_SEED"
 KEEP_CHECKPOINTS = "NPULAB_KEEP_CHECKPOINTS"
 CHECKPOINT_EVERY_STEPS = "NPULAB_CHECKPOINT_EVERY_STEPS"
 CHECKPOINT_EVERY_MINUTES = "NPULAB_CHECKPOINT_EVERY_MINUTES"
+# The spec's metric_ranks: "all", or the global ranks whose metrics workers.track logs
+# ("0,3"; workers.contract.ranks).
+METRIC_RANKS = "NPULAB_METRIC_RANKS"
 # The supervisor's settings, which the host worker passes on from its own environment.
 HEARTBEAT_S = "NPULAB_HEARTBEAT_S"
 KILL_GRACE_S = "NPULAB_KILL_GRACE_S"
@@ -36,6 +39,9 @@ PROFILE = "NPULAB_PROFILE"
 # and, on resume, the file restored there for the script to load.
 CHECKPOINT_FILES = "NPULAB_CHECKPOINT_FILES"
 RESUME_CHECKPOINT = "NPULAB_RESUME_CHECKPOINT"
+# Set by the host worker for an attempt that resumes: the step of the checkpoint the
+# platform names (every shard of it stored), where a sharded checkpoint's ranks all resume.
+RESUME_STEP = "NPULAB_RESUME_STEP"
 # The run's framework, and a MindSpore run's settings (workers.training.ms_settings).
 FRAMEWORK = "NPULAB_FRAMEWORK"
 MS_MODE = "NPULAB_MS_MODE"

@@ -17,6 +17,14 @@ from workers.contract.capture import METRIC_PATTERNS, STDOUT_METRICS, TENSORBOAR
 from workers.contract.devices import DEVICE_TYPES, MAX_DEVICES, VISIBLE_DEVICES_ENV
 from workers.contract.gang import HOSTS, MAX_HOSTS
 from workers.contract.gang import RESERVED_ENV as GANG_ENV
+from workers.contract.ranks import (
+    ALL,
+    DEFAULT_METRIC_RANKS,
+    MAX_RANKS,
+    METRIC_RANKS,
+    clean_metric_ranks,
+    ranks_problem,
+)
 
 # Keys of a submission that say where and how a run is queued, not what it
 # does. The API reads them; the runner ignores them, so one file serves both.
@@ -92,8 +100,8 @@ class Field:
     """One key of a spec: its JSON type, default and bounds.
 
     ``type`` is a JSON-schema type name (integer, number, string, boolean),
-    or ``env`` (an object of variable name to string) or ``strings`` (a list
-    of strings).
+    or ``env`` (an object of variable name to string), ``strings`` (a list
+    of strings) or ``ranks`` (global ranks of the run, or "all").
     """
 
     def __init__(
@@ -180,6 +188,10 @@ class Field:
         return clean_profile(value)
 
     @staticmethod
+    def _clean_ranks(value: Any) -> Any:
+        return clean_metric_ranks(value)
+
+    @staticmethod
     def _clean_env(value: Any) -> dict[str, str]:
         if not isinstance(value, dict):
             raise ValueError("must be an object of variable name to string value")
@@ -233,6 +245,17 @@ class Field:
             schema = {"type": "array", "items": {"type": "string"}}
         elif self.type == "object":
             schema = {"type": "object", "nullable": True}
+        elif self.type == "ranks":
+            schema = {
+                "oneOf": [
+                    {"type": "string", "enum": [ALL]},
+                    {
+                        "type": "array",
+                        "items": {"type": "integer", "minimum": 0, "maximum": MAX_RANKS - 1},
+                        "minItems": 1,
+                    },
+                ]
+            }
         else:
             schema = {"type": self.type}
         if self.choices is not None:
@@ -383,6 +406,8 @@ PROFILE_DEFAULTS: dict[str, Any] = {
     "profile_memory": False,
     "level": "Level1",
     "aic_metrics": "AiCoreNone",
+    # Which ranks of a multi-process run record the window: each its own traces.
+    "ranks": ALL,
 }
 _PROFILE_INTEGERS = {
     "wait": (0, 10000),
@@ -413,6 +438,11 @@ def clean_profile(value: Any) -> dict[str, Any] | None:
         elif key in _PROFILE_CHOICES:
             if item not in _PROFILE_CHOICES[key]:
                 raise ValueError(f"{key} must be one of: {', '.join(_PROFILE_CHOICES[key])}")
+        elif key == "ranks":
+            try:
+                item = clean_metric_ranks(item)
+            except ValueError as exc:
+                raise ValueError(f"ranks {exc}") from None
         elif not isinstance(item, bool):
             raise ValueError(f"{key} must be true or false")
         clean[key] = item
@@ -432,7 +462,8 @@ def profile_field() -> Field:
         default=None,
         help="Profile a window of the training loop: {wait, warmup, active, repeat} steps "
         "(torch.profiler.schedule), record_shapes, with_stack, profile_memory; on an NPU also "
-        "level (Level0-2) and aic_metrics. Empty: no profiling.",
+        'level (Level0-2) and aic_metrics; ranks: the ranks that record it ("all", or a '
+        "list). Empty: no profiling.",
     )
 
 
@@ -447,6 +478,34 @@ def hosts_field() -> Field:
         help="Hosts the run spans, each with `devices` devices (one rank per device); "
         "all are leased together.",
     )
+
+
+def metric_ranks_field() -> Field:
+    """The ``metric_ranks`` key of a kind whose every rank may log metrics (training)."""
+    return Field(
+        METRIC_RANKS,
+        "ranks",
+        default=list(DEFAULT_METRIC_RANKS),
+        help='Global ranks whose metrics are stored, or "all": each other rank\'s as series '
+        "of their own (loss@rank3); rank 0's are the run's own and always stored.",
+    )
+
+
+def ranks_errors(fields: list[Field], spec: dict[str, Any]) -> dict[str, str]:
+    """Each ``ranks`` field of a clean ``spec`` that names a rank the run does not have."""
+    world_size = spec.get(HOSTS, 1) * spec.get("devices", 1)
+    errors = {}
+    for field in fields:
+        if field.type == "ranks":
+            problem = ranks_problem(spec[field.name], world_size)
+            if problem:
+                errors[field.name] = problem
+        elif field.name == PROFILE_FIELD and spec.get(PROFILE_FIELD):
+            # The profiling window names the ranks that record it.
+            problem = ranks_problem(spec[PROFILE_FIELD]["ranks"], world_size)
+            if problem:
+                errors[field.name] = f"ranks: {problem}"
+    return errors
 
 
 def split_submission(doc: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:

@@ -5,8 +5,11 @@ every attempt of the run here. The uploader sends each new one to the
 platform as soon as its event has been forwarded, in chunks through the
 artifact store (workers.host.uploads), so a restarted attempt can resume on
 another host; ``fetch_for_resume`` brings the platform's newest one
-here when this host does not have it. ``CheckpointsOnHost`` is the checkpoints
-capability's host side (workers.host.capabilities).
+here when this host does not have it. A checkpoint sharded across the ranks has each
+rank's shard in that rank's folder (``rank-3/``, workers.track.checkpoint): each host
+uploads the shards of its ranks (``rank3-state.pt``) and fetches them to resume.
+``CheckpointsOnHost`` is the checkpoints capability's host side
+(workers.host.capabilities).
 """
 
 from __future__ import annotations
@@ -20,8 +23,10 @@ import threading
 from typing import Any
 
 from workers.contract import script_env
-from workers.contract.capabilities import CHECKPOINTS, PINNED, RESUME_POINT
+from workers.contract.capabilities import CHECKPOINTS, PINNED, RESUME_POINT, SHARDS
 from workers.contract.events import CHECKPOINT, RUNNER
+from workers.contract.gang import GANG
+from workers.contract.ranks import rank_file
 from workers.events import EventWriter
 from workers.host.capabilities import Attempt, AttemptCapability, register
 from workers.host.client import PlatformClient, PlatformRejected, PlatformUnavailable
@@ -41,31 +46,33 @@ class CheckpointUploader:
         self.run_id = run_id
         self.directory = directory
         self.chunk_bytes = chunk_bytes
-        self._queue: queue.Queue[int] = queue.Queue()
+        # (step, rank): rank 0's checkpoints, or a rank's shards of sharded ones.
+        self._queue: queue.Queue[tuple[int, int]] = queue.Queue()
         self._idle = threading.Event()
         self._idle.set()
         self._give_up = threading.Event()
         threading.Thread(target=self._work, name=f"upload-{run_id}", daemon=True).start()
 
-    def add(self, step: int) -> None:
+    def add(self, step: int, rank: int = 0) -> None:
         self._idle.clear()
-        self._queue.put(step)
+        self._queue.put((step, rank))
 
-    def sweep(self) -> list[int]:
-        """Queue every checkpoint here not yet uploaded; returns their steps.
+    def sweep(self) -> list[tuple[int, int]]:
+        """Queue every checkpoint and shard here not yet uploaded; returns (step, rank)s.
 
         Called once the attempt's events are all stored, so the platform knows each of
         them: this catches the ones whose events the forwarder skipped (a resync past a
         lost reply) and those an earlier worker process left unsent.
         """
-        steps = [
-            step
-            for step in checkpoints.complete(self.directory)
-            if not checkpoints.settled(self.directory, step)
-        ]
-        for step in steps:
-            self.add(step)
-        return steps
+        found = []
+        for rank in (0, *checkpoints.shard_ranks(self.directory)):
+            directory = checkpoints.shard_dir(self.directory, rank)
+            for step in checkpoints.complete(directory):
+                if not checkpoints.settled(directory, step):
+                    found.append((step, rank))
+        for step, rank in found:
+            self.add(step, rank)
+        return found
 
     def drain(self, give_up: threading.Event) -> bool:
         """Wait until every queued checkpoint is uploaded; False if ``give_up`` came first."""
@@ -77,14 +84,15 @@ class CheckpointUploader:
 
     def _work(self) -> None:
         while True:
-            step = self._queue.get()
-            self._upload(step)
+            step, rank = self._queue.get()
+            self._upload(step, rank)
             if self._queue.empty():
                 self._idle.set()
 
-    def _upload(self, step: int) -> None:
+    def _upload(self, step: int, rank: int = 0) -> None:
+        directory = checkpoints.shard_dir(self.directory, rank)
         name = checkpoints.step_dir_name(step)
-        path = os.path.join(self.directory, name, checkpoints.STATE_FILE)
+        path = os.path.join(directory, name, checkpoints.STATE_FILE)
         if not os.path.exists(path):
             log.info("run %s: checkpoint %s is gone before its upload", self.run_id, step)
             return
@@ -92,23 +100,23 @@ class CheckpointUploader:
             self.client,
             self.run_id,
             path,
-            _declaration(self.directory, step),
+            _declaration(directory, step, rank),
             # Beside the step directories, where workers.track's retention never looks.
-            state_path=os.path.join(self.directory, f".upload-{name}.json"),
+            state_path=os.path.join(directory, f".upload-{name}.json"),
             chunk_bytes=self.chunk_bytes,
             give_up=self._give_up,
         )
-        if checkpoints.settled(self.directory, step):
+        if checkpoints.settled(directory, step):
             return  # queued twice (its event, then a sweep): sent already
         try:
             upload.run()
             log.info("run %s: checkpoint %s stored on the platform", self.run_id, step)
-            checkpoints.settle(self.directory, step)
+            checkpoints.settle(directory, step)
         except UploadRefused as exc:
             # Refused for good (too large, damaged): holding it back from retention would
             # only fill the disk.
             log.warning("run %s: checkpoint %s not stored: %s", self.run_id, step, exc)
-            checkpoints.settle(self.directory, step)
+            checkpoints.settle(directory, step)
         except OSError as exc:
             # Deleted meanwhile (by hand: retention holds what is not uploaded).
             log.warning("run %s: checkpoint %s not stored: %s", self.run_id, step, exc)
@@ -116,10 +124,11 @@ class CheckpointUploader:
             log.info("run %s: checkpoint %s upload stopped; it resumes later", self.run_id, step)
 
 
-def _declaration(directory: str, step: int) -> dict[str, Any]:
-    """The checkpoint's artifact as its manifest (the source of its event) describes it."""
+def _declaration(directory: str, step: int, rank: int = 0) -> dict[str, Any]:
+    """The checkpoint's artifact as its manifest (the source of its event) describes it; a
+    shard's is named for its rank."""
     declaration: dict[str, Any] = {
-        "name": checkpoints.STATE_FILE,
+        "name": rank_file(checkpoints.STATE_FILE, rank),
         "kind": "checkpoint",
         "step": step,
     }
@@ -136,21 +145,47 @@ def _declaration(directory: str, step: int) -> dict[str, Any]:
 
 
 def apply_pins(directory: str, steps: list[int]) -> None:
-    """Keep the steps the platform pinned out of the host's own retention."""
-    if set(steps) != checkpoints.pinned(directory):
-        checkpoints.set_pinned(directory, set(steps))
+    """Keep the steps the platform pinned out of the host's own retention (each rank's
+    shards of them too)."""
+    for rank in (0, *checkpoints.shard_ranks(directory)):
+        folder = checkpoints.shard_dir(directory, rank)
+        if set(steps) != checkpoints.pinned(folder):
+            checkpoints.set_pinned(folder, set(steps))
 
 
 def fetch_for_resume(
-    client: PlatformClient, run_id: int, directory: str, resume: dict[str, Any] | None
+    client: PlatformClient,
+    run_id: int,
+    directory: str,
+    resume: dict[str, Any] | None,
+    ranks: range | None = None,
 ) -> str:
-    """Make sure the checkpoint a new attempt resumes from is here; say what happened."""
+    """Make sure the checkpoint a new attempt resumes from is here, and of a sharded one
+    the shards of this host's ``ranks`` (None: every shard); say what happened."""
     if not resume:
         return "no stored checkpoint: the run starts from the beginning"
     step = int(resume["step"])
+    notes = [_fetch(client, run_id, directory, step, 0, resume)]
+    for shard in resume.get(SHARDS) or []:
+        rank = int(shard["rank"])
+        if ranks is None or rank in ranks:
+            folder = checkpoints.shard_dir(directory, rank)
+            notes.append(_fetch(client, run_id, folder, step, rank, shard))
+    return "; ".join(notes)
+
+
+def _fetch(
+    client: PlatformClient,
+    run_id: int,
+    directory: str,
+    step: int,
+    rank: int,
+    described: dict[str, Any],
+) -> str:
+    what = f"checkpoint of step {step}" + (f" (rank {rank}'s shard)" if rank else "")
     try:
         checkpoints.verify(directory, step)
-        return f"checkpoint of step {step} is on this host"
+        return f"{what} is on this host"
     except ValueError:
         pass
     os.makedirs(directory, exist_ok=True)
@@ -158,12 +193,16 @@ def fetch_for_resume(
     shutil.rmtree(temporary, ignore_errors=True)
     os.makedirs(temporary)
     try:
-        client.download_checkpoint(run_id, step, os.path.join(temporary, checkpoints.STATE_FILE))
+        target = os.path.join(temporary, checkpoints.STATE_FILE)
+        client.download_checkpoint(run_id, step, target, rank)
         manifest = {
             "format": checkpoints.FORMAT,
             "step": step,
             "files": {
-                checkpoints.STATE_FILE: {"bytes": resume["bytes"], "sha256": resume["sha256"]}
+                checkpoints.STATE_FILE: {
+                    "bytes": described["bytes"],
+                    "sha256": described["sha256"],
+                }
             },
         }
         with open(os.path.join(temporary, checkpoints.MANIFEST_FILE), "w") as handle:
@@ -176,8 +215,8 @@ def fetch_for_resume(
         checkpoints.settle(directory, step)
     except (PlatformUnavailable, PlatformRejected, OSError, ValueError) as exc:
         shutil.rmtree(temporary, ignore_errors=True)
-        return f"could not fetch the checkpoint of step {step}: {exc}"
-    return f"fetched the checkpoint of step {step} from the platform"
+        return f"could not fetch the {what}: {exc}"
+    return f"fetched the {what} from the platform"
 
 
 @register
@@ -198,20 +237,39 @@ class CheckpointsOnHost(AttemptCapability):
         return [self.directory]
 
     def env(self) -> dict[str, str]:
-        return {script_env.CHECKPOINT_DIR: self.directory}
+        env = {script_env.CHECKPOINT_DIR: self.directory}
+        resume = self.attempt.claim.get(RESUME_POINT)
+        if resume:
+            # Where every rank of a sharded checkpoint resumes: the step whose every shard
+            # the platform has, not a newer one some rank saved before the attempt ended.
+            env[script_env.RESUME_STEP] = str(int(resume["step"]))
+        return env
 
     def prepare(self, events: EventWriter) -> None:
         resume = self.attempt.claim.get(RESUME_POINT)
         if resume is not None:
             attempt = self.attempt
-            note = fetch_for_resume(attempt.client, attempt.run_id, self.directory, resume)
+            note = fetch_for_resume(
+                attempt.client, attempt.run_id, self.directory, resume, self._ranks()
+            )
             events.log(RUNNER, f"attempt {attempt.attempt}: {note}")
 
+    def _ranks(self) -> range | None:
+        """The global ranks this host runs (its shards to fetch); None when the claim says
+        nothing of them (an older platform): every shard."""
+        gang = self.attempt.claim.get(GANG) or {}
+        first, count = gang.get("first_rank"), gang.get("local_world_size")
+        if not isinstance(first, int) or not isinstance(count, int):
+            return None
+        return range(first, first + count)
+
     def acknowledged(self, events: list[dict[str, Any]], reply: dict[str, Any]) -> None:
-        """Queue the acknowledged checkpoints for upload; keep what the platform pinned."""
+        """Queue the acknowledged checkpoints (and shards) for upload; keep what the
+        platform pinned."""
         for event in events:
             if event.get("type") == CHECKPOINT and isinstance(event.get("step"), int):
-                self.uploader.add(event["step"])
+                rank = event.get("rank")
+                self.uploader.add(event["step"], rank if isinstance(rank, int) else 0)
         pinned = reply.get(PINNED)
         if isinstance(pinned, list):
             apply_pins(self.directory, pinned)

@@ -121,9 +121,12 @@ class PlatformClient:
             headers={"Content-Type": "application/octet-stream", "Upload-Offset": str(offset)},
         )
 
-    def download_checkpoint(self, run_id: int, step: int, destination: str) -> None:
-        """Stream a stored checkpoint file to ``destination`` (made only once it comes)."""
+    def download_checkpoint(self, run_id: int, step: int, destination: str, rank: int = 0) -> None:
+        """Stream a stored checkpoint file (or its shard of ``rank``) to ``destination``
+        (made only once it comes)."""
         url = f"{self.url}/api/v1/agent/runs/{run_id}/checkpoints/{step}/"
+        if rank:
+            url += f"?rank={rank}"
         with self._stream(url) as chunks, open(destination, "wb") as handle:
             for chunk in chunks:
                 handle.write(chunk)

@@ -16,10 +16,11 @@
 
 Logging never waits on the network: it appends to the run's events.jsonl and
 the host worker forwards it. Outside npulab (no NPULAB_RUN_DIR) it writes to
-./npulab-run. In a multi-process job every rank calls it; metrics and
-checkpoints come from rank 0, heartbeats from every rank; ``run.profile_step()``
-once a step records the spec's profiling window (rank 0; docs/profiles.md). Standard library
-plus torch; Python 3.8.
+./npulab-run. In a multi-process job every rank calls it: metrics come from rank 0 and
+the ranks the spec's ``metric_ranks`` names (each other rank's under keys of its own,
+``loss@rank3``), checkpoints from rank 0, heartbeats from every rank;
+``run.profile_step()`` once a step records the spec's profiling window (every rank
+its own traces; docs/profiles.md). Standard library plus torch; Python 3.8.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ import threading
 import time
 from typing import Any
 
-from workers.contract import script_env
+from workers.contract import ranks, script_env
 from workers.contract.capabilities import CHECKPOINT_DAMAGED, RESUME
 from workers.contract.events import CHECKPOINT, EVENTS_FILE
 from workers.events import EventWriter
@@ -117,6 +118,7 @@ class Run:
         keep_checkpoints: int = 3,
         every_steps: int = 0,
         every_minutes: float = 0.0,
+        metric_ranks: ranks.Ranks = "",
     ) -> None:
         os.makedirs(run_dir, exist_ok=True)
         self.run_dir = run_dir
@@ -128,6 +130,7 @@ class Run:
         self.keep_checkpoints = keep_checkpoints
         self.every_steps = every_steps
         self.every_minutes = every_minutes
+        self.logs_metrics = ranks.includes(metric_ranks or ranks.DEFAULT_METRIC_RANKS, rank)
         self.events = EventWriter(os.path.join(run_dir, EVENTS_FILE), buffer_s=EVENTS_BUFFER_S)
         self._heartbeat_file = os.path.join(run_dir, f"{HEARTBEAT_PREFIX}{rank}")
         self._last_beat = 0.0
@@ -150,6 +153,7 @@ class Run:
             keep_checkpoints=int(env.get(script_env.KEEP_CHECKPOINTS, "3")),
             every_steps=int(env.get(script_env.CHECKPOINT_EVERY_STEPS, "0")),
             every_minutes=float(env.get(script_env.CHECKPOINT_EVERY_MINUTES, "0")),
+            metric_ranks=ranks.from_env(env.get(script_env.METRIC_RANKS)),
         )
 
     @property
@@ -157,10 +161,17 @@ class Run:
         return self.rank == 0
 
     def log(self, step: int, **metrics: float) -> None:
-        """Record metrics of ``step`` (rank 0 only) and show that training is alive."""
+        """Record metrics of ``step`` and show that training is alive.
+
+        Rank 0's are the run's series; another rank's are kept only when the spec's
+        ``metric_ranks`` names it, each key as that rank's (``loss@rank3``).
+        """
         self.heartbeat()
         if self.is_main:
             self.events.metrics(step, metrics)
+        elif self.logs_metrics:
+            ranked = {ranks.rank_key(key, self.rank): value for key, value in metrics.items()}
+            self.events.metrics(step, ranked)
 
     def heartbeat(self) -> None:
         """Show the watchdog that the training loop moves; ``log`` does it too."""
@@ -174,12 +185,11 @@ class Run:
         """Mark the end of a training step for the run's profiling window (spec ``profile``).
 
         Call it once a step, after ``log``; it does nothing unless the run asked for a
-        profile, and on ranks other than 0. The profiler starts at the first call and stops
-        once its window is recorded; its trace is announced in the run's events.
+        profile, and on a rank the profile's ``ranks`` leaves out. The profiler starts at
+        the first call and stops once its window is recorded; each rank's traces are
+        announced in the run's events, another rank's named for it (``rank3-…``).
         """
         if self._profile_window is None:
-            if not self.is_main:
-                return
             self._profile_window = self._open_profile_window()
         self._profile_window.step()
 
@@ -189,10 +199,12 @@ class Run:
         from workers.profiling import Window
 
         profile = clean_profile(json.loads(os.environ.get(script_env.PROFILE) or "null"))
+        if profile is not None and not ranks.includes(profile["ranks"], self.rank):
+            profile = None
         backend = get_backend(os.environ.get(script_env.DEVICE_TYPE) or "cpu")
         if profile is not None:
             backend.load()
-        return Window(backend, profile, self.run_dir, self.events, self.say)
+        return Window(backend, profile, self.run_dir, self.events, self.say, rank=self.rank)
 
     def _exiting(self) -> None:
         if self._profile_window is not None:
@@ -237,10 +249,16 @@ class Run:
         scaler: Any = None,
         extra: dict[str, Any] | None = None,
         data_position: Any = None,
+        sharded: bool = False,
     ) -> checkpoints.CheckpointInfo | None:
-        """Write a checkpoint of ``step`` (rank 0; other ranks return None at once)."""
+        """Write a checkpoint of ``step`` (rank 0; other ranks return None at once).
+
+        ``sharded``: every rank calls it and saves its own state (a model and optimizer
+        sharded across the ranks, FSDP's or ZeRO's), rank N's in its own folder; the
+        checkpoint is complete, and may be resumed from, once every rank's is stored.
+        """
         self._last_checkpoint = time.monotonic()
-        if not self.is_main:
+        if not self.is_main and not sharded:
             return None
         import torch
 
@@ -257,8 +275,12 @@ class Run:
             "data_position": data_position,
             "extra": extra or {},
         }
-        info = checkpoints.save(self.checkpoint_dir, step, state, torch, self.keep_checkpoints)
-        self.events.emit(CHECKPOINT, **info.as_event())
+        shards = self.world_size if sharded else 1
+        directory = checkpoints.shard_dir(self.checkpoint_dir, self.rank if sharded else 0)
+        info = checkpoints.save(directory, step, state, torch, self.keep_checkpoints, shards)
+        # A shard says whose it is; a whole checkpoint stays as it always was.
+        sharding = {"shards": shards, "rank": self.rank} if sharded else {}
+        self.events.emit(CHECKPOINT, **info.as_event(), **sharding)
         return info
 
     def resume(self) -> Checkpoint | None:
@@ -275,7 +297,7 @@ class Run:
             if self.is_main:
                 self.events.emit(CHECKPOINT_DAMAGED, step=step, reason=why)
 
-        info = checkpoints.latest_valid(self.checkpoint_dir, warn)
+        info = self._resume_point(warn)
         if info is None:
             if self.is_main and self.attempt > 1:
                 # A later attempt with nothing to resume from starts over: the
@@ -293,11 +315,51 @@ class Run:
         self.events.flush()
         return found
 
+    def _resume_point(self, warn: Any) -> checkpoints.CheckpointInfo | None:
+        """This rank's checkpoint to resume from: the newest that verifies, or, when it is
+        one shard of a sharded checkpoint, this rank's shard of the step every rank takes.
+
+        That step is the one the platform named (every shard of it stored) when there is
+        one; by hand, the newest whose every shard is on this host. A rank whose shard of
+        that step is missing or damaged cannot go on with the others: RuntimeError.
+        """
+        named = os.environ.get(script_env.RESUME_STEP, "")
+        found = checkpoints.latest_valid(self.checkpoint_dir, warn)
+        if found is None or checkpoints.shard_count(found) == 1:
+            return found
+        shards = checkpoints.shard_count(found)
+        if named.isdigit():
+            step = int(named)
+        else:
+            step = _newest_whole(self.checkpoint_dir, shards)
+            if step is None:
+                return None
+        directory = checkpoints.shard_dir(self.checkpoint_dir, self.rank)
+        try:
+            return checkpoints.verify(directory, step)
+        except ValueError as exc:
+            raise RuntimeError(
+                f"rank {self.rank} has no usable shard of the checkpoint of step {step} "
+                f"in {directory}: {exc}"
+            ) from None
+
     def _flush_forever(self) -> None:
         # Events logged just before a long pause (an evaluation) still leave soon.
         while True:
             time.sleep(EVENTS_BUFFER_S)
             self.events.flush()
+
+
+def _newest_whole(directory: str, shards: int) -> int | None:
+    """The newest step whose every shard (ranks 0 to ``shards`` - 1) verifies here."""
+    for step in reversed(checkpoints.complete(directory)):
+        try:
+            for rank in range(shards):
+                checkpoints.verify(checkpoints.shard_dir(directory, rank), step)
+        except ValueError:
+            continue
+        return step
+    return None
 
 
 def _finite_or_none(value: Any) -> Any:

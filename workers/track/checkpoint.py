@@ -1,7 +1,10 @@
 """Checkpoints that survive a crash mid-write and say when they are damaged.
 
 One directory per step (``step-000000000123``) holding ``state.pt`` and a
-``manifest.json`` with its size and SHA-256. A checkpoint is written under a
+``manifest.json`` with its size and SHA-256. A checkpoint sharded across the ranks of a
+run (each rank saving its own state) is one such directory per rank: rank 0's in the
+checkpoint directory itself, rank N's in its ``rank-N/`` folder, each manifest saying how
+many shards the checkpoint has. A checkpoint is written under a
 temporary name, fsynced and renamed into place, so a directory with the final
 name is always complete; a damaged one (a disk error, a copy cut short) fails
 its checksum and the previous one is used. Standard library here; torch is
@@ -31,6 +34,9 @@ PINS_FILE = "pinned.json"
 # good): until then retention keeps it, so nothing is pruned before its upload.
 SETTLED_MARK = ".settled-{name}"
 _STEP_DIR = re.compile(r"^step-(\d{12})$")
+# Where rank N > 0 keeps its shards of sharded checkpoints, inside the checkpoint directory.
+SHARD_DIR = "rank-{rank}"
+_SHARD_DIR = re.compile(r"^rank-([1-9][0-9]{0,5})$")
 _TEMPORARY = re.compile(r"^\.step-\d{12}\.tmp-(\d+)$")
 _CHUNK = 1 << 20
 # Buffers at least this large are written on the I/O thread while they are hashed.
@@ -102,8 +108,42 @@ def step_dir_name(step: int) -> str:
     return f"step-{step:012d}"
 
 
-def save(directory: str, step: int, state: dict[str, Any], torch: Any, keep: int) -> CheckpointInfo:
-    """Write ``state`` as the checkpoint of ``step`` atomically, then prune to ``keep``."""
+def shard_dir(directory: str, rank: int) -> str:
+    """Where ``rank`` keeps its shards of sharded checkpoints (rank 0: the directory)."""
+    return directory if rank == 0 else os.path.join(directory, SHARD_DIR.format(rank=rank))
+
+
+def shard_ranks(directory: str) -> list[int]:
+    """The ranks other than 0 with a shard folder here, in order."""
+    try:
+        names = os.listdir(directory)
+    except FileNotFoundError:
+        return []
+    return sorted(int(m.group(1)) for m in map(_SHARD_DIR.match, names) if m)
+
+
+def shard_count(info: CheckpointInfo) -> int:
+    """How many shards the checkpoint has (1: a whole one), as its manifest says."""
+    try:
+        with open(os.path.join(info.path, MANIFEST_FILE), encoding="utf-8") as handle:
+            count = json.load(handle).get("shards", 1)
+    except (OSError, ValueError, AttributeError):
+        return 1
+    return count if isinstance(count, int) and count > 0 else 1
+
+
+def save(
+    directory: str,
+    step: int,
+    state: dict[str, Any],
+    torch: Any,
+    keep: int,
+    shards: int = 1,
+) -> CheckpointInfo:
+    """Write ``state`` as the checkpoint of ``step`` atomically, then prune to ``keep``.
+
+    ``shards``: the checkpoint's shards, when this is one rank's (its ``shard_dir``).
+    """
     os.makedirs(directory, exist_ok=True)
     final = os.path.join(directory, step_dir_name(step))
     temporary = os.path.join(directory, f".{step_dir_name(step)}.tmp-{os.getpid()}")
@@ -124,6 +164,8 @@ def save(directory: str, step: int, state: dict[str, Any], torch: Any, keep: int
         "created": time.time(),
         "files": {STATE_FILE: {"bytes": writer.size, "sha256": writer.digest.hexdigest()}},
     }
+    if shards > 1:
+        manifest["shards"] = shards
     _write_json(os.path.join(temporary, MANIFEST_FILE), manifest)
     _fsync_dir(temporary)
     if os.path.exists(final):

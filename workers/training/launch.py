@@ -1,9 +1,11 @@
 """``python -m workers.training.launch ENTRY [ARGS...]``: run one training entry point.
 
 The training runner starts this once per device (through torch.distributed.run
-when a run has several, or MindSpore's msrun, which runs it by path). It says which
-rank runs on which device, then runs the entry: a script as ``__main__`` (as
-``python script.py`` would), ``package.module:function``, or a built-in job.
+when a run has several, or MindSpore's msrun, which runs it by path). Under torchrun
+it prefixes every line the rank prints with its rank (workers.training.rank_output), as
+the training runner does for msrun's workers. It says which rank runs on which device,
+then runs the entry: a script as ``__main__`` (as ``python script.py`` would),
+``package.module:function``, or a built-in job.
 
 msrun starts its scheduler with the same command: there this runs MindSpore's
 cluster scheduler instead of the entry.
@@ -21,6 +23,7 @@ from workers.contract import gang, script_env
 from workers.contract.entries import BUILTIN_PREFIX
 from workers.contract.frameworks import MINDSPORE
 from workers.processes import tie_rank_to_launcher
+from workers.training.rank_output import mark_output
 
 # msrun's variables in each process it starts: the job's worker count, the process's role
 # (the scheduler's is MS_SCHED), a worker's global rank and its local index.
@@ -28,6 +31,9 @@ MS_WORKER_NUM, MS_ROLE, MS_SCHEDULER = "MS_WORKER_NUM", "MS_ROLE", "MS_SCHED"
 MS_RANK_ID, MS_DEVICE_ID = "RANK_ID", "DEVICE_ID"
 # Set by torch.distributed.run for each rank it starts (msrun: MS_WORKER_NUM).
 _LAUNCHED_RANK = ("TORCHELASTIC_RUN_ID", MS_WORKER_NUM)
+# torchrun's ranks share the runner's output; msrun writes each worker's to a file of its
+# own, which the training runner relays with the rank's prefix.
+_TORCHRUN_RANK = "TORCHELASTIC_RUN_ID"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -39,6 +45,9 @@ def main(argv: list[str] | None = None) -> int:
     run_dir = os.environ.get(script_env.RUN_DIR)
     if run_dir and any(name in os.environ for name in _LAUNCHED_RANK):
         tie_rank_to_launcher(run_dir)
+        if _TORCHRUN_RANK in os.environ:
+            # The run's log tells the ranks' lines apart (its rank selector).
+            mark_output(int(os.environ.get("RANK", "0")))
     if os.environ.get(MS_ROLE) == MS_SCHEDULER:
         return msrun_scheduler()
     if MS_WORKER_NUM in os.environ:

@@ -462,8 +462,9 @@ def do_pin_artifact(artifact: Artifact, pinned: bool) -> Artifact:
 def retention_drops(artifacts: Iterable[Artifact], keep_checkpoints: int) -> list[Artifact]:
     """The retention policy: which of a run's stored artifacts go.
 
-    Checkpoints: all but the newest ``keep_checkpoints`` by step, and never a
-    pinned one. Every other kind is kept.
+    Checkpoints: all but those of the newest ``keep_checkpoints`` steps (a checkpoint
+    sharded across ranks is a file per rank, one step), and never a pinned one. Every
+    other kind is kept.
     """
     checkpoints = sorted(
         (
@@ -474,7 +475,9 @@ def retention_drops(artifacts: Iterable[Artifact], keep_checkpoints: int) -> lis
         key=lambda a: (a.step if a.step is not None else -1, a.created, a.pk),
         reverse=True,
     )
-    return [a for a in checkpoints[max(keep_checkpoints, 0) :] if not a.pinned]
+    steps = list(dict.fromkeys(a.step for a in checkpoints))
+    kept = set(steps[: max(keep_checkpoints, 0)])
+    return [a for a in checkpoints if a.step not in kept and not a.pinned]
 
 
 @transaction.atomic

@@ -10,21 +10,24 @@ from django.shortcuts import get_object_or_404
 from rest_framework.exceptions import ValidationError
 
 from npulab.artifacts.models import Artifact, ArtifactUpload
-from npulab.checkpoints.models import Checkpoint
+from npulab.checkpoints.models import Checkpoint, CheckpointShard
 from npulab.checkpoints.services import (
     do_attach_artifact,
     do_note_upload_waiting,
     pinned_steps,
     resume_point,
+    shards_of,
     start_upload,
 )
 from npulab.hosts.models import Host
+from npulab.runs import gangs
 from npulab.runs.capabilities import Capability, UploadRefused
 from npulab.runs.kinds import Panel
 from npulab.runs.models import Run, RunAttempt
 from npulab.runs.selectors import duration_text
 from workers.contract import capabilities as contract
-from workers.contract.capabilities import PINNED, RESUME_POINT
+from workers.contract.capabilities import PINNED, RESUME_POINT, SHARDS
+from workers.contract.ranks import file_rank
 
 TEMPLATE = "checkpoints/partials/checkpoints.html"
 
@@ -35,11 +38,17 @@ def panel_context(run: Run) -> dict[str, Any]:
 
 class CheckpointsCapability(Capability):
     def claim_reply(self, run: Run) -> dict[str, Any]:
-        """Where the new attempt resumes: the newest stored checkpoint that verifies."""
+        """Where the new attempt resumes: the newest stored checkpoint that verifies (each
+        of its shards too, which the hosts of their ranks fetch)."""
         found = resume_point(run)
-        point = (
-            {"step": found.step, "bytes": found.bytes, "sha256": found.sha256} if found else None
-        )
+        if found is None:
+            return {RESUME_POINT: None}
+        point: dict[str, Any] = {"step": found.step, "bytes": found.bytes, "sha256": found.sha256}
+        if found.shards > 1:
+            point[SHARDS] = [
+                {"rank": shard.rank, "bytes": shard.bytes, "sha256": shard.sha256}
+                for shard in shards_of(found)
+            ]
         return {RESUME_POINT: point}
 
     def acknowledgement(self, run: Run) -> dict[str, Any]:
@@ -57,19 +66,32 @@ class CheckpointsCapability(Capability):
             status_reason=f"not uploaded from {host} before attempt {run.attempt} ended",
             updated=now,
         )
+        CheckpointShard.objects.filter(run=run, status=Checkpoint.Status.ON_HOST).update(
+            status=Checkpoint.Status.DELETED,
+            status_reason=f"not uploaded before attempt {run.attempt} ended",
+            updated=now,
+        )
 
     def open_upload(self, host: Host, run: Run, data: dict[str, Any]) -> ArtifactUpload:
-        """A checkpoint names its step, and must match what that step's event declared."""
+        """A checkpoint names its step, and must match what that step's event declared; a
+        shard (``rank3-state.pt``) what its rank's did, sent by the host that holds it."""
         if data.get("step") is None:
             raise ValidationError({"step": ["a checkpoint names its step"]})
-        checkpoint = get_object_or_404(Checkpoint, run=run, step=data["step"])
-        if not RunAttempt.objects.filter(run=run, number=checkpoint.attempt, host=host).exists():
+        rank = file_rank(data["name"])
+        checkpoint: Checkpoint | CheckpointShard
+        if rank:
+            checkpoint = get_object_or_404(CheckpointShard, run=run, step=data["step"], rank=rank)
+        else:
+            checkpoint = get_object_or_404(Checkpoint, run=run, step=data["step"])
+        wrote = RunAttempt.objects.filter(run=run, number=checkpoint.attempt, host=host).exists()
+        if not wrote and not gangs.uploads_file(run.pk, checkpoint.attempt, host, data["name"]):
             raise PermissionDenied(
                 f"attempt {checkpoint.attempt} of run {run.pk} did not run on this host"
             )
         if (data["bytes"], data["sha256"].lower()) != (checkpoint.bytes, checkpoint.sha256):
+            whose = f" (rank {rank})" if rank else ""
             raise UploadRefused(
-                f"the checkpoint event of step {checkpoint.step} declared "
+                f"the checkpoint event of step {checkpoint.step}{whose} declared "
                 f"{checkpoint.bytes} bytes and SHA-256 {checkpoint.sha256}"
             )
         return start_upload(checkpoint)

@@ -52,6 +52,11 @@ class Profile(models.Model):
     index_key = models.CharField(max_length=1000, blank=True)
     index = models.JSONField(default=dict, blank=True)
     bytes = models.BigIntegerField(help_text="The stored (compressed) trace's size.")
+    rank = models.PositiveIntegerField(
+        default=0,
+        help_text="The global rank that recorded it: another rank than 0 names its trace for "
+        "itself (rank3-trace-1.json.gz).",
+    )
     raw_bytes = models.BigIntegerField(
         null=True, blank=True, help_text="The trace's size uncompressed, when known."
     )

@@ -54,7 +54,8 @@ def _summary_template() -> str:
 
 
 def panel_context(run: Run) -> dict[str, Any]:
-    """What the card shows: ``profiles`` (each with its links), whether to poll, the form."""
+    """What the card shows: ``profiles`` (each with its links), whether to poll, the form,
+    and for a run whose ranks each recorded a window, those ranks side by side."""
     profiles = list(Profile.objects.filter(run=run).select_related("artifact"))
     for profile in profiles:
         profile.timeline_url = (
@@ -63,6 +64,8 @@ def panel_context(run: Run) -> dict[str, Any]:
         profile.download_url = _url("api:profile-download", profile.pk)
     return {
         "profiles": profiles,
+        "profiles_ranked": run.world_size > 1 or any(p.rank for p in profiles),
+        "profile_ranks": by_rank(profiles),
         "profiles_polling": not run.is_active and any(not p.finished for p in profiles),
         "profiles_panel_url": reverse("profiles:run_panel", args=[run.pk]),
         "profile_import_url": reverse("profiles:run_import", args=[run.pk]),
@@ -71,6 +74,37 @@ def panel_context(run: Run) -> dict[str, Any]:
         "profile_compare_url": _url("profiles:compare"),
         "profile_summary_template": _summary_template(),
     }
+
+
+def by_rank(profiles: list[Profile]) -> list[dict[str, Any]]:
+    """The per-rank view: each rank's newest summarised profile, its median step and how
+    its device time splits, the slowest rank's step marked (the one the others wait for in
+    every collective). Empty unless two ranks or more have one."""
+    newest: dict[int, Profile] = {}
+    for profile in profiles:  # newest first
+        if profile.status == Profile.Status.READY and profile.rank not in newest:
+            newest[profile.rank] = profile
+    if len(newest) < 2:
+        return []
+    rows = []
+    for rank, profile in sorted(newest.items()):
+        summary = profile.summary or {}
+        device = (summary.get("ranks") or [{}])[0]
+        rows.append(
+            {
+                "rank": rank,
+                "profile": profile,
+                "step_us": (summary.get("steps") or {}).get("median_us"),
+                "idle_pct": device.get("idle_pct"),
+                "compute_pct": device.get("compute_pct"),
+                "non_compute_pct": device.get("non_compute_pct"),
+                "slowest": False,
+            }
+        )
+    timed = [row for row in rows if row["step_us"] is not None]
+    if len(timed) > 1:
+        max(timed, key=lambda row: row["step_us"])["slowest"] = True
+    return rows
 
 
 @login_required

@@ -34,6 +34,7 @@ from npulab.profiles import traces
 from npulab.profiles.models import Profile
 from npulab.profiles.traces import PreparedTrace, TraceRefused
 from workers.contract.events import ASCEND, KINETO, TRACE, trace_format
+from workers.contract.ranks import file_rank
 from workers.contract.tasks import CONTROL_QUEUE, SUMMARISE_PROFILE
 
 log = logging.getLogger(__name__)
@@ -71,6 +72,7 @@ def do_create_profile(
         defaults={
             "run_id": artifact.run_id,
             "name": artifact.name,
+            "rank": file_rank(artifact.name),
             "source": source,
             "format": fmt,
             "bytes": artifact.bytes,

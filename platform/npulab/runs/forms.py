@@ -23,6 +23,7 @@ from npulab.runs.services import NO_HOST_HINT, PRIORITY_RANGE, SubmissionInvalid
 from workers.contract import kinds
 from workers.contract.entries import BUILTIN_JOBS, BUILTIN_PREFIX
 from workers.contract.kinds import Kind
+from workers.contract.ranks import ALL, DEFAULT_METRIC_RANKS
 from workers.contract.spec import Field
 
 # Shown in every kind's form, in this order, before the kind's own fields.
@@ -232,8 +233,8 @@ def spec_problems(kind: Kind, values: dict[str, Any]) -> dict[str, str]:
             complete = False
         else:
             spec[field.name] = copy.deepcopy(field.default)
-    if complete and kind.check is not None:
-        for name, message in kind.check(spec).items():
+    if complete:
+        for name, message in kind.cross_field_problems(spec).items():
             top, message = on_field(name, message)
             if top in values and top not in errors:
                 errors[top] = message
@@ -277,6 +278,8 @@ def _form_field(field: Field) -> forms.Field:
     elif field.type == "object":
         options["required"] = False
         made = JsonObjectField(**options)
+    elif field.type == "ranks":
+        made = RanksField(**options)
     else:
         made = forms.CharField(**options)
     if field.name in EXAMPLES:
@@ -374,6 +377,26 @@ class JsonObjectField(forms.CharField):
             return json.loads(text)
         except ValueError as error:
             raise forms.ValidationError(f"not valid JSON: {error}") from error
+
+
+class RanksField(forms.CharField):
+    """Global ranks typed as ``0, 8`` (or ``all``); the spec's own field then checks them."""
+
+    def prepare_value(self, value: Any) -> Any:
+        return ", ".join(str(rank) for rank in value) if isinstance(value, list) else value
+
+    def to_python(self, value: Any) -> Any:
+        if isinstance(value, list):
+            return value
+        text = super().to_python(value).strip()
+        if not text:
+            return list(DEFAULT_METRIC_RANKS)
+        if text == ALL:
+            return text
+        try:
+            return [int(part) for part in text.replace(",", " ").split()]
+        except ValueError as error:
+            raise forms.ValidationError('ranks such as "0, 8", or "all"') from error
 
 
 class EnvField(forms.CharField):

@@ -19,8 +19,11 @@ from django.utils import timezone
 
 from npulab.hosts.models import Host
 from npulab.runs.models import DeviceLease, Placement, Run
+from npulab.series.blocks import Block
 from npulab.snapshots.models import Snapshot
 from workers.contract import gang as contract
+from workers.contract import ranks as contract_ranks
+from workers.contract.events import ARTIFACT, LOG, METRIC, RESULT
 
 # Rendezvous ports the platform hands out on rank 0's host, one per active gang there.
 MASTER_PORTS = range(29500, 30500)
@@ -223,3 +226,77 @@ def failure_reason(placement: Placement) -> str:
     first, last = placement.rank_range
     ranks = f"rank {first}" if first == last else f"ranks {first}-{last}"
     return f"host {placement.host_name} ({ranks}) failed first: {placement.exit_reason}"
+
+
+def from_other_node(
+    run: Run, placement: Placement, events: list[Any]
+) -> tuple[list[Any], dict[str, Any] | None]:
+    """What a batch of a gang's host other than node rank 0 keeps, and its share's result.
+
+    Its log lines, marked with the node; the metrics of its ranks that the spec's
+    ``metric_ranks`` names (each under its rank's key, ``loss@rank3``: never one of rank
+    0's series); the files of its ranks it announced (their traces, ``rank3-…``), which it
+    uploads itself; any event naming one of its ranks as its ``rank`` (a shard of a
+    sharded checkpoint); nothing else: rank 0 saves the checkpoints and gives the run its
+    result, while this host's result ends its placement only.
+    """
+    wanted = run.spec.get(contract_ranks.METRIC_RANKS, contract_ranks.DEFAULT_METRIC_RANKS)
+    first, last = placement.rank_range
+
+    def own_rank(key: Any) -> bool:
+        if not isinstance(key, str):
+            return False
+        rank = contract_ranks.key_rank(key)[1]
+        return first <= rank <= last and rank > 0 and contract_ranks.includes(wanted, rank)
+
+    kept: list[Any] = []
+    result = None
+    for event in events:
+        if type(event) is Block:
+            if own_rank(event.key):
+                kept.append(event)
+            continue
+        if not isinstance(event, dict):
+            continue
+        kind = event.get("type")
+        if kind == RESULT:
+            result = {k: v for k, v in event.items() if k not in ("type", "time")}
+        elif kind == LOG:
+            kept.append(dict(event, node=placement.node_rank))
+        elif kind == METRIC and own_rank(event.get("key")):
+            kept.append(event)
+        elif kind == ARTIFACT and _kept_artifact(placement, event):
+            kept.append(dict(event, node=placement.node_rank))
+        elif _own_rank_event(placement, event):
+            # An event that names a rank of this host as its writer (a rank's shard of a
+            # sharded checkpoint) is that rank's, whatever its type.
+            kept.append(dict(event, node=placement.node_rank))
+    return kept, result
+
+
+def uploads_file(run_id: int, attempt: int, host: Host, name: str) -> bool:
+    """Whether a gang's host other than node rank 0 may upload the attempt's file ``name``:
+    only one named for a rank it holds (``rank3-trace-1.json.gz``, workers.contract.ranks);
+    the run's other files (a diagnosis, a checkpoint) are node rank 0's."""
+    rank = contract_ranks.file_rank(name)
+    if rank == 0:
+        return False
+    placement = Placement.objects.filter(run_id=run_id, attempt=attempt, host=host).first()
+    if placement is None:
+        return False
+    first, last = placement.rank_range
+    return first <= rank <= last
+
+
+def _own_rank_event(placement: Placement, event: dict[str, Any]) -> bool:
+    rank = event.get("rank")
+    first, last = placement.rank_range
+    return type(rank) is int and rank > 0 and first <= rank <= last
+
+
+def _kept_artifact(placement: Placement, event: dict[str, Any]) -> bool:
+    """An artifact event of another host is kept when it names a file of one of its ranks."""
+    name = event.get("name")
+    rank = contract_ranks.file_rank(name) if isinstance(name, str) else 0
+    first, last = placement.rank_range
+    return rank > 0 and first <= rank <= last

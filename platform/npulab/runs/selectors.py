@@ -23,6 +23,7 @@ from npulab.snapshots.diff import version_changes
 from npulab.snapshots.models import Snapshot
 from workers.contract.capture import PARAM, SOURCES, TAG, TRACK
 from workers.contract.events import STEP
+from workers.contract.ranks import key_rank
 
 LOG_TAIL_LINES = 200
 LOG_PAGE_LINES = 500
@@ -66,12 +67,16 @@ def metric_keys(run: Run) -> list[str]:
     return [series_label(key, source) for key, source in ordered]
 
 
-def chart_order(key: str, source: str) -> tuple[bool, str, int]:
+def chart_order(key: str, source: str) -> tuple[bool, bool, str, int, int]:
     """Where series ``key`` of ``source`` comes among a run's charts: losses first, then by
-    name, one key's sources in ``SOURCES``' order."""
+    name, one key's sources in ``SOURCES``' order. The run's own (rank 0's) come before any
+    other rank's (``loss@rank3``, asked for by ``metric_ranks``), which follow key by key."""
+    own, rank = key_rank(key)
     return (
-        "loss" not in key.rsplit("/", 1)[-1].lower(),
-        key,
+        rank > 0,
+        "loss" not in own.rsplit("/", 1)[-1].lower(),
+        own,
+        rank,
         SOURCES.index(source) if source in SOURCES else len(SOURCES),
     )
 
@@ -293,9 +298,11 @@ def log_hits(
     node: int | None = None,
     after: int = 0,
     before: int | None = None,
+    rank: int | None = None,
 ) -> LogHits:
     """The lines containing ``query`` (and of one ``stream``, or of one ``node``: a host of a
-    run across hosts) after line ``after``, or the last page of them before line ``before``.
+    run across hosts, or of one ``rank``: a process of a multi-process run) after line
+    ``after``, or the last page of them before line ``before``.
 
     A search of a long log scans it in line order, a window of lines at a time, and stops
     when its page is full or ``LOG_SCAN_SECONDS`` have gone: a request costs at most about
@@ -311,6 +318,9 @@ def log_hits(
     if node is not None:
         # Node rank 0's lines carry no node: they are the run's own.
         lines = lines.filter(data__node=node) if node else lines.exclude(data__has_key="node")
+    if rank is not None:
+        # The lines prefixed with the rank's, which ingestion keeps as their rank.
+        lines = lines.filter(data__rank=rank)
     backward = before is not None
     # The edge of the stretch scanned so far: it grows down from ``before``, or up from ``after``.
     edge = min(before, total + 1) if before is not None else max(after, 0)

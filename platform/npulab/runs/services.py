@@ -443,9 +443,7 @@ def _ingest_other_node(
 ) -> dict[str, Any]:
     """A batch from a gang's host other than node rank 0: its offset is its placement's.
 
-    Its log lines are kept, marked with the node; metrics, checkpoints and the
-    run's result come from node rank 0 (rank 0 logs the metrics), and its own
-    result ends its placement.
+    What it keeps is ``gangs.from_other_node``'s to say; its own result ends its placement.
     """
     if start != placement.events_offset:
         if end <= placement.events_offset:
@@ -455,14 +453,9 @@ def _ingest_other_node(
             expected_start=placement.events_offset,
         )
     now = timezone.now()
-    kept = []
-    for event in events:
-        if not isinstance(event, dict):
-            continue
-        if event.get("type") == "result":
-            placement.result = {k: v for k, v in event.items() if k not in ("type", "time")}
-        elif event.get("type") == "log":
-            kept.append(dict(event, node=placement.node_rank))
+    kept, result = gangs.from_other_node(run, placement, events)
+    if result is not None:
+        placement.result = result
     store_events(run, kept, now)
     placement.events_offset = end
     placement.last_heartbeat = now

@@ -182,19 +182,31 @@ def _log_request(request: HttpRequest, run: Run) -> tuple[int | None, str, list[
     return attempt, query, errors
 
 
-def _log_view_filters(request: HttpRequest, run: Run, errors: list[str]) -> tuple[str, int | None]:
-    """The stream and the node (a host of a run across hosts) the log page is narrowed to."""
+def _log_view_filters(
+    request: HttpRequest, run: Run, errors: list[str]
+) -> tuple[str, int | None, int | None]:
+    """The stream, the node (a host of a run across hosts) and the rank (a process of a
+    multi-process run) the log page is narrowed to."""
     stream = request.GET.get("stream", "")
     if stream and stream not in logview.STREAMS:
         errors.append(f"stream: one of {', '.join(logview.STREAMS)}")
         stream = ""
-    asked, node = request.GET.get("node", ""), None
-    if asked:
-        if asked.isascii() and asked.isdigit() and int(asked) < run.hosts:
-            node = int(asked)
-        else:
-            errors.append(f"node: a node rank from 0 to {run.hosts - 1}")
-    return stream, node
+    node = _log_number(request, "node", run.hosts, "a node rank", errors)
+    rank = _log_number(request, "rank", run.world_size, "a rank", errors)
+    return stream, node, rank
+
+
+def _log_number(
+    request: HttpRequest, name: str, count: int, what: str, errors: list[str]
+) -> int | None:
+    """The number ``name`` asks for, below ``count``; None when it asks for none."""
+    asked = request.GET.get(name, "")
+    if not asked:
+        return None
+    if asked.isascii() and asked.isdigit() and int(asked) < count:
+        return int(asked)
+    errors.append(f"{name}: {what} from 0 to {count - 1}")
+    return None
 
 
 def _log_line_param(request: HttpRequest, name: str, errors: list[str]) -> int | None:
@@ -216,14 +228,14 @@ def run_log(request: HttpRequest, pk: int) -> HttpResponse:
     attempts = log_attempts(run)
     if attempt is None and attempts:
         attempt = attempts[-1]
-    stream, node = _log_view_filters(request, run, errors)
+    stream, node, rank = _log_view_filters(request, run, errors)
     after, before = (
         _log_line_param(request, "after", errors),
         _log_line_param(request, "before", errors),
     )
     live = run.is_active and attempt == run.attempt
     page = request.GET.get("page") or ("last" if live else None)
-    narrowed = bool(query or stream or node is not None)
+    narrowed = bool(query or stream or node is not None or rank is not None)
     if narrowed and page == "last" and after is None and before is None:
         before = NEWEST  # a live run's hits, like its log, open on the newest
     # A live log followed on its newest page, unfiltered, refreshes itself.
@@ -235,8 +247,10 @@ def run_log(request: HttpRequest, pk: int) -> HttpResponse:
         "query": query,
         "stream": stream,
         "node": node,
+        "rank": rank,
         "streams": logview.STREAMS,
         "nodes": range(run.hosts) if run.hosts > 1 else [],
+        "ranks": range(run.world_size) if run.world_size > 1 else [],
         "following": following,
         "errors": errors,
         "max_query": MAX_LOG_QUERY,
@@ -244,7 +258,7 @@ def run_log(request: HttpRequest, pk: int) -> HttpResponse:
         # by stretches of hits, each going on from the last.
         "page": log_page(run, attempt, page) if attempt and not narrowed else None,
         "hits": (
-            log_hits(run, attempt, query, stream, node, after or 0, before)
+            log_hits(run, attempt, query, stream, node, after or 0, before, rank)
             if attempt and narrowed
             else None
         ),
@@ -257,7 +271,7 @@ def run_log(request: HttpRequest, pk: int) -> HttpResponse:
     }
     context["lines"] = context["page"] if context["page"] is not None else context["hits"]
     # The page's links keep what the log is narrowed to.
-    kept = {"attempt": attempt, "q": query, "stream": stream, "node": node}
+    kept = {"attempt": attempt, "q": query, "stream": stream, "node": node, "rank": rank}
     context["filters"] = urlencode({k: v for k, v in kept.items() if v not in (None, "")})
     if context["lines"] is not None:
         mark_evidence(run, list(context["lines"]))

@@ -270,28 +270,55 @@ def _sql(template: str) -> str:
     return template.format(table=table_name(Metric))
 
 
-def drop_points_after(owner: Owner, step: int | None) -> None:
-    """Delete the owner's points after ``step`` (all for None); rollups and counts follow."""
+def drop_points_after(owner: Owner, step: int | None, keep_attempt: int | None = None) -> None:
+    """Delete the owner's points after ``step`` (all for None); rollups and counts follow.
+
+    ``keep_attempt``: the points that run attempt logged stay, whatever their step. The
+    other hosts of a run across hosts send their ranks' points of a new attempt as they
+    come, which may be before rank 0's resume is in: they were logged after it, not by
+    the attempt it cuts back.
+    """
     series = MetricSeries.objects.filter(**owner.fields())
-    if step is None:
-        MetricChunk.objects.filter(series__in=series).delete()
-        MetricRollupSegment.objects.filter(series__in=series).delete()
-        series.update(points=0, last_step=None)
-        return
     series_ids = list(series.values_list("pk", flat=True))
-    MetricChunk.objects.filter(series__in=series_ids, first_step__gt=step).delete()
-    # The chunks that hold ``step`` and points after it keep their points up to it.
-    cut = MetricChunk.objects.filter(series__in=series_ids, last_step__gt=step)
-    for pk, points, data in cut.values_list("pk", "points", "data"):
-        stored = chunks.unpack(data, points)
-        kept = stored.where(stored.steps <= step)
-        MetricChunk.objects.filter(pk=pk).update(
-            last_step=int(kept.steps[-1]), points=len(kept), data=chunks.pack(kept)
-        )
-    rollups.truncate(series_ids, step)
+    older = MetricChunk.objects.filter(series__in=series_ids)
+    if keep_attempt is not None:
+        older = older.exclude(attempt=keep_attempt)
+    if step is None:
+        older.delete()
+        MetricRollupSegment.objects.filter(series__in=series_ids).delete()
+    else:
+        older.filter(first_step__gt=step).delete()
+        # The chunks that hold ``step`` and points after it keep their points up to it.
+        for pk, points, data in older.filter(last_step__gt=step).values_list(
+            "pk", "points", "data"
+        ):
+            stored = chunks.unpack(data, points)
+            kept = stored.where(stored.steps <= step)
+            MetricChunk.objects.filter(pk=pk).update(
+                last_step=int(kept.steps[-1]), points=len(kept), data=chunks.pack(kept)
+            )
+        rollups.truncate(series_ids, step)
+    if keep_attempt is not None:
+        _roll_up_again(series_ids, keep_attempt, step)
     of_series = MetricChunk.objects.filter(series=OuterRef("pk")).order_by().values("series")
     total = of_series.annotate(total=Sum("points")).values("total")
     last = of_series.annotate(last=Max("last_step")).values("last")
     MetricSeries.objects.filter(pk__in=series_ids).update(
         points=Coalesce(Subquery(total), 0), last_step=Subquery(last)
     )
+
+
+def _roll_up_again(series_ids: list[int], attempt: int, step: int | None) -> None:
+    """Put the points ``attempt`` logged after ``step`` back into the blocks the cut removed.
+
+    Only that attempt's points are left after ``step``; the block holding ``step`` was
+    recounted from the points up to it, and these merge into it.
+    """
+    low = rollups.LOWEST_STEP if step is None else step + 1
+    again = MetricChunk.objects.filter(series__in=series_ids, attempt=attempt, last_step__gte=low)
+    found = {
+        pk: chunks.between(pk, low, 2**63 - 1)
+        for pk in set(again.values_list("series_id", flat=True))
+    }
+    blocks = rollups.concatenate([rollups.aggregate(pk, points) for pk, points in found.items()])
+    rollups.store(blocks, dict.fromkeys(found, step))

@@ -115,6 +115,8 @@ def test_the_profile_field_fills_in_torch_profilers_defaults() -> None:
         ({"level": "Level9"}, "level must be one of"),
         ({"aic_metrics": "Everything"}, "aic_metrics must be one of"),
         ({"span": 3}, "unknown key(s) span"),
+        ({"ranks": "some"}, 'ranks must be "all" or a list of global ranks'),
+        ({"ranks": [-1]}, "ranks -1 is no global rank"),
     ):
         with pytest.raises(ValueError, match=words.replace("(", r"\(").replace(")", r"\)")):
             clean_profile(bad)
@@ -184,9 +186,22 @@ def test_a_loop_that_exits_inside_the_window_keeps_what_was_recorded(tmp_path: P
     assert "ProfilerStep#0" not in recorded
 
 
-def test_profile_step_does_nothing_without_a_profile_or_off_rank_0(tmp_path: Path) -> None:
+def test_profile_step_does_nothing_without_a_profile_or_on_a_rank_left_out(
+    tmp_path: Path,
+) -> None:
     assert not by_type(tracked(tmp_path, 3, None), "artifact")
     other = tmp_path / "rank1"
     other.mkdir()
-    events = tracked(other, 3, {"wait": 0, "warmup": 0, "active": 2}, RANK="1")
-    assert not by_type(events, "artifact")
+    window = {"wait": 0, "warmup": 0, "active": 2, "ranks": [0, 2]}
+    assert not by_type(tracked(other, 3, window, RANK="1"), "artifact")
+
+
+def test_every_rank_records_its_own_traces_named_for_it(tmp_path: Path) -> None:
+    events = tracked(tmp_path, 4, {"wait": 0, "warmup": 1, "active": 2}, RANK="3")
+    traces = [event for event in by_type(events, "artifact") if event["kind"] == TRACE]
+    assert [event["name"] for event in traces] == ["rank3-trace-1.json.gz"]
+    path = Path(traces[0]["path"])
+    assert path == tmp_path / "run" / "profiles" / "rank3-trace-1.json.gz"
+    assert profiler_steps(chrome_trace(path)) == ["ProfilerStep#1", "ProfilerStep#2"]
+    # Its raw output was its own, and is gone.
+    assert sorted(os.listdir(tmp_path / "run" / "profiles")) == ["rank3-trace-1.json.gz"]

@@ -7,7 +7,13 @@ from workers.contract.capabilities import CHECKPOINTS, PROFILING
 from workers.contract.entries import check_entry
 from workers.contract.exits import Cause
 from workers.contract.kinds import Kind
-from workers.contract.spec import Field, common_fields, host_path_problem, hosts_field
+from workers.contract.spec import (
+    Field,
+    common_fields,
+    host_path_problem,
+    hosts_field,
+    metric_ranks_field,
+)
 
 PRECISIONS = ("fp32", "fp16", "bf16")
 
@@ -23,6 +29,7 @@ def _check_entry(entry: str) -> str | None:
 FIELDS = [
     *common_fields(default_timeout_s=7 * 24 * 3600, default_hang_timeout_s=1800),
     hosts_field(),
+    metric_ranks_field(),
     Field(
         "entry",
         "string",

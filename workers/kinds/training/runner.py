@@ -28,7 +28,7 @@ import threading
 import time
 from typing import IO, Any
 
-from workers.contract import exits, frameworks, gang, script_env
+from workers.contract import exits, frameworks, gang, ranks, script_env
 from workers.contract.events import CHECKPOINT, EVENTS_FILE, METRIC, STEP
 from workers.kinds.base import Outcome, RunContext
 from workers.kinds.training import HEARTBEAT_TIMEOUT
@@ -263,6 +263,7 @@ def _environment(ctx: RunContext) -> dict[str, str]:
             script_env.KEEP_CHECKPOINTS: str(spec["keep_checkpoints"]),
             script_env.CHECKPOINT_EVERY_STEPS: str(spec["checkpoint_every_steps"]),
             script_env.CHECKPOINT_EVERY_MINUTES: str(spec["checkpoint_every_minutes"]),
+            script_env.METRIC_RANKS: ranks.to_env(spec[ranks.METRIC_RANKS]),
             # The profiling window workers.track's run.profile_step() records; "null": none.
             script_env.PROFILE: json.dumps(spec.get("profile")),
             script_env.FRAMEWORK: spec["framework"],

@@ -14,7 +14,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from npulab.agent.api.base import AgentAPIView
-from npulab.checkpoints.api.serializers import CheckpointSerializer
+from npulab.checkpoints.api.serializers import RANK_PARAMETER, CheckpointSerializer, shard_rank
 from npulab.checkpoints.models import Checkpoint
 from npulab.checkpoints.services import open_stored, store_upload
 from npulab.core import errors
@@ -52,9 +52,13 @@ class CheckpointFileView(AgentAPIView):
             )
         return Response(CheckpointSerializer(checkpoint).data, status=status.HTTP_201_CREATED)
 
-    @extend_schema(responses={(200, OCTET_STREAM): OpenApiTypes.BINARY, 409: ErrorSerializer})
+    @extend_schema(
+        parameters=[RANK_PARAMETER],
+        responses={(200, OCTET_STREAM): OpenApiTypes.BINARY, 409: ErrorSerializer},
+    )
     def get(self, request: Request, run_id: int, step: int) -> FileResponse:
-        """Download a stored checkpoint to resume the run on this host."""
+        """Download a stored checkpoint (or one rank's shard of it) to resume the run here."""
+        rank = shard_rank(request)
         checkpoint = get_object_or_404(
             Checkpoint, run_id=run_id, step=step, status=Checkpoint.Status.STORED
         )
@@ -62,4 +66,4 @@ class CheckpointFileView(AgentAPIView):
         # Every host of a gang resumes from it.
         if run.host_id != request.auth.pk and not placement_on(run, request.auth):
             raise PermissionDenied(f"run {run_id} is not placed on host {request.auth.name}")
-        return FileResponse(open_stored(checkpoint), content_type=OCTET_STREAM)
+        return FileResponse(open_stored(checkpoint, rank), content_type=OCTET_STREAM)

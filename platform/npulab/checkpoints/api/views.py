@@ -10,7 +10,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from npulab.checkpoints.api.serializers import CheckpointSerializer
+from npulab.checkpoints.api.serializers import RANK_PARAMETER, CheckpointSerializer, shard_rank
 from npulab.checkpoints.models import Checkpoint
 from npulab.checkpoints.services import do_pin_checkpoint, open_stored
 from npulab.core.api import OCTET_STREAM, ErrorSerializer
@@ -30,23 +30,26 @@ class RunCheckpointListView(APIView):
 
 class CheckpointFileDownloadView(APIView):
     @extend_schema(
+        parameters=[RANK_PARAMETER],
         responses={
             (200, OCTET_STREAM): OpenApiTypes.BINARY,
             409: ErrorSerializer,
-        }
+        },
     )
     def get(self, request: Request, run_id: int, step: int) -> FileResponse:
-        """A stored checkpoint's state.pt (load it with torch.load(..., weights_only=False)).
+        """A stored checkpoint's state.pt (load it with torch.load(..., weights_only=False)),
+        or with `rank` that rank's shard of a sharded one.
 
         The file is checked against its SHA-256 first: one that no longer matches is marked
         damaged and answered 409 `checkpoint_damaged`, never served."""
+        rank = shard_rank(request)
         run = run_for(request.user, run_id)
         checkpoint = get_object_or_404(
             Checkpoint, run=run, step=step, status=Checkpoint.Status.STORED
         )
-        name = f"run-{run_id}-step-{step}.pt"
+        name = f"run-{run_id}-step-{step}{f'-rank-{rank}' if rank else ''}.pt"
         return FileResponse(
-            open_stored(checkpoint),
+            open_stored(checkpoint, rank),
             as_attachment=True,
             filename=name,
             # Guessed from ".pt" it would be a SNES page table.

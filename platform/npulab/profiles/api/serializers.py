@@ -15,6 +15,7 @@ class ProfileSerializer(serializers.ModelSerializer):
             "run",
             "artifact",
             "name",
+            "rank",
             "source",
             "format",
             "status",

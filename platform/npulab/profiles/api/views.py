@@ -67,7 +67,7 @@ class RunProfileListView(generics.ListCreateAPIView):
     """A run's profiles, newest first; POST imports a trace made elsewhere."""
 
     serializer_class = ProfileSerializer
-    filterset_fields = ["status", "source", "format"]
+    filterset_fields = ["status", "source", "format", "rank"]
     parser_classes = [MultiPartParser, FormParser]
 
     def get_queryset(self) -> QuerySet[Profile]:

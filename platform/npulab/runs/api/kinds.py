@@ -25,9 +25,10 @@ class BoundField(serializers.JSONField):
 class KindFieldSerializer(serializers.Serializer):
     name = serializers.CharField()
     type = serializers.ChoiceField(
-        choices=["integer", "number", "string", "boolean", "env", "strings", "object"],
+        choices=["integer", "number", "string", "boolean", "env", "strings", "object", "ranks"],
         help_text="A JSON type; `env`: object of name to string; `strings`: list of strings; "
-        "`object`: a JSON object, or null (the profiling window).",
+        "`object`: a JSON object, or null (the profiling window); `ranks`: global ranks of "
+        'the run as a list of integers, or "all".',
     )
     required = serializers.BooleanField()
     default = serializers.JSONField(allow_null=True, help_text="Null for a required field.")
