@@ -49,6 +49,10 @@ _TQDM_POSTFIX = re.compile(r"\[[^\]]*?(?:it/s|s/it)\s*,\s*([^\]]*)\]")
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 _DIGIT = re.compile(r"\d|nan|inf", re.IGNORECASE)
 _TRACEBACK = "Traceback (most recent call last):"
+# torchrun's report of failed workers ("<script> FAILED", then "rank : 1 (local_rank: 1)",
+# "exitcode : -6 (pid: 24231)" ...) up to its closing rule: ranks and pids, not metrics.
+_ELASTIC_REPORT = re.compile(r"^\S+ FAILED\s*$")
+_RULE = re.compile(r"^={10,}\s*$")
 # A line that reports a failure or a warning carries codes and counts, not metrics
 # ("aclrtMemcpy failed, error code 507899", "[ERROR] ... EZ9999"): the default shapes skip
 # it. A script's own metric_patterns decide for themselves.
@@ -86,6 +90,7 @@ class Recogniser:
         self._offset = 0
         self._stepped = False
         self._in_traceback: dict[str, bool] = {}
+        self._in_report: dict[str, bool] = {}
 
     def feed(self, line: str, stream: str = "stdout") -> list[Point]:
         """The points of one printed line (a line with carriage returns: of each part).
@@ -106,6 +111,9 @@ class Recogniser:
             if not line.strip() or line[:1] in (" ", "\t"):
                 return []
             self._in_traceback[stream] = False
+            return []
+        if self._in_report.get(stream) or _ELASTIC_REPORT.match(line):
+            self._in_report[stream] = not _RULE.match(line)
             return []
         if line.startswith(_OWN) or _FRAMEWORK_LOG.match(line) or _MSRUN_LINE.match(line):
             return []

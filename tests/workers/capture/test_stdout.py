@@ -108,6 +108,33 @@ def test_nothing_is_taken_from_inside_a_traceback() -> None:
     assert found == [("loss", 7, 0.25)]
 
 
+def test_torchruns_report_of_failed_workers_is_no_metric() -> None:
+    # What torchrun prints when a worker dies, after the ChildFailedError traceback.
+    found = points(
+        [
+            "=" * 56,
+            "train.py FAILED",
+            "-" * 56,
+            "Failures:",
+            "[1]:",
+            "  time      : 2026-12-05_11:38:47",
+            "  host      : localhost",
+            "  rank      : 0 (local_rank: 0)",
+            "  exitcode  : -15 (pid: 24230)",
+            "  error_file: <N/A>",
+            "  traceback : Signal 15 (SIGTERM) received by PID 24230",
+            "-" * 56,
+            "Root Cause (first observed failure):",
+            "[0]:",
+            "  rank      : 1 (local_rank: 1)",
+            "  exitcode  : -6 (pid: 24231)",
+            "=" * 56,
+            "step 8 | loss 0.5",
+        ]
+    )
+    assert found == [("loss", 8, 0.5)]
+
+
 def test_plain_prose_with_numbers_is_no_metric() -> None:
     assert points(["Downloading model 123 files", "Loaded 50000 images in 3.2 seconds"]) == []
     assert points(["npulab: rank 0 of 1, local rank 0, cpu device 0, pid 1234"]) == []
