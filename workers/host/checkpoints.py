@@ -20,6 +20,7 @@ import os
 import queue
 import shutil
 import threading
+import time
 from typing import Any
 
 from workers.contract import script_env
@@ -34,6 +35,11 @@ from workers.host.uploads import CHUNK_BYTES, ChunkedUpload, UploadRefused, Uplo
 from workers.track import checkpoint as checkpoints
 
 log = logging.getLogger(__name__)
+# A resume fetch that meets a dropped connection or a 5xx tries again, waiting 1, 2, 4 s:
+# a shard left behind would start the attempt without it. Longer outages end the fetch
+# with its reason, and the attempt goes on as the claim allows.
+FETCH_TRIES = 4
+FETCH_FIRST_DELAY_S = 1.0
 
 
 class CheckpointUploader:
@@ -194,7 +200,7 @@ def _fetch(
     os.makedirs(temporary)
     try:
         target = os.path.join(temporary, checkpoints.STATE_FILE)
-        client.download_checkpoint(run_id, step, target, rank)
+        _download(client, run_id, step, target, rank)
         manifest = {
             "format": checkpoints.FORMAT,
             "step": step,
@@ -217,6 +223,20 @@ def _fetch(
         shutil.rmtree(temporary, ignore_errors=True)
         return f"could not fetch the {what}: {exc}"
     return f"fetched the {what} from the platform"
+
+
+def _download(client: PlatformClient, run_id: int, step: int, target: str, rank: int) -> None:
+    delay = FETCH_FIRST_DELAY_S
+    for tries_left in range(FETCH_TRIES - 1, -1, -1):
+        try:
+            client.download_checkpoint(run_id, step, target, rank)
+            return
+        except PlatformUnavailable as exc:
+            if not tries_left:
+                raise
+            log.warning("run %s: fetch of checkpoint %s waits: %s", run_id, step, exc)
+            time.sleep(delay)
+            delay *= 2
 
 
 @register
