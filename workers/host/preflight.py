@@ -92,4 +92,10 @@ def _peers(gang: dict[str, Any], devices: list[int]) -> list[str]:
                     f"peer {peer['host']} device {index} ({address}) is unreachable: "
                     f"{sent} packets sent, none received"
                 )
+            elif received < sent:
+                # hccn_tool itself calls a lost packet a failure; HCCL's links would too.
+                problems.append(
+                    f"peer {peer['host']} device {index} ({address}) lost "
+                    f"{sent - received} of {sent} packets"
+                )
     return problems
