@@ -34,6 +34,7 @@ from tests.factories import HostFactory
 from workers.contract.blocks import BLOCKS
 from workers.events import EventWriter
 from workers.host.packing import pack
+from workers.host.preflight import preflight
 
 pytestmark = pytest.mark.django_db
 
@@ -196,6 +197,126 @@ def test_an_npu_gang_gets_a_rank_table_from_the_hosts_inventory(owner) -> None:
             {"device_id": "1", "device_ip": "192.168.102.2", "rank_id": "3"},
         ],
     }
+
+
+def a3_host(n: int, devices: list[dict[str, Any]]) -> Host:
+    """An NPU host registered through the agent API, as its worker reports itself."""
+    host = HostFactory(name=f"npu-{n}")
+    host.accepted_device_type, host.accepted_device_count = "npu", len(devices)
+    host.save()
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {do_issue_host_token(host)}")
+    facts = {
+        "device_type": "npu",
+        "devices": devices,
+        "network": {"advertise_address": f"192.0.2.{n}"},
+    }
+    assert client.post("/api/v1/agent/register/", facts, format="json").status_code == 200
+    return Host.objects.get(pk=host.pk)
+
+
+def npu_gang(owner: Any) -> Run:
+    return do_submit_run(
+        owner,
+        {
+            "kind": "training",
+            "device_type": "npu",
+            "entry": "builtin:cnn",
+            "hosts": 2,
+            "devices": 2,
+        },
+    )
+
+
+def test_an_a3_gang_gets_a_rank_table_of_version_1_2(owner) -> None:
+    # Each chip as an A3 worker registers it: its IP, SDID and super pod (MindCluster's
+    # A3 hccl.json SDIDs, tests/fixtures/spod_info/README.md).
+    first = a3_host(
+        1,
+        [
+            {
+                "index": 0,
+                "name": "Ascend910",
+                "ip": "10.20.0.2",
+                "sdid": 37748736,
+                "super_pod_id": 0,
+            },
+            {
+                "index": 1,
+                "name": "Ascend910",
+                "ip": "10.20.0.3",
+                "sdid": 37814273,
+                "super_pod_id": 0,
+            },
+        ],
+    )
+    second = a3_host(
+        2,
+        [
+            {"index": 0, "name": "Ascend910", "sdid": 41943040, "super_pod_id": 0},
+            {"index": 1, "name": "Ascend910", "sdid": 42008577, "super_pod_id": 0},
+        ],
+    )
+    run = npu_gang(owner)
+    place_queued_runs()
+    claimed = do_claim_run(second, run.pk, 1)
+    reply = gang_of(claimed, claimed.placement)
+    table = reply["rank_table"]
+    assert table["version"] == "1.2"
+    assert [server["server_id"] for server in table["server_list"]] == ["192.0.2.1", "192.0.2.2"]
+    assert table["server_list"][0]["device"][1] == {
+        "device_id": "1",
+        "super_device_id": "37814273",
+        "device_ip": "10.20.0.3",
+        "rank_id": "1",
+    }
+    assert table["server_list"][1]["device"][0] == {
+        "device_id": "0",
+        "super_device_id": "41943040",
+        "rank_id": "2",
+    }
+    assert table["super_pod_list"] == [
+        {
+            "super_pod_id": "0",
+            "server_list": [{"server_id": "192.0.2.1"}, {"server_id": "192.0.2.2"}],
+        }
+    ]
+    assert [peer["super_device_ids"] for peer in reply["peers"]] == [
+        {"0": 37748736, "1": 37814273},
+        {"0": 41943040, "1": 42008577},
+    ]
+    assert preflight(dict(reply, node_rank=1), [], "npu") == []
+    assert first.devices[0]["sdid"] == 37748736
+
+
+def test_a_gang_of_a3_and_other_npu_hosts_is_refused_naming_them(owner) -> None:
+    a3_host(
+        1,
+        [
+            {"index": 0, "name": "Ascend910", "sdid": 37748736, "super_pod_id": 0},
+            {"index": 1, "name": "Ascend910", "sdid": 37814273, "super_pod_id": 0},
+        ],
+    )
+    other = a3_host(2, [{"index": 0, "name": "Ascend 910B4"}, {"index": 1, "name": "Ascend 910B4"}])
+    run = npu_gang(owner)
+    place_queued_runs()
+    claimed = do_claim_run(other, run.pk, 1)
+    reply = gang_of(claimed, claimed.placement)
+    assert reply["rank_table"]["version"] == "1.0"
+    assert preflight(dict(reply, node_rank=1), [], "npu") == [
+        "super pod hardware differs across hosts: npu-1 has an SDID for every device "
+        "(Atlas A3); npu-2 has no SDID (no super pod) (npu-smi info -t spod-info)"
+    ]
+
+
+def test_the_agent_api_refuses_an_sdid_that_is_no_number() -> None:
+    host = HostFactory(name="npu-9")
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {do_issue_host_token(host)}")
+    facts = {"device_type": "npu", "devices": [{"index": 0, "name": "Ascend910", "sdid": "x"}]}
+    response = client.post("/api/v1/agent/register/", facts, format="json")
+    assert response.status_code == 400
+    assert "sdid" in str(response.json())
 
 
 def _started(owner: Any) -> tuple[Run, Host, Host]:

@@ -6,10 +6,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.paths import ASCEND_FIXTURES
+from tests.paths import ASCEND_FIXTURES, TESTS_DIR
+from tests.workers.fake_tool import FakeTool
+from tests.workers.test_npu_smi import a3_mapping
 from workers.host.devices import DeviceDetectionError, detect
 
 OTHER = ASCEND_FIXTURES / "npu-smi-other"
+HCCN = TESTS_DIR / "fixtures" / "hccn_tool"
+SPOD = TESTS_DIR / "fixtures" / "spod_info"
 
 
 def fake_tool(directory: Path, name: str, output_file: Path | None, code: int = 0) -> None:
@@ -38,11 +42,39 @@ def test_cpu_host_offers_one_device() -> None:
 
 
 def test_an_npu_host_is_found_through_npu_smi(bin_dir: Path) -> None:
-    fake_tool(bin_dir, "npu-smi", OTHER / "npu-smi-info-m_910B4_8card_with-Mcu-rows_blog.txt")
+    npu_smi = FakeTool(bin_dir, "npu-smi")
+    npu_smi.answer('"info -m"', OTHER / "npu-smi-info-m_910B4_8card_with-Mcu-rows_blog.txt")
+    npu_smi.answer('"info -t spod-info "*', SPOD / "spod-info_not-supported.txt")
     device_type, devices = detect(None, None)
     assert device_type == "npu"
     assert [device["index"] for device in devices] == list(range(8))
     assert devices[3] == {"index": 3, "name": "Ascend 910B4", "npu": 3, "chip": 0}
+    # An A2 host has no super pod: asked once, it registers no SDIDs.
+    assert npu_smi.calls() == ["info -m", "info -t spod-info -i 0 -c 0"]
+
+
+def test_an_a3_host_registers_each_devices_ip_sdid_and_super_pod(bin_dir: Path) -> None:
+    npu_smi = FakeTool(bin_dir, "npu-smi")
+    npu_smi.answer('"info -m"', a3_mapping([(0, 0, 0, 0), (0, 1, 1, 1)]))
+    npu_smi.answer('"info -t spod-info -i 0 -c "*', SPOD / "spod-info_A3_i0-c0.txt")
+    hccn_tool = FakeTool(bin_dir, "hccn_tool")
+    hccn_tool.answer('"-i 0 -ip -g"', HCCN / "ip-g_device-0.txt")
+    hccn_tool.answer('"-i 1 -ip -g"', code=13, stderr=HCCN / "ip-g_no-ip.stderr.txt")
+    device_type, devices = detect("npu", None)
+    assert device_type == "npu"
+    assert devices == [
+        {
+            "index": 0,
+            "name": "Ascend910",
+            "npu": 0,
+            "chip": 0,
+            "ip": "10.10.100.10",
+            "sdid": 16777216,
+            "super_pod_id": 0,
+        },
+        {"index": 1, "name": "Ascend910", "npu": 0, "chip": 1, "sdid": 16777216, "super_pod_id": 0},
+    ]
+    assert npu_smi.calls()[1:] == ["info -t spod-info -i 0 -c 0", "info -t spod-info -i 0 -c 1"]
 
 
 def test_a_failing_npu_smi_says_what_to_set(bin_dir: Path) -> None:

@@ -18,7 +18,36 @@ def test_mapping_skips_mcu_rows_and_keeps_logic_ids() -> None:
     usable = [row for row in rows if row["logic_id"] is not None]
     assert [row["logic_id"] for row in usable] == list(range(8))
     assert {row["name"] for row in usable} == {"Ascend 910B4"}
-    assert rows[1] == {"npu": 0, "chip": 1, "logic_id": None, "name": "Mcu"}
+    assert rows[1] == {"npu": 0, "chip": 1, "logic_id": None, "phy_id": None, "name": "Mcu"}
+
+
+def a3_mapping(chips: list[tuple[int, int, int, int]]) -> str:
+    """``npu-smi info -m`` of an Atlas A3 host, laid out as npu-smi's
+    ``print_mapping_info_910_93`` prints it (no capture of it is at hand):
+    https://github.com/verylucky01/driver/blob/e29d066fd6ee84cae705e2000a0387d721d3aaa0/src/custom/dev_prod/user/npucli/src/npu_info_print.c
+    """
+
+    def row(*cells: object, last: str) -> str:
+        return "\t" + " ".join(f"{cell!s:<30}" for cell in cells) + f" {last}\n"
+
+    text = row("NPU ID", "Chip ID", "Chip Logic ID", "Chip Phy-ID", last=f"{'Chip Name':<30}")
+    for npu, chip, logic, phy in chips:
+        text += row(npu, chip, logic, phy, last="Ascend910")
+        if chip == 1:
+            text += row(npu, 2, "-", "-", last=f"{'Mcu':<30}")
+    return text
+
+
+def test_an_a3_mapping_keeps_the_physical_id_out_of_the_name() -> None:
+    rows = parse_chip_mapping(a3_mapping([(0, 0, 0, 0), (0, 1, 1, 1), (1, 0, 2, 2), (1, 1, 3, 3)]))
+    assert [(r["npu"], r["chip"], r["logic_id"], r["phy_id"], r["name"]) for r in rows] == [
+        (0, 0, 0, 0, "Ascend910"),
+        (0, 1, 1, 1, "Ascend910"),
+        (0, 2, None, None, "Mcu"),
+        (1, 0, 2, 2, "Ascend910"),
+        (1, 1, 3, 3, "Ascend910"),
+        (1, 2, None, None, "Mcu"),
+    ]
 
 
 @pytest.mark.parametrize(

@@ -15,6 +15,8 @@ import sys
 from typing import Any
 
 _MAPPING_ROW = re.compile(r"^\s*(\d+)\s+(\d+)\s+(\d+|-)\s+(.*?)\s*$")
+# Atlas A3 prints a ``Chip Phy-ID`` column between the logic id and the name.
+_MAPPING_ROW_PHY = re.compile(r"^\s*(\d+)\s+(\d+)\s+(\d+|-)\s+(\d+|-)\s+(.*?)\s*$")
 
 _TITLE = re.compile(r"npu-smi\s+(\S+)\s+Version:\s*(\S+)")
 _BORDER = re.compile(r"^\+[-=+]*\+$")
@@ -78,7 +80,8 @@ class NpuSmiParseError(ValueError):
 
 
 def parse_chip_mapping(text: str) -> list[dict[str, int | str | None]]:
-    """Rows of ``npu-smi info -m``: NPU id, chip id, logic id (None for an Mcu) and name.
+    """Rows of ``npu-smi info -m``: NPU id, chip id, logic id (None for an Mcu), physical
+    id (None where not printed: all but Atlas A3) and name.
 
     The logic id is what ``ASCEND_RT_VISIBLE_DEVICES`` and ``npu:N`` count in.
     """
@@ -86,17 +89,22 @@ def parse_chip_mapping(text: str) -> list[dict[str, int | str | None]]:
     header = next((i for i, line in enumerate(lines) if "Chip Logic ID" in line), None)
     if header is None:
         raise NpuSmiParseError("no 'Chip Logic ID' header: not `npu-smi info -m` output")
+    with_phy = "Chip Phy-ID" in lines[header]
     rows: list[dict[str, int | str | None]] = []
     for line in lines[header + 1 :]:
-        match = _MAPPING_ROW.match(line)
+        match = (_MAPPING_ROW_PHY if with_phy else _MAPPING_ROW).match(line)
         if not match:
             continue
-        npu, chip, logic, name = match.groups()
+        if with_phy:
+            npu, chip, logic, phy, name = match.groups()
+        else:
+            (npu, chip, logic, name), phy = match.groups(), "-"
         rows.append(
             {
                 "npu": int(npu),
                 "chip": int(chip),
                 "logic_id": None if logic == "-" else int(logic),
+                "phy_id": None if phy == "-" else int(phy),
                 "name": name,
             }
         )

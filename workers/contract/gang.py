@@ -40,6 +40,9 @@ FIRST_RANK = "NPULAB_FIRST_RANK"
 # HCCL (Ascend): the rank table, the host interface it opens its sockets on, its timeout.
 RANK_TABLE_FILE = "RANK_TABLE_FILE"
 RANK_TABLE_NAME = "rank_table.json"
+# HCCL's rank table versions: 1.0 for plain AI servers, 1.2 for an Atlas A3 super pod.
+RANK_TABLE_VERSION = "1.0"
+RANK_TABLE_VERSION_SUPER_POD = "1.2"
 HCCL_IF_IP = "HCCL_IF_IP"
 HCCL_SOCKET_IFNAME = "HCCL_SOCKET_IFNAME"
 HCCL_CONNECT_TIMEOUT = "HCCL_CONNECT_TIMEOUT"
@@ -47,6 +50,13 @@ HCCL_CONNECT_TIMEOUT = "HCCL_CONNECT_TIMEOUT"
 # model before the first collective, so 600 unless a host's config says otherwise.
 HCCL_CONNECT_TIMEOUT_RANGE = (120, 7200)
 HCCL_CONNECT_TIMEOUT_DEFAULT = 600
+
+# The keys of a registered NPU device (a host's ``devices``) that a gang's rank table reads:
+# its network port's IP (``hccn_tool -i N -ip -g``), and on Atlas A3 its chip's SDID and
+# super pod id (``npu-smi info -t spod-info -i NPU -c CHIP``).
+DEVICE_IP = "ip"
+DEVICE_SDID = "sdid"
+DEVICE_SUPER_POD_ID = "super_pod_id"
 
 # What a run's spec env may not set: the gang's own variables.
 RESERVED_ENV = (
@@ -116,12 +126,24 @@ def connect_timeout(value: Any) -> int:
 
 
 def rank_table(placements: list[dict[str, Any]]) -> dict[str, Any]:
-    """An HCCL rank table, version 1.0, from the gang's placements in node-rank order.
+    """An HCCL rank table from the gang's placements in node-rank order.
 
     Each placement: ``server_id`` (the host's advertised address), ``device_indices``
     (its leased devices, local rank order), ``device_ips`` (index -> the device's IP
-    from ``hccn_tool -i N -ip -g``) and ``first_rank``.
+    from ``hccn_tool -i N -ip -g``), ``super_device_ids`` and ``super_pod_ids`` (index ->
+    the chip's SDID and super pod id from ``npu-smi info -t spod-info``; Atlas A3 only)
+    and ``first_rank``.
+
+    Version 1.2 (a super pod: each device's ``super_device_id``, and ``super_pod_list``)
+    when every device of every placement has an SDID and a super pod id, else version 1.0.
+    All or nothing, because no table serves a gang that is only partly in a super pod:
+    HCCL checks every rank of a 1.2 table and refuses one without its
+    ``super_device_id`` (``super_device_id[] is invalid``), while a 1.0 table has it
+    treat every server as a plain AI server. The pre-flight refuses such a gang, naming
+    its hosts (workers.host.preflight).
     """
+    if placements and all(_in_super_pod(placement) for placement in placements):
+        return _rank_table_super_pod(placements)
     servers = []
     for placement in placements:
         ips = placement.get("device_ips") or {}
@@ -136,9 +158,57 @@ def rank_table(placements: list[dict[str, Any]]) -> dict[str, Any]:
             )
         servers.append({"server_id": str(placement["server_id"]), "device": devices})
     return {
-        "version": "1.0",
+        "version": RANK_TABLE_VERSION,
         "server_count": str(len(servers)),
         "server_list": servers,
+        "status": "completed",
+    }
+
+
+def _in_super_pod(placement: dict[str, Any]) -> bool:
+    sdids = placement.get("super_device_ids") or {}
+    pods = placement.get("super_pod_ids") or {}
+    indices = placement["device_indices"]
+    return bool(indices) and all(str(i) in sdids and str(i) in pods for i in indices)
+
+
+def _rank_table_super_pod(placements: list[dict[str, Any]]) -> dict[str, Any]:
+    """Version 1.2. HCCL wants one super pod's servers side by side in the table, so the
+    servers are grouped by super pod, pods in order of their first node rank; each
+    server's ranks stay its own contiguous range."""
+    pods: dict[str, list[dict[str, Any]]] = {}
+    for placement in placements:
+        # A server sits in one super pod: its first device's says which.
+        first = str(placement["device_indices"][0])
+        pods.setdefault(str(placement["super_pod_ids"][first]), []).append(placement)
+    servers = []
+    for members in pods.values():
+        for placement in members:
+            ips = placement.get("device_ips") or {}
+            devices = []
+            for local, index in enumerate(placement["device_indices"]):
+                device = {
+                    "device_id": str(index),
+                    "super_device_id": str(placement["super_device_ids"][str(index)]),
+                }
+                # Optional in 1.2 (a super pod's devices talk over HCCS); an empty one is
+                # not an address.
+                if ips.get(str(index)):
+                    device["device_ip"] = str(ips[str(index)])
+                device["rank_id"] = str(placement["first_rank"] + local)
+                devices.append(device)
+            servers.append({"server_id": str(placement["server_id"]), "device": devices})
+    return {
+        "version": RANK_TABLE_VERSION_SUPER_POD,
+        "server_count": str(len(servers)),
+        "server_list": servers,
+        "super_pod_list": [
+            {
+                "super_pod_id": pod,
+                "server_list": [{"server_id": str(member["server_id"])} for member in members],
+            }
+            for pod, members in pods.items()
+        ],
         "status": "completed",
     }
 

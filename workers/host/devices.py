@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import logging
 import shutil
 import subprocess
 from typing import Any, Dict
 
 from workers.backends.cpu import cpu_model_name
-from workers.collect import hccn
+from workers.collect import hccn, superpod
 from workers.collect.npu_smi import NpuSmiParseError, parse_chip_mapping
+from workers.contract.gang import DEVICE_IP, DEVICE_SDID, DEVICE_SUPER_POD_ID
 
 Device = Dict[str, Any]
+log = logging.getLogger(__name__)
 
 
 class DeviceDetectionError(RuntimeError):
@@ -61,7 +64,17 @@ def _npu_devices() -> list[Device]:
     ips = hccn.device_ips([device["index"] for device in devices])
     for device in devices:
         if device["index"] in ips:
-            device["ip"] = ips[device["index"]]
+            device[DEVICE_IP] = ips[device["index"]]
+    # On Atlas A3, each chip's place in its super pod, for a rank table of version 1.2; a
+    # host without super pods registers none.
+    pods, errors = superpod.super_pods(
+        [(device["index"], device["npu"], device["chip"]) for device in devices]
+    )
+    for error in errors:
+        log.warning("no super pod id for a device: %s", error)
+    for device in devices:
+        if device["index"] in pods:
+            device[DEVICE_SDID], device[DEVICE_SUPER_POD_ID] = pods[device["index"]]
     return devices
 
 

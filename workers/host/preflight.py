@@ -25,6 +25,7 @@ def preflight(gang: dict[str, Any], devices: list[int], device_type: str) -> lis
     if gang["node_rank"] == 0:
         problems += _master_port(gang)
     if device_type == "npu":
+        problems += _super_pods(gang)
         problems += _links(devices)
         problems += _peers(gang, devices)
     return problems
@@ -45,6 +46,52 @@ def _versions(gang: dict[str, Any]) -> list[str]:
             found = ", ".join(f"{version} on {host}" for host, version in seen.items())
             problems.append(f"versions differ across hosts: {key} {found}")
     return problems
+
+
+def _super_pods(gang: dict[str, Any]) -> list[str]:
+    """Every host of the gang in a super pod (Atlas A3: each leased device has an SDID),
+    or none: HCCL has no rank table for a mix (workers.contract.gang.rank_table)."""
+    in_pod, plain, incomplete = [], [], []
+    for peer in gang.get("peers", []):
+        # A platform from before super pods says nothing either way.
+        if "devices" not in peer:
+            continue
+        sdids = peer.get("super_device_ids") or {}
+        pods = peer.get("super_pod_ids") or {}
+        missing = [str(i) for i in peer["devices"] if str(i) not in sdids or str(i) not in pods]
+        if not sdids and not pods:
+            plain.append(peer["host"])
+        elif missing:
+            incomplete.append(f"{peer['host']} (devices {', '.join(missing)})")
+        else:
+            in_pod.append(peer["host"])
+    problems = []
+    if plain and (in_pod or incomplete):
+        problems.append(
+            "super pod hardware differs across hosts: "
+            + "; ".join(
+                part
+                for part in (
+                    _hosts(in_pod, "an SDID for every device (Atlas A3)"),
+                    _hosts(incomplete, "SDIDs for some devices only"),
+                    _hosts(plain, "no SDID (no super pod)"),
+                )
+                if part
+            )
+            + " (npu-smi info -t spod-info)"
+        )
+    elif incomplete:
+        problems.append(
+            f"no SDID for some devices of {', '.join(incomplete)}, so no rank table of "
+            "version 1.2 (npu-smi info -t spod-info)"
+        )
+    return problems
+
+
+def _hosts(hosts: list[str], what: str) -> str:
+    if not hosts:
+        return ""
+    return f"{', '.join(hosts)} {'has' if len(hosts) == 1 else 'have'} {what}"
 
 
 def _master_port(gang: dict[str, Any]) -> list[str]:
@@ -91,5 +138,11 @@ def _peers(gang: dict[str, Any], devices: list[int]) -> list[str]:
                 problems.append(
                     f"peer {peer['host']} device {index} ({address}) is unreachable: "
                     f"{sent} packets sent, none received"
+                )
+            elif received < sent:
+                # hccn_tool itself calls a lost packet a failure; HCCL's links would too.
+                problems.append(
+                    f"peer {peer['host']} device {index} ({address}) lost "
+                    f"{sent - received} of {sent} packets"
                 )
     return problems

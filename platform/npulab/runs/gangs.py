@@ -157,7 +157,10 @@ def gang_of(run: Run, placement: Placement) -> dict[str, Any]:
                 "address": (other.host.network if other.host else {}).get(
                     contract.ADVERTISE_ADDRESS, ""
                 ),
+                "devices": other.device_indices,
                 "device_ips": _device_ips(other),
+                "super_device_ids": _device_ids(other, contract.DEVICE_SDID),
+                "super_pod_ids": _device_ids(other, contract.DEVICE_SUPER_POD_ID),
                 "versions": _versions(other),
             }
             for other in placements
@@ -177,6 +180,8 @@ def gang_of(run: Run, placement: Placement) -> dict[str, Any]:
                     ),
                     "device_indices": other.device_indices,
                     "device_ips": _device_ips(other),
+                    "super_device_ids": _device_ids(other, contract.DEVICE_SDID),
+                    "super_pod_ids": _device_ids(other, contract.DEVICE_SUPER_POD_ID),
                     "first_rank": other.first_rank,
                 }
                 for other in placements
@@ -202,12 +207,31 @@ def _versions(placement: Placement) -> dict[str, str]:
 
 def _device_ips(placement: Placement) -> dict[str, str]:
     """The placement's devices' IPs, as its host's worker found them (``hccn_tool -ip -g``)."""
+    return {
+        index: str(value)
+        for index, value in _device_values(placement, contract.DEVICE_IP).items()
+        if value
+    }
+
+
+def _device_ids(placement: Placement, key: str) -> dict[str, int]:
+    """A whole-number id of each of the placement's devices that has one (on Atlas A3, its
+    SDID or super pod id from ``npu-smi info -t spod-info``); 0 is an id like any other."""
+    return {
+        index: int(value)
+        for index, value in _device_values(placement, key).items()
+        if type(value) is int and value >= 0
+    }
+
+
+def _device_values(placement: Placement, key: str) -> dict[str, Any]:
+    """``key`` of each of the placement's devices that reported it, by index as a string."""
     devices = placement.host.devices if placement.host else []
-    ips = {}
+    values = {}
     for device in devices if isinstance(devices, list) else []:
-        if isinstance(device, dict) and device.get("ip") and "index" in device:
-            ips[str(device["index"])] = str(device["ip"])
-    return {key: ips[key] for key in map(str, placement.device_indices) if key in ips}
+        if isinstance(device, dict) and key in device and "index" in device:
+            values[str(device["index"])] = device[key]
+    return {index: values[index] for index in map(str, placement.device_indices) if index in values}
 
 
 def first_failure(placements: list[Placement]) -> Placement | None:

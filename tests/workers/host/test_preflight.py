@@ -4,31 +4,29 @@ from __future__ import annotations
 
 import os
 import socket
-import stat
 from pathlib import Path
 
 import pytest
 
+from tests.paths import TESTS_DIR
+from tests.workers.fake_tool import FakeTool
 from workers.collect import hccn
-from workers.contract.gang import launch_env, rank_table
+from workers.contract.gang import launch_env
 from workers.host.preflight import preflight
 
-OUTPUT = Path(__file__).resolve().parents[2] / "fixtures" / "hccn_tool"
+OUTPUT = TESTS_DIR / "fixtures" / "hccn_tool"
+# hccn_tool's exit status when a ping lost a packet, and what it says on stderr.
+PING_FAILED = {"code": 1, "stderr": OUTPUT / "ping-g_failed.stderr.txt"}
 
 
 def fake_hccn(directory: Path, link: str = "link-g_up.txt", ping: str = "ping-g_reachable.txt"):
-    """hccn_tool answering -ip, -link and -ping with the given outputs."""
-    script = directory / "hccn_tool"
-    script.write_text(
-        "#!/bin/sh\n"
-        'case "$3" in\n'
-        f"  -ip) cat '{OUTPUT / 'ip-g_device-0.txt'}' ;;\n"
-        f"  -link) cat '{OUTPUT / link}' ;;\n"
-        f"  -ping) cat '{OUTPUT / ping}' ;;\n"
-        "  *) echo 'unknown' >&2; exit 1 ;;\n"
-        "esac\n"
-    )
-    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    """hccn_tool answering -ip, -link and -ping with the given real outputs."""
+    tool = FakeTool(directory, "hccn_tool")
+    tool.answer("*-ip*", OUTPUT / "ip-g_device-0.txt")
+    tool.answer("*-link*", OUTPUT / link)
+    failed = PING_FAILED if ping != "ping-g_reachable.txt" else {}
+    tool.answer("*-ping*", OUTPUT / ping, **failed)
+    return tool
 
 
 @pytest.fixture
@@ -47,15 +45,15 @@ def npu_gang(node_rank: int = 1, port: int = 29500) -> dict:
         "master_addr": "192.0.2.1",
         "master_port": port,
         "peers": [
-            {"node_rank": 0, "host": "npu-1", "device_ips": {"0": "192.168.100.102"}},
-            {"node_rank": 1, "host": "npu-2", "device_ips": {"0": "192.168.100.101"}},
+            {"node_rank": 0, "host": "npu-1", "device_ips": {"0": "10.10.100.22"}},
+            {"node_rank": 1, "host": "npu-2", "device_ips": {"0": "10.10.100.10"}},
         ],
     }
 
 
 def test_the_device_ips_come_from_hccn_tool(bin_dir: Path) -> None:
     fake_hccn(bin_dir)
-    assert hccn.device_ips([0]) == {0: "192.168.100.101"}
+    assert hccn.device_ips([0]) == {0: "10.10.100.10"}
 
 
 def test_a_healthy_npu_host_passes(bin_dir: Path) -> None:
@@ -72,9 +70,27 @@ def test_a_link_that_is_down_names_the_device_and_the_check(bin_dir: Path) -> No
 
 
 def test_an_unreachable_peer_names_its_host_and_device(bin_dir: Path) -> None:
-    fake_hccn(bin_dir, ping="ping-g_unreachable.txt")
+    tool = fake_hccn(bin_dir, ping="ping-g_unreachable.txt")
     assert preflight(npu_gang(), [0, 1], "npu") == [
-        "peer npu-1 device 0 (192.168.100.102) is unreachable: 3 packets sent, none received"
+        "peer npu-1 device 0 (10.10.100.22) is unreachable: 3 packets sent, none received"
+    ]
+    assert "-i 0 -ping -g address 10.10.100.22" in tool.calls()
+
+
+def test_a_peer_that_lost_a_packet_is_refused(bin_dir: Path) -> None:
+    fake_hccn(bin_dir, ping="ping-g_partial-loss.txt")
+    assert preflight(npu_gang(), [0, 1], "npu") == [
+        "peer npu-1 device 0 (10.10.100.22) lost 1 of 3 packets"
+    ]
+
+
+def test_a_ping_hccn_tool_refused_names_the_tools_reason(bin_dir: Path) -> None:
+    tool = FakeTool(bin_dir, "hccn_tool")
+    tool.answer("*-link*", OUTPUT / "link-g_up.txt")
+    tool.answer("*-ping*", code=22, stderr=OUTPUT / "link-is-down.stderr.txt")
+    assert preflight(npu_gang(), [0], "npu") == [
+        "peer npu-1 device 0 (10.10.100.22): hccn_tool -i 0 -ping -g address 10.10.100.22 "
+        "exited with 22: Execute failed: Link status is down."
     ]
 
 
@@ -103,25 +119,6 @@ def test_the_launch_env_carries_the_rendezvous_and_hccl_settings() -> None:
     assert "HCCL_SOCKET_IFNAME" not in env
 
 
-def test_a_rank_table_lists_every_server_and_device_in_rank_order() -> None:
-    table = rank_table(
-        [
-            {
-                "server_id": "192.0.2.1",
-                "device_indices": [4, 5],
-                "device_ips": {"4": "a"},
-                "first_rank": 0,
-            },
-            {"server_id": "192.0.2.2", "device_indices": [0, 1], "device_ips": {}, "first_rank": 2},
-        ]
-    )
-    assert table["server_list"][0]["device"] == [
-        {"device_id": "4", "device_ip": "a", "rank_id": "0"},
-        {"device_id": "5", "device_ip": "", "rank_id": "1"},
-    ]
-    assert [d["rank_id"] for d in table["server_list"][1]["device"]] == ["2", "3"]
-
-
 def test_different_versions_on_two_hosts_refuse_the_gang(bin_dir: Path) -> None:
     fake_hccn(bin_dir)
     gang = npu_gang()
@@ -130,3 +127,51 @@ def test_different_versions_on_two_hosts_refuse_the_gang(bin_dir: Path) -> None:
     assert preflight(gang, [0], "npu") == [
         "versions differ across hosts: cann 8.0.RC3 on npu-1, 8.1.RC1 on npu-2"
     ]
+
+
+def a3_gang(*sdids: dict) -> dict:
+    """An NPU gang whose hosts report these SDIDs for their leased devices 0 and 1."""
+    gang = npu_gang()
+    gang["peers"] = [
+        {
+            "node_rank": node,
+            "host": f"npu-{node + 1}",
+            "devices": [0, 1],
+            "device_ips": {"0": f"10.10.10{node}.10"},
+            "super_device_ids": ids,
+            "super_pod_ids": dict.fromkeys(ids, 0),
+        }
+        for node, ids in enumerate(sdids)
+    ]
+    return gang
+
+
+def test_a_gang_of_a3_hosts_passes(bin_dir: Path) -> None:
+    fake_hccn(bin_dir)
+    both = {"0": 37748736, "1": 37814273}
+    assert preflight(a3_gang(both, both), [0, 1], "npu") == []
+
+
+def test_a3_and_other_hosts_in_one_gang_are_refused_by_name(bin_dir: Path) -> None:
+    fake_hccn(bin_dir)
+    a3 = {"0": 37748736, "1": 37814273}
+    gang = a3_gang(a3, {}, a3, {})
+    assert preflight(gang, [0, 1], "npu") == [
+        "super pod hardware differs across hosts: npu-1, npu-3 have an SDID for every "
+        "device (Atlas A3); npu-2, npu-4 have no SDID (no super pod) "
+        "(npu-smi info -t spod-info)"
+    ]
+
+
+def test_an_a3_host_missing_an_sdid_is_refused(bin_dir: Path) -> None:
+    fake_hccn(bin_dir)
+    gang = a3_gang({"0": 37748736, "1": 37814273}, {"0": 16777216})
+    assert preflight(gang, [0, 1], "npu") == [
+        "no SDID for some devices of npu-2 (devices 1), so no rank table of version 1.2 "
+        "(npu-smi info -t spod-info)"
+    ]
+
+
+def test_the_super_pod_check_is_an_npu_check() -> None:
+    gang = a3_gang({"0": 37748736, "1": 37814273}, {})
+    assert preflight(dict(gang, node_rank=1), [], "cpu") == []

@@ -14,6 +14,8 @@ from npulab.hosts.models import DeviceType
 from workers.contract.gang import RUN_NETWORKS
 
 MAX_DEVICES_PER_HOST = 1024
+# npu-smi prints a chip's SDID and super pod id as unsigned 32-bit numbers.
+MAX_UINT32 = 2**32 - 1
 # A signed 64-bit column's bound: byte offsets; process exit codes are 32-bit.
 MAX_OFFSET = 2**63 - 1
 EXIT_CODES = (-(2**31), 2**31 - 1)
@@ -27,6 +29,19 @@ MAX_TIMESTAMP = 253402300799.0
 class DeviceSerializer(serializers.Serializer):
     index = serializers.IntegerField(min_value=0, max_value=MAX_DEVICES_PER_HOST)
     name = TextField(allow_blank=True, max_length=200)
+    sdid = serializers.IntegerField(
+        min_value=0,
+        max_value=MAX_UINT32,
+        required=False,
+        help_text="Atlas A3: the chip's SDID in its super pod (npu-smi info -t spod-info), "
+        "its super_device_id in a rank table of version 1.2.",
+    )
+    super_pod_id = serializers.IntegerField(
+        min_value=0,
+        max_value=MAX_UINT32,
+        required=False,
+        help_text="Atlas A3: the super pod the chip sits in (npu-smi info -t spod-info).",
+    )
 
     def to_internal_value(self, data: Any) -> dict[str, Any]:
         # Keep what the worker knows beyond index and name (NPU id, memory ...).
