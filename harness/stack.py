@@ -25,6 +25,7 @@ import requests
 from requests.adapters import HTTPAdapter
 from urllib3.util.retry import Retry
 
+from harness.polling import pauses
 from harness.services import Services
 from npulab.web import stack
 from workers.contract import script_env
@@ -227,11 +228,12 @@ class Platform:
     def wait_online(self, *hosts: str, timeout: float = 60) -> None:
         """Until each of ``hosts`` has registered and is online (one deadline for all)."""
         deadline = time.monotonic() + timeout
+        pause = pauses()
         for host in hosts:
             while self.api("GET", f"hosts/{host}/").json().get("status") != "online":
                 if time.monotonic() > deadline:
                     raise RuntimeError(f"host {host} did not register\n" + self.tail())
-                time.sleep(0.2)
+                time.sleep(next(pause))
 
     def shutdown(self) -> None:
         for process in reversed(list(self.processes.values())):
@@ -324,24 +326,26 @@ class Platform:
 
     def wait(self, run_id: int, statuses: set[str] = TERMINAL, timeout: float = 180) -> dict:
         deadline = time.monotonic() + timeout
+        pause = pauses()
         while True:
             run = self.run(run_id)
             if run["status"] in statuses:
                 return run
             if time.monotonic() > deadline:
                 raise AssertionError(f"run {run_id} still {run['status']}: {run}\n{self.tail()}")
-            time.sleep(0.05)
+            time.sleep(next(pause))
 
     def wait_for_stored_checkpoint(self, run_id: int, timeout: float = 120) -> dict:
         """The run once one of its checkpoints is stored; it must be active until then."""
         deadline = time.monotonic() + timeout
+        pause = pauses()
         while True:
             run = self.run(run_id)
             if any(c["status"] == "stored" for c in run["checkpoints"]):
                 return run
             assert run["status"] in ("queued", "dispatched", "running"), run
             assert time.monotonic() < deadline, self.tail()
-            time.sleep(0.2)
+            time.sleep(next(pause))
 
     def start_long_run(self) -> tuple[int, int]:
         """A run that trains until stopped, once its child process is up: (run id, child pid)."""

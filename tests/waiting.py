@@ -7,23 +7,31 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from harness.polling import pauses
+
 # In-process waits (a thread, a fake platform); a test that waits on processes it started
 # gives its own, longer, deadline: they must hold on a loaded 2-core machine.
 DEADLINE_S = 30.0
+MOST_POLL_S = 0.25
 
 
 def wait_until(
     condition: Callable[[], Any], what: str, timeout: float = DEADLINE_S, poll_s: float = 0.02
 ) -> Any:
-    """Poll ``condition`` until it is truthy and return it; fail naming ``what`` after timeout."""
+    """Poll ``condition`` until it is truthy and return it; fail naming ``what`` after timeout.
+
+    Polls every ``poll_s`` at first, then less often (up to MOST_POLL_S): a condition that
+    asks a stack's API costs its web server CPU the awaited run needs.
+    """
     deadline = time.monotonic() + timeout
+    pause = pauses(poll_s, max(poll_s, MOST_POLL_S))
     while True:
         value = condition()
         if value:
             return value
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
-        time.sleep(poll_s)
+        time.sleep(next(pause))
 
 
 def alive(pid: int) -> bool:

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from junitparser import JUnitXml
 
+from harness.polling import pauses
 from harness.stack import HOST, Platform, free_port
 from tests.e2e.conftest import write_script
 from workers.contract import exits
@@ -89,13 +90,14 @@ class Background:
 def run_named(platform: Platform, name: str, timeout: float = 60) -> dict[str, Any]:
     """The run a background CLI submitted, found by its unique name."""
     deadline = time.monotonic() + timeout
+    pause = pauses()
     while True:
         listed = platform.api("GET", "runs/", params={"limit": 20}).json()["results"]
         found = [run for run in listed if run["name"] == name]
         if found:
             return found[0]
         assert time.monotonic() < deadline, f"no run named {name}\n{platform.tail()}"
-        time.sleep(0.1)
+        time.sleep(next(pause))
 
 
 def wait_for_child(platform: Platform, run_id: int, timeout: float = 90) -> None:
@@ -191,9 +193,10 @@ def test_a_run_lost_with_its_host_worker_exits_3(platform: Platform, tmp_path: P
         waiting.stop()
     # The host takes new work again, for the tests after this one.
     deadline = time.monotonic() + 60
+    pause = pauses()
     while platform.api("GET", f"hosts/{HOST}/").json()["status"] != "online":
         assert time.monotonic() < deadline, platform.tail()
-        time.sleep(0.2)
+        time.sleep(next(pause))
 
 
 def test_waiting_less_than_the_run_takes_exits_4_and_leaves_it_running(

@@ -6,6 +6,7 @@ import time
 
 import pytest
 
+from harness.polling import pauses
 from harness.stack import HOST, Platform
 
 pytestmark = [pytest.mark.e2e, pytest.mark.browser]
@@ -14,13 +15,14 @@ NOTE = "swapping the fan tray"
 
 def wait_for_reason(platform: Platform, run_id: int, text: str, timeout: float = 60) -> dict:
     deadline = time.monotonic() + timeout
+    pause = pauses()
     while True:
         run = platform.run(run_id)
         if text in run["queue_reason"]:
             return run
         if time.monotonic() > deadline:
             raise AssertionError(f"run {run_id} never said {text!r}: {run}\n{platform.tail()}")
-        time.sleep(0.1)
+        time.sleep(next(pause))
 
 
 def test_drain_the_host_on_its_page_a_run_waits_and_goes_once_undrained(

@@ -9,6 +9,7 @@ import time
 
 import pytest
 
+from harness.polling import pauses
 from harness.stack import HOST, Platform
 from tests.waiting import alive, wait_until
 
@@ -54,9 +55,10 @@ def test_no_event_is_lost_while_the_web_server_is_down(platform: Platform) -> No
     run_id = platform.submit(matmul_size=256, train_steps=steps)["id"]
     platform.wait(run_id, {"running"})
     deadline = time.monotonic() + 60
+    pause = pauses()
     while not platform.api("GET", f"runs/{run_id}/metrics/").json()["metrics"]:
         assert time.monotonic() < deadline
-        time.sleep(0.2)
+        time.sleep(next(pause))
 
     platform.stop_web()
     time.sleep(4)  # the runner goes on writing; the worker spools and retries
@@ -103,9 +105,10 @@ def test_a_run_no_host_can_take_waits_with_the_reason(platform: Platform) -> Non
     assert refused.json()["device_type"][0].startswith("no npu host is registered: e2e-cpu has")
     run_id = platform.submit(device_type="npu", devices=8, wait_for_host=True)["id"]
     deadline = time.monotonic() + 30
+    pause = pauses()
     while not platform.run(run_id)["queue_reason"].startswith("no registered host could take"):
         assert time.monotonic() < deadline, platform.run(run_id)
-        time.sleep(0.2)
+        time.sleep(next(pause))
     assert platform.api("POST", f"runs/{run_id}/cancel/").json()["status"] == "cancelled"
 
 
