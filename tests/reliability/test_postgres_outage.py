@@ -34,10 +34,11 @@ from tests.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
 
-HEARTBEAT_TIMEOUT_S = 12
-# Longer than the run heartbeat timeout: the heartbeats the platform could not record
-# while it was down must not make it call the run lost.
-OUTAGE_S = HEARTBEAT_TIMEOUT_S + 8
+# The least the setting takes (NPULAB_RUN_HEARTBEAT_TIMEOUT_S): the outage must outlast it.
+HEARTBEAT_TIMEOUT_S = 10
+# Longer than the run heartbeat timeout, by five of the host's heartbeats: the heartbeats
+# the platform could not record while it was down must not make it call the run lost.
+OUTAGE_S = HEARTBEAT_TIMEOUT_S + 5
 STEPS = 300
 
 
