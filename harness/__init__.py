@@ -4,6 +4,5 @@
 SQLite and Redis); ``stack`` starts the platform as real processes (web,
 control worker, host worker) and stops them, on a database ``templates`` copies from
 a migrated one; ``traces`` writes synthetic profiler traces; ``polling`` paces the
-waits on a stack. bench/ imports these, never
-tests/ (a test checks).
+waits on a stack. bench/ imports these, never tests/ (a test checks).
 """
