@@ -21,8 +21,11 @@ PYTEST_ARGS ?=
 # module-scoped stacks start once. TEST_WORKERS=0 runs everything in this process.
 TEST_WORKERS ?= auto
 # schemathesis makes an item per API operation only in a process of its own: under xdist its
-# tests ran as one item each. They run after the rest (PYTEST_ARGS is for the rest).
+# tests ran as one item each. That process runs beside the rest, on a Redis db of its own
+# (the rest's workers take 15, 13, ...), and its output follows theirs (PYTEST_ARGS is for
+# the rest).
 FUZZ_TESTS := tests/schema/test_schemathesis.py
+FUZZ_REDIS_DB := 6
 # The REST API's last release: `make lint` fails on a change that breaks its clients.
 API_RELEASE ?= docs/api-releases/0.1.0.yaml
 
@@ -79,8 +82,13 @@ run: $(VENV)/.run-deps var/secret_key
 		$$(test -x $(MS_VENV)/bin/python && echo --mindspore-python $(abspath $(MS_VENV))/bin/python) --hosts $(HOSTS)
 
 test: $(VENV)/.test-deps $(MS_VENV)/.deps
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --ignore=$(FUZZ_TESTS) $(PYTEST_ARGS)
-	$(PY) -m pytest -p no:xdist $(FUZZ_TESTS)
+	@mkdir -p var
+	NPULAB_TEST_REDIS_DB=$(FUZZ_REDIS_DB) $(PY) -m pytest -p no:xdist $(FUZZ_TESTS) \
+		> var/fuzz.log 2>&1 & fuzz=$$!; trap 'kill $$fuzz 2>/dev/null' INT TERM; \
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --ignore=$(FUZZ_TESTS) $(PYTEST_ARGS); \
+	rest=$$?; wait $$fuzz; fuzzed=$$?; \
+	echo "--- $(FUZZ_TESTS) (beside the rest):"; cat var/fuzz.log; \
+	test $$rest = 0 && test $$fuzzed = 0
 
 lint: $(VENV)/.test-deps var/secret_key
 	$(PY) -m ruff check .

@@ -25,8 +25,10 @@ The machine is shared: the load average is printed with each result.
 from __future__ import annotations
 
 import argparse
+import atexit
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -53,6 +55,13 @@ def load() -> str:
     return " ".join(f"{value:.1f}" for value in os.getloadavg())
 
 
+def scratch(prefix: str) -> Path:
+    """A folder of this benchmark's, removed when it ends (the runs' files are large)."""
+    folder = tempfile.mkdtemp(prefix=prefix)
+    atexit.register(shutil.rmtree, folder, True)
+    return Path(folder)
+
+
 def count_loss(path: Path, offset: int, found: int) -> tuple[int, int]:
     try:
         with open(path, "rb") as handle:
@@ -65,7 +74,7 @@ def count_loss(path: Path, offset: int, found: int) -> tuple[int, int]:
 
 
 def against_run(points: int, env: dict[str, str]) -> dict:
-    work = Path(tempfile.mkdtemp(prefix="npulab-bench-capture-"))
+    work = scratch("npulab-bench-capture-")
     out = work / "loop.json"
     spec = {
         "kind": "training",
@@ -125,7 +134,7 @@ def tree_cpu(pid: int) -> float:
 def against_mlflow(points: int, env: dict[str, str]) -> dict:
     mlflow_server.ensure_venv()
     with mlflow_server.started("sqlite") as side:
-        work = Path(tempfile.mkdtemp(prefix="npulab-bench-capture-mlflow-"))
+        work = scratch("npulab-bench-capture-mlflow-")
         out = work / "loop.json"
         # The server's CPU (its uvicorn worker included) over the loop and the client's
         # few calls before it.
@@ -178,7 +187,7 @@ LINES = [
 
 
 def stdout_cost(lines: int) -> dict:
-    work = tempfile.mkdtemp(prefix="npulab-bench-stdout-")
+    work = str(scratch("npulab-bench-stdout-"))
     writer = EventWriter(os.path.join(work, "events.jsonl"))
     texts = [LINES[n % len(LINES)].format(n=n) for n in range(lines)]
     spec = {"stdout_metrics": True, "metric_patterns": [], "tensorboard_dirs": [work + "/none"]}
@@ -218,7 +227,7 @@ print(time.time())
 def tensorboard_tail(scalars: int) -> dict:
     """As in a run: the reader scans while the script writes, and once the script has
     exited the supervisor stops it (``Capture.stop``), which reads what is left."""
-    work = Path(tempfile.mkdtemp(prefix="npulab-bench-tb-"))
+    work = scratch("npulab-bench-tb-")
     writer = EventWriter(str(work / "events.jsonl"))
     reader = TensorBoardReader([str(work / "tb")], Sink(writer, TENSORBOARD, 100))
     cpu = time.process_time()

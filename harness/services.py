@@ -55,11 +55,14 @@ def _postgres_usable() -> bool:
 
 # The tests' Redis dbs, one per pytest-xdist worker (gw0, gw1, ...): the end-to-end stack
 # flushes its db at the start, and two stacks on one db would take each other's messages.
-# Db 14 is the benchmarks' (bench/common.py).
+# Db 14 is the benchmarks' (bench/common.py), db 6 make test's fuzzing's (Makefile).
 _TESTS_REDIS_DBS = (15, 13, 12, 11, 10, 9, 8, 7)
 
 
 def tests_redis_db() -> int:
+    # A pytest process beside the xdist workers (make test's fuzzing) names its own.
+    if os.environ.get("NPULAB_TEST_REDIS_DB"):
+        return int(os.environ["NPULAB_TEST_REDIS_DB"])
     worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
     index = int(worker.removeprefix("gw") or 0)
     if index >= len(_TESTS_REDIS_DBS):

@@ -25,6 +25,7 @@ import requests
 from requests.adapters import HTTPAdapter
 from urllib3.util.retry import Retry
 
+from harness import templates
 from harness.polling import pauses
 from harness.services import Services
 from npulab.web import stack
@@ -213,9 +214,12 @@ class Platform:
         self.session.mount("http://", HTTPAdapter(max_retries=retry))
 
     def launch(self, host_worker: bool = True) -> Platform:
-        """Migrate, make a user and the host's token, start everything, wait for the host."""
-        self.manage("migrate", "--noinput")
-        self.manage("createsuperuser", "--noinput")
+        """Migrate, make a user and the host's token, start everything, wait for the host.
+
+        A fresh database is a copy of a migrated one with the user (harness.templates).
+        """
+        if not templates.copy_migrated(self.env, self._migrate):
+            self._migrate(self.env)
         self.session.headers["Authorization"] = f"Token {self.manage('api_token', USER)}"
         self.start_web()
         self.start("control", stack.control_argv(self.var_dir / "celerybeat-schedule"))
@@ -224,6 +228,10 @@ class Platform:
         self.start_worker()
         self.wait_online(HOST)
         return self
+
+    def _migrate(self, env: dict[str, str]) -> None:
+        for args in (("migrate", "--noinput"), ("createsuperuser", "--noinput")):
+            self.manage(*args, env=env)
 
     def wait_online(self, *hosts: str, timeout: float = 60) -> None:
         """Until each of ``hosts`` has registered and is online (one deadline for all)."""
@@ -244,10 +252,10 @@ class Platform:
         with self._log_lock, open(self.logs / f"{name}.log", "a") as handle:
             handle.write(line + "\n")
 
-    def manage(self, *args: str) -> str:
+    def manage(self, *args: str, env: dict[str, str] | None = None) -> str:
         done = subprocess.run(
             [sys.executable, str(REPO_DIR / "manage.py"), *args],
-            env=self.env,
+            env=env or self.env,
             capture_output=True,
             text=True,
             # A fresh database's migrations take minutes on a loaded 2-core machine.

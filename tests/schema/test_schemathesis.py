@@ -9,7 +9,7 @@ operation on a quiet machine.
 
 Not under pytest-xdist: there each test below ran as a single item, in seconds, instead of an
 item per operation (schemathesis 4.32.5). ``make test`` runs this file in a process of its own
-after the rest.
+beside the rest.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from tests.paths import REPO_DIR
 
 if os.environ.get("PYTEST_XDIST_WORKER"):
     pytest.skip(
-        "schemathesis runs in a process of its own (make test runs it after the rest)",
+        "schemathesis runs in a process of its own (make test runs it beside the rest)",
         allow_module_level=True,
     )
 

@@ -7,8 +7,8 @@ from django.db import models
 from npulab.runs.models import Run
 
 
-class Checkpoint(models.Model):
-    """A checkpoint a run wrote: on its host, and stored here once uploaded."""
+class CheckpointFile(models.Model):
+    """What a host wrote and uploads: the part a checkpoint and each of its shards share."""
 
     class Status(models.TextChoices):
         ON_HOST = "on_host", "On the host"
@@ -16,7 +16,6 @@ class Checkpoint(models.Model):
         DAMAGED = "damaged", "Damaged"
         DELETED = "deleted", "Deleted"
 
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="checkpoints")
     attempt = models.PositiveIntegerField()
     step = models.BigIntegerField()
     bytes = models.BigIntegerField()
@@ -24,12 +23,6 @@ class Checkpoint(models.Model):
     host_path = models.CharField(max_length=1000, help_text="Where the host wrote it.")
     status = models.CharField(max_length=8, choices=Status.choices, default=Status.ON_HOST)
     status_reason = models.CharField(max_length=500, blank=True)
-    pinned = models.BooleanField(default=False, help_text="Kept whatever the retention says.")
-    shards = models.PositiveIntegerField(
-        default=1,
-        help_text="Ranks it is sharded across (1: whole); it is stored once every rank's "
-        "shard is (each downloads with ?rank=).",
-    )
     # The stored file, in the artifact store; the artifact's own row says
     # whether it is stored, damaged or deleted.
     artifact = models.ForeignKey(
@@ -44,6 +37,21 @@ class Checkpoint(models.Model):
     updated = models.DateTimeField(auto_now=True)
 
     class Meta:
+        abstract = True
+
+
+class Checkpoint(CheckpointFile):
+    """A checkpoint a run wrote: on its host, and stored here once uploaded."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="checkpoints")
+    pinned = models.BooleanField(default=False, help_text="Kept whatever the retention says.")
+    shards = models.PositiveIntegerField(
+        default=1,
+        help_text="Ranks it is sharded across (1: whole); it is stored once every rank's "
+        "shard is (each downloads with ?rank=).",
+    )
+
+    class Meta:
         # The table the runs app created: the model moved here, its rows did not.
         db_table = "runs_checkpoint"
         ordering = ["-step"]
@@ -56,7 +64,7 @@ class Checkpoint(models.Model):
         return f"run {self.run_id} step {self.step}"
 
 
-class CheckpointShard(models.Model):
+class CheckpointShard(CheckpointFile):
     """One rank's shard (rank > 0) of a checkpoint sharded across a run's ranks.
 
     Rank 0's shard is the ``Checkpoint`` row itself; the step's checkpoint is complete, and
@@ -66,26 +74,7 @@ class CheckpointShard(models.Model):
     """
 
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="checkpoint_shards")
-    step = models.BigIntegerField()
     rank = models.PositiveIntegerField()
-    attempt = models.PositiveIntegerField()
-    bytes = models.BigIntegerField()
-    sha256 = models.CharField(max_length=64)
-    host_path = models.CharField(max_length=1000, help_text="Where its host wrote it.")
-    status = models.CharField(
-        max_length=8, choices=Checkpoint.Status.choices, default=Checkpoint.Status.ON_HOST
-    )
-    status_reason = models.CharField(max_length=500, blank=True)
-    artifact = models.ForeignKey(
-        "artifacts.Artifact",
-        on_delete=models.SET_NULL,
-        null=True,
-        blank=True,
-        related_name="+",
-        help_text="The uploaded file in the artifact store.",
-    )
-    created = models.DateTimeField(auto_now_add=True)
-    updated = models.DateTimeField(auto_now=True)
 
     class Meta:
         ordering = ["-step", "rank"]
