@@ -2,13 +2,9 @@
 
 from __future__ import annotations
 
-import atexit
 import contextlib
-import functools
 import json
 import os
-import shutil
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -41,46 +37,12 @@ def with_port(url: str, port: int) -> str:
 
 @contextlib.contextmanager
 def postgres_database(server_url: str, name: str) -> Iterator[str]:
-    """A fresh database on the server of ``server_url``, migrated, dropped afterwards.
-
-    A copy of this process's migrated template (``CREATE DATABASE ... TEMPLATE``): the
-    migrations run once a test session, not once a test (seconds each on a loaded 2-core
-    machine); the stack's own ``migrate`` then finds nothing to do.
-    """
-    import psycopg
-
-    template = _migrated_template(server_url)
-    with psycopg.connect(_admin_url(server_url), autocommit=True) as connection:
-        connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        connection.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template}"')
-    url = server_url.rsplit("/", 1)[0] + f"/{name}"
+    """A fresh database on the server of ``server_url``, dropped afterwards."""
+    url, drop = create_postgres_database(server_url, name)
     try:
         yield url
     finally:
-        with psycopg.connect(_admin_url(server_url), autocommit=True) as connection:
-            connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
-
-def _admin_url(server_url: str) -> str:
-    return server_url.rsplit("/", 1)[0] + "/postgres"
-
-
-@functools.cache
-def _migrated_template(server_url: str) -> str:
-    """The name of a database migrated as the stack migrates its own, made once a process
-    and dropped when it exits."""
-    name = f"npulab_rel_template_{os.getpid()}"
-    url, drop = create_postgres_database(server_url, name)
-    atexit.register(drop)
-    var_dir = Path(tempfile.mkdtemp(prefix="npulab-rel-template-"))
-    try:
-        # The stack's environment, so the migrations are those its `migrate` would run.
-        platform = Platform(var_dir, url, "redis://127.0.0.1:1/0")
-        shutil.rmtree(platform.work_root, ignore_errors=True)
-        platform.manage("migrate", "--noinput")
-    finally:
-        shutil.rmtree(var_dir, ignore_errors=True)
-    return name
+        drop()
 
 
 def own_database(var_dir: Path, label: str) -> contextlib.AbstractContextManager[str]:
