@@ -21,6 +21,8 @@ from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from workers.contract.kinds import EXTRA_KINDS_ENV
+
 REPO_DIR = Path(__file__).resolve().parent.parent
 MIGRATIONS = "platform/npulab/*/migrations/*.py"
 PREFIX = "npulab_tmpl_"
@@ -28,10 +30,17 @@ PREFIX = "npulab_tmpl_"
 
 def key(env: dict[str, str]) -> str:
     digest = hashlib.sha256()
-    for path in sorted(REPO_DIR.glob(MIGRATIONS)):
+    paths = sorted(REPO_DIR.glob(MIGRATIONS))
+    # The kinds named in NPULAB_KINDS are apps with tables of their own: the tests' stacks
+    # have the echo kind's, a benchmark's has none, and each must copy a template like it.
+    for module in env.get(EXTRA_KINDS_ENV, "").split(","):
+        if module.strip():
+            folder = REPO_DIR.joinpath(*module.strip().split("."), "migrations")
+            paths += sorted(folder.glob("*.py"))
+    for path in paths:
         digest.update(str(path.relative_to(REPO_DIR)).encode())
         digest.update(path.read_bytes())
-    for name in ("DJANGO_SUPERUSER_USERNAME", "DJANGO_SUPERUSER_PASSWORD"):
+    for name in ("DJANGO_SUPERUSER_USERNAME", "DJANGO_SUPERUSER_PASSWORD", EXTRA_KINDS_ENV):
         digest.update(env.get(name, "").encode())
     return digest.hexdigest()[:16]
 

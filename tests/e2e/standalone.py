@@ -13,12 +13,14 @@ from typing import Any
 
 import requests
 
+from harness.polling import pauses
 from harness.stack import free_port, prepare_run_user
 from npulab.web import stack
 from tests.paths import REPO_DIR
 
 ADMIN_PASSWORD = "standalone-admin-pw"
 ENDED = ("succeeded", "failed", "cancelled", "lost", "expired")
+SMOKE = {"kind": "smoke", "device_type": "cpu", "matmul_size": 128, "train_steps": 5}
 
 
 class Standalone:
@@ -87,6 +89,7 @@ class Standalone:
 
     def wait_for(self, condition: Any, timeout: float, what: str) -> None:
         deadline = time.monotonic() + timeout
+        pause = pauses()
         while not condition():
             assert self.process is not None
             assert self.process.poll() is None, (
@@ -95,22 +98,28 @@ class Standalone:
             assert time.monotonic() < deadline, (
                 f"no {what} within {timeout} s:\n{self.text[-4000:]}"
             )
-            time.sleep(0.2)
+            time.sleep(next(pause))
 
     def smoke_run(self, timeout: float = 240) -> dict[str, Any]:
         """Submit a small smoke run and wait for it to end; its last state."""
-        spec = {"kind": "smoke", "device_type": "cpu", "matmul_size": 128, "train_steps": 5}
+        return self.submit_and_wait(SMOKE, timeout)
+
+    def submit_and_wait(self, spec: dict[str, Any], timeout: float = 240) -> dict[str, Any]:
+        """Submit ``spec`` (while the web server starts again, until it answers) and wait for
+        the run to end; its last state."""
         deadline = time.monotonic() + timeout
+        pause = pauses()
         while True:
             try:
                 run = self.api.post(f"{self.url}/api/v1/runs/", json=spec, timeout=30).json()
                 break
             except requests.ConnectionError:  # the web server is starting again
                 assert time.monotonic() < deadline, self.text[-4000:]
-                time.sleep(0.5)
+                time.sleep(next(pause))
+        pause = pauses()
         while run.get("status") not in ENDED:
             assert time.monotonic() < deadline, f"run {run}:\n{self.text[-4000:]}"
-            time.sleep(0.3)
+            time.sleep(next(pause))
             try:
                 run = self.api.get(f"{self.url}/api/v1/runs/{run['id']}/", timeout=30).json()
             except requests.ConnectionError:

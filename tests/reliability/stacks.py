@@ -22,6 +22,12 @@ FAST_REPAIRS = {
 }
 
 
+# A run through every part of the stack (web, broker, control worker, host worker, runner,
+# events) that imports no torch: the test-only echo kind. For a run that must go through
+# after a fault, where a smoke run's seconds of torch start-up test nothing of the repair.
+ECHO_RUN = {"kind": "echo", "device_type": "cpu", "words": ["after", "the", "fault"]}
+
+
 def with_port(url: str, port: int) -> str:
     """``url`` pointing at 127.0.0.1:``port`` instead of its own host and port."""
     parts = urlsplit(url)

@@ -4,14 +4,19 @@ checkpoints stay intact, and once there is room again every checkpoint is stored
 the run succeeds (issue 14, "The reliability suite").
 
 The store is a real filesystem that fills up: a small tmpfs, which needs root to mount
-(CI's container runs as root).
+(CI's container runs as root). The test fills it once the run's first checkpoint is
+stored, and the run waits for the fill before it saves the others (full_store_script.py):
+they come to a full store however fast the machine trains.
 """
 
 from __future__ import annotations
 
 import errno
 import hashlib
+import shutil
+import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +32,8 @@ from tests.runs.test_attempts import started
 from tests.waiting import wait_until
 
 FULL = "the artifact store is full"
-STEPS, EVERY = 1000, 100
+STEPS, EVERY = 50, 5
+SCRIPT = Path(__file__).with_name("full_store_script.py")
 
 
 def fill(directory: Path) -> Path:
@@ -52,8 +58,23 @@ def stored_files(store: Path) -> dict[Path, str]:
     }
 
 
+@pytest.fixture
+def script() -> Iterator[Path]:
+    """full_store_script.py where the run user may read it, and the test leave its file
+    beside it (pytest's temporary folders are the tester's alone)."""
+    folder = Path(tempfile.mkdtemp(prefix="npulab-rel-scripts-"))
+    folder.chmod(0o755)
+    path = folder / SCRIPT.name
+    shutil.copy(SCRIPT, path)
+    path.chmod(0o644)
+    yield path
+    shutil.rmtree(folder, ignore_errors=True)
+
+
 @pytest.mark.e2e
-def test_a_full_artifact_store_delays_checkpoints_and_corrupts_nothing(tmp_path: Path) -> None:
+def test_a_full_artifact_store_delays_checkpoints_and_corrupts_nothing(
+    tmp_path: Path, script: Path
+) -> None:
     require(can_mount(), "mounting a tmpfs needs root")
     broker = private_redis(tmp_path / "redis")
     try:
@@ -72,7 +93,7 @@ def test_a_full_artifact_store_delays_checkpoints_and_corrupts_nothing(tmp_path:
         ):
             run_id = platform.submit(
                 kind="training",
-                entry="builtin:cnn",
+                entry=str(script),
                 max_steps=STEPS,
                 checkpoint_every_steps=EVERY,
                 keep_checkpoints=STEPS // EVERY,
@@ -86,6 +107,8 @@ def test_a_full_artifact_store_delays_checkpoints_and_corrupts_nothing(tmp_path:
             before = wait_until(stored, "a first stored checkpoint", 180)
             filler = fill(store)
             full_at = time.monotonic()
+            # The run trains on.
+            script.with_name("filled").touch()
 
             def waiting() -> list[dict]:
                 run = platform.run(run_id)

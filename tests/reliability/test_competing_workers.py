@@ -29,7 +29,13 @@ from npulab.web import stack
 from tests.conftest import register
 from tests.factories import HostFactory
 from tests.reliability.faults import private_redis
-from tests.reliability.stacks import log_lines, own_database, run_once_each, running_platform
+from tests.reliability.stacks import (
+    ECHO_RUN,
+    log_lines,
+    own_database,
+    run_once_each,
+    running_platform,
+)
 from tests.waiting import wait_until
 
 PASSES = 8
@@ -141,7 +147,7 @@ def test_a_second_worker_on_the_same_work_directory_leaves_the_first_alone(
             assert platform.run(run_id)["status"] == "running"
             assert platform.api("POST", f"runs/{run_id}/cancel/").status_code == 200
             assert platform.wait(run_id)["status"] == "cancelled"
-            after = platform.submit(matmul_size=128, train_steps=20)["id"]
+            after = platform.submit(**ECHO_RUN)["id"]
             platform.wait(after)
             run_once_each(platform, [after])
             leases = platform.api("GET", f"hosts/{HOST}/").json()["busy_devices"]

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.standalone import Standalone
+from tests.reliability.stacks import ECHO_RUN
 
 pytestmark = pytest.mark.e2e
 
@@ -19,7 +20,7 @@ def test_each_child_killed_in_turn_is_restarted_and_runs_go_on(tmp_path: Path) -
     platform = Standalone(tmp_path)
     try:
         platform.start()
-        assert platform.smoke_run()["status"] == "succeeded"
+        assert platform.submit_and_wait(ECHO_RUN)["status"] == "succeeded"
         for name in ("worker", "redis", "control", "web"):
             before = platform.children()
             assert name in before, before
@@ -31,9 +32,9 @@ def test_each_child_killed_in_turn_is_restarted_and_runs_go_on(tmp_path: Path) -
                 120,
                 f"a new {name} process",
             )
-            run = platform.smoke_run()
+            run = platform.submit_and_wait(ECHO_RUN)
             recovered = time.monotonic() - killed_at
-            print(f"injected: kill -9 {name}; a smoke run {run['status']} {recovered:.1f} s later")
+            print(f"injected: kill -9 {name}; a run {run['status']} {recovered:.1f} s later")
             assert run["status"] == "succeeded", platform.text[-4000:]
             assert f"WARNING {name} exited with code -9; restarting in 1 s" in platform.text
     finally:

@@ -196,10 +196,24 @@ def hand_over(tmp_path: Path, apart: dict) -> Path:
     return folder
 
 
-def test_sides_apart_side_a_hands_its_dump_over_and_side_b_compares_it(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def side_a_node(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """model_script.py's side a run once on a node of its own, for the tests of sides apart
+    that run it: side a reads none of side b's fields and behaves the same in every mode
+    (only side b misbehaves), so its handoff serves each of them as their own would. The
+    folder holds ``side-a/`` (its run directory) and ``handoff/`` (its file, put where side
+    b's host worker would put it)."""
+    folder = tmp_path_factory.mktemp("side-a-node")
+    hand_over(folder, spec(a={"host": "reference"}, b={"host": "candidate"}))
+    return folder
+
+
+def test_sides_apart_side_a_hands_its_dump_over_and_side_b_compares_it(
+    tmp_path: Path, side_a_node: Path
+) -> None:
     apart = spec(a={"host": "reference"}, b={"host": "candidate", "dtype": "bfloat16"})
-    folder = hand_over(tmp_path, apart)
-    side_a = list(iter_events(str(tmp_path / "side-a" / "events.jsonl")))
+    folder = side_a_node / "handoff"
+    side_a = list(iter_events(str(side_a_node / "side-a" / "events.jsonl")))
     assert result_of(side_a)["summary"]["side"] == "a"
     # Side a compares nothing and reports no curve: side b's node does.
     assert not by_type(side_a, "parity_layer")
@@ -223,7 +237,9 @@ def test_sides_apart_side_a_hands_its_dump_over_and_side_b_compares_it(tmp_path:
     assert sides == ["parity: side b"]
 
 
-def test_side_b_waits_for_side_as_dump_then_finds_its_noise(tmp_path: Path) -> None:
+def test_side_b_waits_for_side_as_dump_then_finds_its_noise(
+    tmp_path: Path, side_a_node: Path
+) -> None:
     apart = spec("noise", a={"host": "reference"}, b={"host": "candidate"})
     folder = tmp_path / "arrives"
     folder.mkdir()
@@ -240,8 +256,9 @@ def test_side_b_waits_for_side_as_dump_then_finds_its_noise(tmp_path: Path) -> N
             "side b waiting for side a",
             timeout=300,
         )
-        handed = hand_over(tmp_path, apart)
-        shutil.copy(handed / HANDOFF_FILE, folder / HANDOFF_FILE)
+        # Whole or not at all, as the host worker puts it: side b looks for the name.
+        shutil.copy(side_a_node / "handoff" / HANDOFF_FILE, folder / "arriving")
+        (folder / "arriving").rename(folder / HANDOFF_FILE)
         process.communicate(timeout=300)
     finally:
         process.kill()
