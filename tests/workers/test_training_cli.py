@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -26,21 +27,48 @@ def losses(events: list[dict]) -> list[float]:
     return [e["value"] for e in by_type(events, "metric") if e["key"] == "loss"]
 
 
-def test_the_builtin_cnn_learns(tmp_path: Path) -> None:
-    code, stderr, events = run(training(entry="builtin:cnn", max_steps=150), tmp_path / "r")
+class Trained:
+    """A finished run: its directory, and its events as they were when it ended."""
+
+    def __init__(self, run_dir: Path, events: list[dict]) -> None:
+        self.run_dir = run_dir
+        self.events = events
+
+    def copy(self, to: Path) -> Path:
+        """The run's directory as the run left it, for a test to run in again."""
+        shutil.copytree(self.run_dir, to)
+        return to
+
+
+# The CNN with a checkpoint every 20 steps. The tests that need a finished run of it (that
+# it learns, the reference of a killed run, a restart after the last checkpoint or from a
+# damaged one) share one, each a copy of its directory: every run costs seconds of CPU
+# (torch's and its optimizer's imports) before its first step.
+CNN = training(entry="builtin:cnn", max_steps=200, checkpoint_every_steps=20)
+
+
+@pytest.fixture(scope="module")
+def trained_cnn(tmp_path_factory: pytest.TempPathFactory) -> Trained:
+    run_dir = tmp_path_factory.mktemp("cnn") / "r"
+    code, stderr, events = run(CNN, run_dir)
     assert code == 0, stderr
+    return Trained(run_dir, events)
+
+
+def test_the_builtin_cnn_learns(trained_cnn: Trained) -> None:
+    events = trained_cnn.events
     loss = losses(events)
-    assert len(loss) == 150
+    assert len(loss) == 200
     assert sum(loss[-10:]) / 10 < 0.5 * sum(loss[:10]) / 10
     result = events[-1]
     assert (result["status"], result["reason"]) == ("succeeded", "training finished")
     assert result["summary"]["loss_last"] == loss[-1]
     # The final step is always checkpointed.
-    assert by_type(events, "checkpoint")[-1]["step"] == 149
+    assert by_type(events, "checkpoint")[-1]["step"] == 199
 
 
 def test_the_builtin_language_model_learns(tmp_path: Path) -> None:
-    code, _, events = run(training(entry="builtin:lm", max_steps=200), tmp_path / "r")
+    code, _, events = run(training(entry="builtin:lm", max_steps=80), tmp_path / "r")
     assert code == 0
     loss = losses(events)
     # From ln 32 = 3.47 toward the synthetic language's entropy, about 0.9.
@@ -94,63 +122,62 @@ def complete_checkpoints(run_dir: Path) -> list[int]:
     return sorted(int(path.name[5:]) for path in (run_dir / "checkpoints").glob("step-*"))
 
 
-def test_a_killed_run_resumes_from_its_last_checkpoint(tmp_path: Path) -> None:
-    spec = training(entry="builtin:cnn", max_steps=400, checkpoint_every_steps=40)
-    reference_code, _, reference = run(spec, tmp_path / "reference")
-    assert reference_code == 0
-
+def test_a_killed_run_resumes_from_its_last_checkpoint(
+    tmp_path: Path, trained_cnn: Trained
+) -> None:
     run_dir = tmp_path / "r"
-    kill_when(run_dir, start(spec, run_dir), losses_seen=90)
-    # Events are buffered, so the run got further than 90 steps: to its newest checkpoint.
+    kill_when(run_dir, start(CNN, run_dir), losses_seen=45)
+    # Events are buffered, so the run got further than 45 steps: to its newest checkpoint.
     newest = complete_checkpoints(run_dir)[-1]
-    assert 79 <= newest < 399
-    code, _, events = run(spec, run_dir)  # the same command again, the same run directory
+    assert 39 <= newest < 199
+    code, _, events = run(CNN, run_dir)  # the same command again, the same run directory
     assert code == 0
     resume = by_type(events, "resume")
     assert [r["step"] for r in resume] == [newest]
     after = [
         e for e in by_type(events, "metric") if e["key"] == "loss" and e["time"] > resume[0]["time"]
     ]
-    assert [e["step"] for e in after] == list(range(newest + 1, 400))
+    assert [e["step"] for e in after] == list(range(newest + 1, 200))
     # Restored weights, optimizer, scheduler and RNG: the same losses as without the crash.
     reference_loss = {
-        e["step"]: e["value"] for e in by_type(reference, "metric") if e["key"] == "loss"
+        e["step"]: e["value"] for e in by_type(trained_cnn.events, "metric") if e["key"] == "loss"
     }
     for event in after:
         assert event["value"] == pytest.approx(reference_loss[event["step"]], rel=1e-4)
 
 
-def test_a_run_killed_after_its_last_checkpoint_finishes_on_restart(tmp_path: Path) -> None:
-    spec = training(entry="builtin:cnn", max_steps=40, checkpoint_every_steps=20)
-    code, _, first = run(spec, tmp_path / "r")
-    assert code == 0
+def test_a_run_killed_after_its_last_checkpoint_finishes_on_restart(
+    tmp_path: Path, trained_cnn: Trained
+) -> None:
     # As if killed between the last checkpoint and the end: nothing is left to train.
-    code, stderr, events = run(spec, tmp_path / "r")
+    code, stderr, events = run(CNN, trained_cnn.copy(tmp_path / "r"))
     assert code == 0, stderr
-    assert [r["step"] for r in by_type(events, "resume")] == [39]
+    assert [r["step"] for r in by_type(events, "resume")] == [199]
     result = events[-1]
     assert (result["type"], result["status"]) == ("result", "succeeded")
-    assert result["summary"]["loss_last"] == first[-1]["summary"]["loss_last"]
+    assert result["summary"]["loss_last"] == trained_cnn.events[-1]["summary"]["loss_last"]
 
 
-def test_a_damaged_newest_checkpoint_falls_back_to_the_previous(tmp_path: Path) -> None:
-    spec = training(entry="builtin:cnn", max_steps=60, checkpoint_every_steps=20)
-    run_dir = tmp_path / "r"
-    assert run(spec, run_dir)[0] == 0
-    newest = run_dir / "checkpoints" / "step-000000000059" / "state.pt"
+def test_a_damaged_newest_checkpoint_falls_back_to_the_previous(
+    tmp_path: Path, trained_cnn: Trained
+) -> None:
+    run_dir = trained_cnn.copy(tmp_path / "r")
+    newest = run_dir / "checkpoints" / "step-000000000199" / "state.pt"
     with open(newest, "r+b") as handle:
         handle.seek(100)
         handle.write(b"\x00" * 16)
-    code, _, events = run(dict(spec, max_steps=80), run_dir)
+    code, _, events = run(dict(CNN, max_steps=220), run_dir)
     assert code == 0
     damaged = by_type(events, "checkpoint_damaged")
-    assert [(d["step"], d["reason"]) for d in damaged] == [(59, "state.pt fails its SHA-256 check")]
-    assert by_type(events, "resume")[-1]["step"] == 39
+    assert [(d["step"], d["reason"]) for d in damaged] == [
+        (199, "state.pt fails its SHA-256 check")
+    ]
+    assert by_type(events, "resume")[-1]["step"] == 179
     warning = [
         e["line"] for e in by_type(events, "log") if e["line"].startswith("warning: checkpoint")
     ]
     assert warning == [
-        "warning: checkpoint of step 59 is damaged (state.pt fails its SHA-256 check); "
+        "warning: checkpoint of step 199 is damaged (state.pt fails its SHA-256 check); "
         "trying an older one"
     ]
 
@@ -205,7 +232,7 @@ def test_a_hung_training_loop_is_stopped_by_the_watchdog(tmp_path: Path) -> None
         "run.log(0, loss=1.0)\n"
         "time.sleep(600)  # a collective that never returns\n"
     )
-    spec = training(entry="hang.py", workdir=str(code_dir), heartbeat_timeout_s=3)
+    spec = training(entry="hang.py", workdir=str(code_dir), heartbeat_timeout_s=1)
     started = time.monotonic()
     code, _, events = run(spec, tmp_path / "r")
     assert code == 1
@@ -213,7 +240,7 @@ def test_a_hung_training_loop_is_stopped_by_the_watchdog(tmp_path: Path) -> None
     result = events[-1]
     assert (result["cause"], result["reason"]) == (
         "heartbeat_timeout",
-        "no heartbeat from the training loop for 3 s",
+        "no heartbeat from the training loop for 1 s",
     )
     pgid = int((tmp_path / "r" / "process-groups").read_text().split()[0])
     with pytest.raises(ProcessLookupError):

@@ -1,4 +1,4 @@
-"""The stability runner by hand: ``python -m workers.run`` on the CPU, a few seconds each."""
+"""The stability runner by hand: ``python -m workers.run`` on the CPU, a second of load each."""
 
 from __future__ import annotations
 
@@ -9,12 +9,13 @@ import pytest
 from tests.workers.test_run_cli import by_type, run
 from workers.kinds.stability import FAULTS_ENV
 
-# Four one-second intervals of a small matmul: the first two are the throughput's baseline.
+# Four quarter-second intervals of a small matmul: the first two are the throughput's
+# baseline. The load runs flat out for the whole duration: a longer one only costs CPU.
 SHORT = {
     "kind": "stability",
     "device_type": "cpu",
-    "duration_s": 4,
-    "interval_s": 1,
+    "duration_s": 1,
+    "interval_s": 0.25,
     "size": 96,
     "timeout_s": 300,
     # This machine is shared: only an injected slowdown may move the verdict.
@@ -144,7 +145,7 @@ def test_a_faults_variable_that_does_not_parse_fails_before_any_load(tmp_path: P
 
 
 def test_the_mixed_workload_reports_training_steps_per_second(tmp_path: Path) -> None:
-    spec = dict(SHORT, workload="mixed", size=32, duration_s=2)
+    spec = dict(SHORT, workload="mixed", size=32, duration_s=0.5)
     code, stderr, events = run(spec, tmp_path / "run")
     assert code == 0, stderr
     intervals = by_type(events, "interval")
@@ -162,7 +163,7 @@ def test_a_user_entry_is_called_each_iteration(tmp_path: Path) -> None:
         "    return 2.0 * 32 ** 3\n"
     )
     # The child runs in the run directory with the spec's env: the module is on its path.
-    spec = dict(SHORT, workload="my_load:step", duration_s=2, env={"PYTHONPATH": str(tmp_path)})
+    spec = dict(SHORT, workload="my_load:step", duration_s=0.5, env={"PYTHONPATH": str(tmp_path)})
     code, stderr, events = run(spec, tmp_path / "run")
     assert code == 0, stderr
     intervals = by_type(events, "interval")

@@ -31,6 +31,9 @@ from workers.contract.mlflow import (
 # What http.client allows a request's headers: a line's length, their number.
 _MAX_HEADER_LINE = 65536
 _MAX_HEADERS = 100
+# serve_forever looks for a shutdown between two polls: at its default of 0.5 s the end of
+# every run waited about that long for the server to stop.
+_POLL_S = 0.05
 
 
 class _Headers(dict):
@@ -180,7 +183,9 @@ class MlflowServer:
         self.httpd.daemon_threads = True
         self.httpd.store = store  # type: ignore[attr-defined]
         self.httpd.token = token  # type: ignore[attr-defined]
-        self.thread = threading.Thread(target=self.httpd.serve_forever, name="mlflow", daemon=True)
+        self.thread = threading.Thread(
+            target=self.httpd.serve_forever, args=(_POLL_S,), name="mlflow", daemon=True
+        )
 
     @property
     def url(self) -> str:

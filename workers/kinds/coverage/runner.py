@@ -74,6 +74,7 @@ def run(ctx: RunContext) -> Outcome:
             op_db = opinfos.load_op_db()
         except opinfos.OpDbUnavailable as exc:
             return Outcome(exits.FAILED, str(exc), cause=OP_DB_UNAVAILABLE)
+        opinfos.skip_test_lookup()
         if spec["op_set"] == LIST:
             ops, unknown = opinfos.resolve(spec["ops"], op_db)
         else:
@@ -156,7 +157,9 @@ def _cache_frames_without_source() -> None:
     OpInfo's sample functions call ``inspect.stack()`` on every case. For a
     frame whose file does not exist (``<frozen runpy>`` under ``python -m``)
     ``inspect.getmodule`` scans every module in sys.modules, every time: that
-    made a case ten times slower than the op itself.
+    made a case ten times slower than the op itself. ``opinfos.skip_test_lookup``
+    now spares OpInfo's own calls where it can; any left (a torch that looks
+    elsewhere, a user's sample function) stay this cheap.
     """
     frame = sys._getframe()
     while frame is not None:
