@@ -4,9 +4,11 @@ Migrating a fresh database and making its user took 10 to 15 s of a stack's star
 loaded 2-core machine, and a test session starts a dozen stacks. The first stack to need
 it migrates a template (PostgreSQL: a database ``npulab_tmpl_<key>``; SQLite: a file in
 the temporary directory) and every stack after it copies that (``CREATE DATABASE ...
-TEMPLATE``, a file copy). The key is a digest of every migration and of the superuser's
-settings, so a changed migration makes a new template; two processes building one at
-once each build their own under a name of their own and the first to rename it wins.
+TEMPLATE``, a file copy). The key is a digest of every migration (those of the kinds in
+``NPULAB_KINDS`` too: the tests' echo kind has a table) and of the superuser's settings,
+so a changed migration, or another set of kinds, makes a new template; two processes
+building one at once each build their own under a name of their own and the first to
+rename it wins.
 Only a database with no tables is replaced: a stack launched again on its database
 keeps what it holds.
 """
