@@ -198,14 +198,15 @@ class Pool:
             os._exit(code)
 
     def _read(self, child: _Child) -> None:
+        ended = False
         while True:
             try:
                 data = os.read(child.fd, 1 << 16)
             except BlockingIOError:
                 break
             if not data:
-                self._reap(child)
-                return
+                ended = True
+                break
             child.buffer += data
         while len(child.buffer) >= _FRAME.size:
             (length,) = _FRAME.unpack_from(child.buffer)
@@ -215,6 +216,10 @@ class Pool:
             message = pickle.loads(frame)  # noqa: S301 - from our own child
             del child.buffer[: _FRAME.size + length]
             self._message(child, message)
+        if ended:
+            # Only once what it said before it ended is heard: a child that finished its
+            # batch while the runner was busy left its last results and its end together.
+            self._reap(child)
 
     def _message(self, child: _Child, message: tuple) -> None:
         kind, index = message[0], message[1]
