@@ -49,10 +49,12 @@ _TQDM_POSTFIX = re.compile(r"\[[^\]]*?(?:it/s|s/it)\s*,\s*([^\]]*)\]")
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 _DIGIT = re.compile(r"\d|nan|inf", re.IGNORECASE)
 _TRACEBACK = "Traceback (most recent call last):"
-# torchrun's report of failed workers ("<script> FAILED", then "rank : 1 (local_rank: 1)",
-# "exitcode : -6 (pid: 24231)" ...) up to its closing rule: ranks and pids, not metrics.
+# torchrun's report of failed workers (a rule of "=", "<script> FAILED", then "rank : 1
+# (local_rank: 1)", "exitcode : -6 (pid: 24231)" ...) up to its closing rule: ranks and
+# pids, not metrics. A script's own "... FAILED" line, without the rule, is no report.
 _ELASTIC_REPORT = re.compile(r"^\S+ FAILED\s*$")
 _RULE = re.compile(r"^={10,}\s*$")
+_REPORT_MAX_LINES = 200
 # A line that reports a failure or a warning carries codes and counts, not metrics
 # ("aclrtMemcpy failed, error code 507899", "[ERROR] ... EZ9999"): the default shapes skip
 # it. A script's own metric_patterns decide for themselves.
@@ -90,7 +92,8 @@ class Recogniser:
         self._offset = 0
         self._stepped = False
         self._in_traceback: dict[str, bool] = {}
-        self._in_report: dict[str, bool] = {}
+        self._report_lines: dict[str, int] = {}  # lines into torchrun's report; 0: none
+        self._after_rule: dict[str, bool] = {}
 
     def feed(self, line: str, stream: str = "stdout") -> list[Point]:
         """The points of one printed line (a line with carriage returns: of each part).
@@ -112,8 +115,15 @@ class Recogniser:
                 return []
             self._in_traceback[stream] = False
             return []
-        if self._in_report.get(stream) or _ELASTIC_REPORT.match(line):
-            self._in_report[stream] = not _RULE.match(line)
+        after_rule = self._after_rule.get(stream, False)
+        self._after_rule[stream] = _RULE.match(line) is not None
+        lines = self._report_lines.get(stream, 0)
+        if lines:
+            ended = self._after_rule[stream] or lines >= _REPORT_MAX_LINES
+            self._report_lines[stream] = 0 if ended else lines + 1
+            return []
+        if after_rule and _ELASTIC_REPORT.match(line):
+            self._report_lines[stream] = 1
             return []
         if line.startswith(_OWN) or _FRAMEWORK_LOG.match(line) or _MSRUN_LINE.match(line):
             return []

@@ -135,6 +135,11 @@ def test_torchruns_report_of_failed_workers_is_no_metric() -> None:
     assert found == [("loss", 8, 0.5)]
 
 
+def test_a_scripts_own_failed_line_stops_no_metrics() -> None:
+    found = points(["validation FAILED", "step 8 | loss 0.5", "=" * 20, "step 9 | loss 0.4"])
+    assert found == [("loss", 8, 0.5), ("loss", 9, 0.4)]
+
+
 def test_plain_prose_with_numbers_is_no_metric() -> None:
     assert points(["Downloading model 123 files", "Loaded 50000 images in 3.2 seconds"]) == []
     assert points(["npulab: rank 0 of 1, local rank 0, cpu device 0, pid 1234"]) == []
