@@ -173,16 +173,7 @@ def test_an_npu_gang_gets_a_rank_table_from_the_hosts_inventory(owner) -> None:
         )
         hosts[-1].devices = devices
         hosts[-1].save()
-    run = do_submit_run(
-        owner,
-        {
-            "kind": "training",
-            "device_type": "npu",
-            "entry": "builtin:cnn",
-            "hosts": 2,
-            "devices": 2,
-        },
-    )
+    run = npu_gang(owner)
     place_queued_runs()
     claimed = do_claim_run(hosts[1], run.pk, 1)
     reply = gang_of(claimed, claimed.placement)
