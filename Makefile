@@ -62,9 +62,11 @@ $(VENV)/.test-deps: $(VENV)/.run-deps
 	$(PY) -m pip install --quiet -e ".[dev,parity]"
 	touch $@
 
+# Written aside and moved, so that a failed write never leaves an empty key behind.
 var/secret_key:
 	mkdir -p var
-	umask 077 && $(PY) -c "import secrets; print(secrets.token_urlsafe(50))" > $@
+	umask 077 && python3 -c "import secrets; print(secrets.token_urlsafe(50))" > $@.new
+	mv $@.new $@
 
 # As root, each run executes as a user of its own, one of the pool npulab-run-0 … (made
 # here, let through to each local host's runs; NPULAB_RUN_USER_POOL sets its size), never
