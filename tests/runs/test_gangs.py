@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import re
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -31,6 +33,8 @@ from npulab.series.owners import Owner
 from npulab.series.reads import series
 from tests.conftest import register, token_client
 from tests.factories import HostFactory
+from tests.paths import TESTS_DIR
+from tests.workers.fake_tool import FakeTool
 from workers.contract.blocks import BLOCKS
 from workers.events import EventWriter
 from workers.host.packing import pack
@@ -298,6 +302,67 @@ def test_a_gang_of_a3_and_other_npu_hosts_is_refused_naming_them(owner) -> None:
         "super pod hardware differs across hosts: npu-1 has an SDID for every device "
         "(Atlas A3); npu-2 has no SDID (no super pod) (npu-smi info -t spod-info)"
     ]
+
+
+def test_in_containers_hccn_tool_and_the_rank_table_get_the_physical_ids(
+    owner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two A3 servers, each running its worker in a container that maps two of its
+    devices: npu-smi numbers them 0 and 1, their physical ids are 4, 5 and 6, 7."""
+    first = a3_host(
+        1,
+        [
+            {"index": 0, "name": "Ascend910", "phy_id": 4, "ip": "10.20.0.6"},
+            {"index": 1, "name": "Ascend910", "phy_id": 5, "ip": "10.20.0.7"},
+        ],
+    )
+    second = a3_host(
+        2,
+        [
+            {"index": 0, "name": "Ascend910", "phy_id": 6, "ip": "10.20.0.24"},
+            {"index": 1, "name": "Ascend910", "phy_id": 7, "ip": "10.20.0.25"},
+        ],
+    )
+    assert [device["phy_id"] for device in first.devices] == [4, 5]
+    run = npu_gang(owner)
+    place_queued_runs()
+    claimed = do_claim_run(second, run.pk, 1)
+    reply = gang_of(claimed, claimed.placement)
+    assert [
+        [(d["device_id"], d["rank_id"]) for d in server["device"]]
+        for server in reply["rank_table"]["server_list"]
+    ] == [[("4", "0"), ("5", "1")], [("6", "2"), ("7", "3")]]
+    # The second host's pre-flight asks hccn_tool about its own devices 6 and 7.
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    output = TESTS_DIR / "fixtures" / "hccn_tool"
+    hccn_tool = FakeTool(tmp_path, "hccn_tool")
+    hccn_tool.answer("*-link*", output / "link-g_up.txt")
+    hccn_tool.answer("*-ping*", output / "ping-g_reachable.txt")
+    assert preflight(reply, claimed.placement.device_indices, "npu") == []
+    assert hccn_tool.calls() == [
+        "-i 6 -link -g",
+        "-i 7 -link -g",
+        "-i 6 -ping -g address 10.20.0.6",
+        "-i 6 -ping -g address 10.20.0.7",
+    ]
+
+
+def test_the_host_page_says_where_a_physical_id_is_unknown(owner, client) -> None:
+    a3_host(1, [{"index": 0, "name": "Ascend910", "phy_id": 4}, {"index": 1, "name": "910B4"}])
+    client.force_login(owner)
+    page = client.get("/hosts/npu-1/").content.decode()
+    assert "physical 4" in page
+    assert page.count("physical id unknown") == 1
+
+
+def test_the_agent_api_refuses_a_physical_id_that_is_no_id() -> None:
+    host = HostFactory(name="npu-9")
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {do_issue_host_token(host)}")
+    facts = {"device_type": "npu", "devices": [{"index": 0, "name": "Ascend910", "phy_id": -1}]}
+    response = client.post("/api/v1/agent/register/", facts, format="json")
+    assert response.status_code == 400
+    assert "phy_id" in str(response.json())
 
 
 def test_the_agent_api_refuses_an_sdid_that_is_no_number() -> None:

@@ -68,11 +68,20 @@ def test_an_a3_host_registers_each_devices_ip_sdid_and_super_pod(bin_dir: Path) 
             "name": "Ascend910",
             "npu": 0,
             "chip": 0,
+            "phy_id": 0,
             "ip": "10.10.100.10",
             "sdid": 16777216,
             "super_pod_id": 0,
         },
-        {"index": 1, "name": "Ascend910", "npu": 0, "chip": 1, "sdid": 16777216, "super_pod_id": 0},
+        {
+            "index": 1,
+            "name": "Ascend910",
+            "npu": 0,
+            "chip": 1,
+            "phy_id": 1,
+            "sdid": 16777216,
+            "super_pod_id": 0,
+        },
     ]
     assert npu_smi.calls()[1:] == ["info -t spod-info -i 0 -c 0", "info -t spod-info -i 0 -c 1"]
 
@@ -87,3 +96,31 @@ def test_a_configured_count_needs_no_tool(bin_dir: Path) -> None:
     device_type, devices = detect("npu", 2)
     assert device_type == "npu"
     assert devices == [{"index": 0, "name": ""}, {"index": 1, "name": ""}]
+
+
+def test_in_a_container_hccn_tool_is_asked_by_each_devices_physical_id(bin_dir: Path) -> None:
+    """An A3 host's devices 4-7 mapped into a container, where npu-smi numbers them 0-3."""
+    npu_smi = FakeTool(bin_dir, "npu-smi")
+    mapping = a3_mapping([(2, 0, 0, 4), (2, 1, 1, 5), (3, 0, 2, 6), (3, 1, 3, 7)])
+    npu_smi.answer('"info -m"', mapping)
+    npu_smi.answer('"info -t spod-info "*', SPOD / "spod-info_not-supported.txt")
+    hccn_tool = FakeTool(bin_dir, "hccn_tool")
+    hccn_tool.answer('"-i 4 -ip -g"', HCCN / "ip-g_device-0.txt")
+    hccn_tool.answer('"-i 5 -ip -g"', HCCN / "ip-g_device-1.txt")
+    hccn_tool.answer("*", code=4, stderr=HCCN / "invalid-device.stderr.txt")
+    _, devices = detect("npu", None)
+    assert [(d["index"], d["phy_id"], d.get("ip")) for d in devices] == [
+        (0, 4, "10.10.100.10"),
+        (1, 5, "10.10.100.11"),
+        (2, 6, None),
+        (3, 7, None),
+    ]
+    assert hccn_tool.calls() == [f"-i {phy} -ip -g" for phy in (4, 5, 6, 7)]
+
+
+def test_an_ascend_950_host_registers_its_physical_ids(bin_dir: Path) -> None:
+    npu_smi = FakeTool(bin_dir, "npu-smi")
+    npu_smi.answer('"info -m"', OTHER / "npu-smi-info-m_Ascend950_Atlas350_OFFICIAL-DOC.txt")
+    npu_smi.answer('"info -t spod-info "*', SPOD / "spod-info_not-supported.txt")
+    _, devices = detect("npu", None)
+    assert devices == [{"index": 0, "name": "xxx", "npu": 0, "chip": 0, "phy_id": 0}]

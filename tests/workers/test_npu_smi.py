@@ -50,6 +50,42 @@ def test_an_a3_mapping_keeps_the_physical_id_out_of_the_name() -> None:
     ]
 
 
+def test_an_a2_mapping_prints_no_physical_id() -> None:
+    rows = parse_chip_mapping(fixture("npu-smi-info-m_910B4_8card_with-Mcu-rows_blog.txt"))
+    assert {row["phy_id"] for row in rows} == {None}
+
+
+def test_the_ascend_950_layout_reads_its_npu_id_as_the_logical_id() -> None:
+    rows = parse_chip_mapping(fixture("npu-smi-info-m_Ascend950_Atlas350_OFFICIAL-DOC.txt"))
+    assert rows == [{"npu": 0, "chip": 0, "logic_id": 0, "phy_id": 0, "name": "xxx"}]
+
+
+def mapping_950(chips: list[tuple[int, int, int, str]]) -> str:
+    """``npu-smi info -m`` of an Ascend 950 host, as ``print_mapping_info_950`` prints it
+    (NPU ID, Slot ID, Chip ID 0, Chip Phy-ID, name), for ids the one documented example
+    does not show (npulab's fixture of it: npu-smi-info-m_Ascend950_Atlas350_OFFICIAL-DOC)."""
+    text = "\t" + " ".join(
+        f"{name:<30}" for name in ("NPU ID", "Slot ID", "Chip ID", "Chip Phy-ID", "Chip Name")
+    )
+    for npu, slot, phy, name in chips:
+        text += "\n\t" + " ".join(f"{cell!s:<30}" for cell in (npu, slot, 0, phy)) + f" {name}"
+    return text + "\n"
+
+
+def test_an_ascend_950_in_a_container_maps_logical_to_physical_ids() -> None:
+    rows = parse_chip_mapping(mapping_950([(0, 4, 4, "Ascend950"), (1, 5, 5, "Ascend950")]))
+    assert [(r["logic_id"], r["phy_id"], r["name"]) for r in rows] == [
+        (0, 4, "Ascend950"),
+        (1, 5, "Ascend950"),
+    ]
+
+
+def test_an_unavailable_ascend_950_npu_is_left_out() -> None:
+    # npu-smi prints NPU ID -1 for an NPU that is unavailable: its row means nothing.
+    rows = parse_chip_mapping(mapping_950([(-1, -1, 3, "Ascend950"), (0, 1, 1, "Ascend950")]))
+    assert [(r["logic_id"], r["phy_id"]) for r in rows] == [(0, 1)]
+
+
 @pytest.mark.parametrize(
     "name",
     sorted(p.name for p in OTHER.glob("npu-smi-info-m_*")),

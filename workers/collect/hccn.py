@@ -1,5 +1,10 @@
 """hccn_tool, Ascend's tool for the NPUs' own network ports (RoCE), as the gang checks use it.
 
+``-i N`` names a device by its physical id: the tool turns it into the logical id itself
+(``dsmi_get_logicid_from_phyid``, hccn_tool/cmd.c). Callers pass the physical id
+(workers.contract.gang.physical_id), which in a container mapping a subset of the host's
+devices is not the logical index the runs count in.
+
 What it prints (tests/fixtures/hccn_tool/README.md names the captures and the source):
 
 - ``-ip -g``: ``ipaddr:…`` and ``netmask:…`` lines; a device without an address
@@ -9,6 +14,11 @@ What it prints (tests/fixtures/hccn_tool/README.md names the captures and the so
   seq=…`` line per packet, then ``N packets transmitted, M received, L% packet loss``
   (``packets loss`` in some drivers). A packet lost makes the tool exit non-zero
   (``Command execute failed!`` on stderr) after printing all that;
+- ``-hccs_ping -g sdid S`` (Atlas A3 super pod boards: a ping over HCCS to the device of
+  SDID ``S`` in the same super pod): ``device N PING A``, per packet ``This pkt ping
+  success!`` (or why not) and ``recv seq …``, then ``N packets transmitted, M received,
+  L% packets loss`` and the times; on a board without super pods it prints ``The command
+  is not supported on this product.`` and exits 13;
 - its own failures: one line, on stderr (``Get invalid device id.``, ``Execute
   failed: Link status is down.``) or, for some, stdout (``hccn_tool is busy, please
   try again.``), and a non-zero exit.
@@ -26,6 +36,8 @@ from typing import NamedTuple
 TOOL = "hccn_tool"
 TIMEOUT_S = 20.0
 _PING_SUMMARY = re.compile(r"(\d+) packets transmitted, (\d+) received")
+# What -hccs_ping says on a board that has no super pods (UDA_TOOL_CMD_UNSUPPORT_ON_PRODUCT_ERR).
+HCCS_UNSUPPORTED = "The command is not supported on this product."
 # One line per packet when no summary came (a real capture shows ``seq=O`` for ``seq=0``).
 _PING_RECEIVED = re.compile(r"^\s*recv seq\b", re.MULTILINE)
 _PING_LOST = re.compile(r"^\s*recv time out seq\b|Destination Host Unreachable", re.MULTILINE)
@@ -102,28 +114,43 @@ def parse_ping(output: str) -> tuple:
     return received + lost, received
 
 
-def device_ips(indices: list[int]) -> dict[int, str]:
-    """Each device's IP, for the ones that have one; {} where hccn_tool is missing."""
+def device_ips(phy_ids: list[int]) -> dict[int, str]:
+    """Each device's IP by its physical id, for the ones that have one; {} where hccn_tool
+    is missing."""
     ips: dict[int, str] = {}
-    for index in indices:
+    for phy_id in phy_ids:
         try:
-            ip = parse_ip(run(["-i", str(index), "-ip", "-g"]))
+            ip = parse_ip(run(["-i", str(phy_id), "-ip", "-g"]))
         except HccnError:
             continue
         if ip:
-            ips[index] = ip
+            ips[phy_id] = ip
     return ips
 
 
-def link(index: int) -> str:
-    return parse_link(run(["-i", str(index), "-link", "-g"]))
+def link(phy_id: int) -> str:
+    return parse_link(run(["-i", str(phy_id), "-link", "-g"]))
 
 
-def ping(index: int, address: str) -> tuple:
-    """(transmitted, received). A lost packet makes hccn_tool exit non-zero after it has
-    printed the packets: those are the answer, the exit code is not."""
-    args = ["-i", str(index), "-ping", "-g", "address", address]
+def ping(phy_id: int, address: str) -> tuple:
+    """(transmitted, received) of a RoCE ping."""
+    args = ["-i", str(phy_id), "-ping", "-g", "address", address]
+    return _parse_ping_done(args, call(args))
+
+
+def hccs_ping(phy_id: int, sdid: int) -> tuple | None:
+    """(transmitted, received) of a ping over HCCS to the device of SDID ``sdid`` in this
+    device's super pod; None on a board hccn_tool runs no HCCS ping on."""
+    args = ["-i", str(phy_id), "-hccs_ping", "-g", "sdid", str(sdid)]
     done = call(args)
+    if done.code != 0 and HCCS_UNSUPPORTED in done.stdout + done.stderr:
+        return None
+    return _parse_ping_done(args, done)
+
+
+def _parse_ping_done(args: list[str], done: Done) -> tuple:
+    """A lost packet makes hccn_tool exit non-zero after it has printed the packets: those
+    are the answer, the exit code is not."""
     try:
         return parse_ping(done.stdout)
     except HccnError:

@@ -17,6 +17,10 @@ from typing import Any
 _MAPPING_ROW = re.compile(r"^\s*(\d+)\s+(\d+)\s+(\d+|-)\s+(.*?)\s*$")
 # Atlas A3 prints a ``Chip Phy-ID`` column between the logic id and the name.
 _MAPPING_ROW_PHY = re.compile(r"^\s*(\d+)\s+(\d+)\s+(\d+|-)\s+(\d+|-)\s+(.*?)\s*$")
+# Ascend 950 prints ``NPU ID  Slot ID  Chip ID  Chip Phy-ID  Chip Name``: its NPU ID is the
+# logical id, and -1 where the NPU is unavailable (its row then means nothing).
+_MAPPING_ROW_950 = re.compile(r"^\s*(-?\d+)\s+(-?\d+)\s+(\d+)\s+(\d+|-)\s+(.*?)\s*$")
+_MAPPING_HEADERS = ("Chip Logic ID", "Slot ID")
 
 _TITLE = re.compile(r"npu-smi\s+(\S+)\s+Version:\s*(\S+)")
 _BORDER = re.compile(r"^\+[-=+]*\+$")
@@ -81,14 +85,32 @@ class NpuSmiParseError(ValueError):
 
 def parse_chip_mapping(text: str) -> list[dict[str, int | str | None]]:
     """Rows of ``npu-smi info -m``: NPU id, chip id, logic id (None for an Mcu), physical
-    id (None where not printed: all but Atlas A3) and name.
+    id and name.
 
-    The logic id is what ``ASCEND_RT_VISIBLE_DEVICES`` and ``npu:N`` count in.
+    The logic id is what ``ASCEND_RT_VISIBLE_DEVICES`` and ``npu:N`` count in; the
+    physical id what hccn_tool's ``-i`` and a rank table's ``device_id`` take. Three
+    layouts are known (npu-smi's ``print_mapping_info``, ``_910_93`` and ``_950``):
+    ``NPU ID  Chip ID  Chip Logic ID  Chip Name`` (Atlas A2 and older: no physical id,
+    None), Atlas A3's with ``Chip Phy-ID`` before the name, and Ascend 950's ``NPU ID
+    Slot ID  Chip ID  Chip Phy-ID  Chip Name``, whose NPU ID is the logical id (a row of
+    NPU ID -1, an unavailable NPU, is left out).
     """
     lines = text.splitlines()
-    header = next((i for i, line in enumerate(lines) if "Chip Logic ID" in line), None)
+    header = next(
+        (
+            i
+            for i, line in enumerate(lines)
+            if "NPU ID" in line and any(name in line for name in _MAPPING_HEADERS)
+        ),
+        None,
+    )
     if header is None:
-        raise NpuSmiParseError("no 'Chip Logic ID' header: not `npu-smi info -m` output")
+        raise NpuSmiParseError(
+            "no 'NPU ID ... Chip Logic ID' or 'NPU ID  Slot ID ... Chip Phy-ID' header: "
+            "not `npu-smi info -m` output"
+        )
+    if "Chip Logic ID" not in lines[header]:
+        return _mapping_950(lines[header + 1 :])
     with_phy = "Chip Phy-ID" in lines[header]
     rows: list[dict[str, int | str | None]] = []
     for line in lines[header + 1 :]:
@@ -104,6 +126,27 @@ def parse_chip_mapping(text: str) -> list[dict[str, int | str | None]]:
                 "npu": int(npu),
                 "chip": int(chip),
                 "logic_id": None if logic == "-" else int(logic),
+                "phy_id": None if phy == "-" else int(phy),
+                "name": name,
+            }
+        )
+    return rows
+
+
+def _mapping_950(lines: list[str]) -> list[dict[str, int | str | None]]:
+    rows: list[dict[str, int | str | None]] = []
+    for line in lines:
+        match = _MAPPING_ROW_950.match(line)
+        if not match:
+            continue
+        npu, _slot, chip, phy, name = match.groups()
+        if int(npu) < 0:
+            continue
+        rows.append(
+            {
+                "npu": int(npu),
+                "chip": int(chip),
+                "logic_id": int(npu),
                 "phy_id": None if phy == "-" else int(phy),
                 "name": name,
             }

@@ -52,8 +52,13 @@ HCCL_CONNECT_TIMEOUT_RANGE = (120, 7200)
 HCCL_CONNECT_TIMEOUT_DEFAULT = 600
 
 # The keys of a registered NPU device (a host's ``devices``) that a gang's rank table reads:
-# its network port's IP (``hccn_tool -i N -ip -g``), and on Atlas A3 its chip's SDID and
-# super pod id (``npu-smi info -t spod-info -i NPU -c CHIP``).
+# its physical id where ``npu-smi info -m`` prints one, its network port's IP (``hccn_tool
+# -i PHY -ip -g``), and on Atlas A3 its chip's SDID and super pod id (``npu-smi info -t
+# spod-info -i NPU -c CHIP``). A device's ``index`` is its logical id, what
+# ``ASCEND_RT_VISIBLE_DEVICES`` counts; hccn_tool's ``-i`` and a rank table's ``device_id``
+# take the physical id, which differs from it in a container that maps a subset of the
+# host's devices (devices 4-7 seen as 0-3).
+DEVICE_PHY_ID = "phy_id"
 DEVICE_IP = "ip"
 DEVICE_SDID = "sdid"
 DEVICE_SUPER_POD_ID = "super_pod_id"
@@ -125,14 +130,24 @@ def connect_timeout(value: Any) -> int:
     return min(max(value, low), high)
 
 
+def physical_id(phy_ids: dict[str, Any], index: int) -> int:
+    """The physical id of the device of logical ``index``, from ``phy_ids`` (index as a
+    string -> physical id, as a gang's peers and placements carry them); the logical
+    index itself where its host found none (``npu-smi info -m`` prints none on Atlas A2
+    and older, where on bare metal the two are the same)."""
+    value = phy_ids.get(str(index))
+    return value if type(value) is int and value >= 0 else index
+
+
 def rank_table(placements: list[dict[str, Any]]) -> dict[str, Any]:
     """An HCCL rank table from the gang's placements in node-rank order.
 
     Each placement: ``server_id`` (the host's advertised address), ``device_indices``
-    (its leased devices, local rank order), ``device_ips`` (index -> the device's IP
-    from ``hccn_tool -i N -ip -g``), ``super_device_ids`` and ``super_pod_ids`` (index ->
-    the chip's SDID and super pod id from ``npu-smi info -t spod-info``; Atlas A3 only)
-    and ``first_rank``.
+    (its leased devices' logical ids, local rank order), ``device_phy_ids`` (index -> the
+    device's physical id, HCCL's ``device_id``; an index without one stands for itself,
+    ``physical_id``), ``device_ips`` (index -> the device's IP from ``hccn_tool -i PHY -ip
+    -g``), ``super_device_ids`` and ``super_pod_ids`` (index -> the chip's SDID and super
+    pod id from ``npu-smi info -t spod-info``; Atlas A3 only) and ``first_rank``.
 
     Version 1.2 (a super pod: each device's ``super_device_id``, and ``super_pod_list``)
     when every device of every placement has an SDID and a super pod id, else version 1.0.
@@ -147,11 +162,12 @@ def rank_table(placements: list[dict[str, Any]]) -> dict[str, Any]:
     servers = []
     for placement in placements:
         ips = placement.get("device_ips") or {}
+        phy_ids = placement.get("device_phy_ids") or {}
         devices = []
         for local, index in enumerate(placement["device_indices"]):
             devices.append(
                 {
-                    "device_id": str(index),
+                    "device_id": str(physical_id(phy_ids, index)),
                     "device_ip": str(ips.get(str(index), "")),
                     "rank_id": str(placement["first_rank"] + local),
                 }
@@ -185,10 +201,11 @@ def _rank_table_super_pod(placements: list[dict[str, Any]]) -> dict[str, Any]:
     for members in pods.values():
         for placement in members:
             ips = placement.get("device_ips") or {}
+            phy_ids = placement.get("device_phy_ids") or {}
             devices = []
             for local, index in enumerate(placement["device_indices"]):
                 device = {
-                    "device_id": str(index),
+                    "device_id": str(physical_id(phy_ids, index)),
                     "super_device_id": str(placement["super_device_ids"][str(index)]),
                 }
                 # Optional in 1.2 (a super pod's devices talk over HCCS); an empty one is

@@ -10,7 +10,7 @@ from typing import Any, Dict
 from workers.backends.cpu import cpu_model_name
 from workers.collect import hccn, superpod
 from workers.collect.npu_smi import NpuSmiParseError, parse_chip_mapping
-from workers.contract.gang import DEVICE_IP, DEVICE_SDID, DEVICE_SUPER_POD_ID
+from workers.contract.gang import DEVICE_IP, DEVICE_PHY_ID, DEVICE_SDID, DEVICE_SUPER_POD_ID
 
 Device = Dict[str, Any]
 log = logging.getLogger(__name__)
@@ -53,18 +53,29 @@ def _npu_devices() -> list[Device]:
         rows = parse_chip_mapping(output)
     except NpuSmiParseError as exc:
         raise DeviceDetectionError(f"npu-smi info -m: {exc}; set the device count") from exc
-    # Mcu rows have no logic id: they are not devices torch can use.
-    devices = [
-        {"index": row["logic_id"], "name": row["name"], "npu": row["npu"], "chip": row["chip"]}
-        for row in rows
-        if row["logic_id"] is not None
-    ]
-    # Each device's own network port's address (hccn_tool), for the rank tables of runs
-    # across hosts; a host without hccn_tool registers none.
-    ips = hccn.device_ips([device["index"] for device in devices])
+    devices = []
+    for row in rows:
+        # Mcu rows have no logic id: they are not devices torch can use.
+        if row["logic_id"] is None:
+            continue
+        device: Device = {
+            "index": row["logic_id"],
+            "name": row["name"],
+            "npu": row["npu"],
+            "chip": row["chip"],
+        }
+        # The physical id where npu-smi prints one (Atlas A3, Ascend 950); without it the
+        # device goes by its logical index, which the host page says.
+        if row["phy_id"] is not None:
+            device[DEVICE_PHY_ID] = row["phy_id"]
+        devices.append(device)
+    # Each device's own network port's address (hccn_tool, asked by physical id), for the
+    # rank tables of runs across hosts; a host without hccn_tool registers none.
+    ips = hccn.device_ips([device.get(DEVICE_PHY_ID, device["index"]) for device in devices])
     for device in devices:
-        if device["index"] in ips:
-            device[DEVICE_IP] = ips[device["index"]]
+        ip = ips.get(device.get(DEVICE_PHY_ID, device["index"]))
+        if ip:
+            device[DEVICE_IP] = ip
     # On Atlas A3, each chip's place in its super pod, for a rank table of version 1.2; a
     # host without super pods registers none.
     pods, errors = superpod.super_pods(

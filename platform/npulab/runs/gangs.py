@@ -158,6 +158,7 @@ def gang_of(run: Run, placement: Placement) -> dict[str, Any]:
                     contract.ADVERTISE_ADDRESS, ""
                 ),
                 "devices": other.device_indices,
+                "device_phy_ids": _device_ids(other, contract.DEVICE_PHY_ID),
                 "device_ips": _device_ips(other),
                 "super_device_ids": _device_ids(other, contract.DEVICE_SDID),
                 "super_pod_ids": _device_ids(other, contract.DEVICE_SUPER_POD_ID),
@@ -179,6 +180,7 @@ def gang_of(run: Run, placement: Placement) -> dict[str, Any]:
                         contract.ADVERTISE_ADDRESS, other.host_name
                     ),
                     "device_indices": other.device_indices,
+                    "device_phy_ids": _device_ids(other, contract.DEVICE_PHY_ID),
                     "device_ips": _device_ips(other),
                     "super_device_ids": _device_ids(other, contract.DEVICE_SDID),
                     "super_pod_ids": _device_ids(other, contract.DEVICE_SUPER_POD_ID),
@@ -215,8 +217,9 @@ def _device_ips(placement: Placement) -> dict[str, str]:
 
 
 def _device_ids(placement: Placement, key: str) -> dict[str, int]:
-    """A whole-number id of each of the placement's devices that has one (on Atlas A3, its
-    SDID or super pod id from ``npu-smi info -t spod-info``); 0 is an id like any other."""
+    """A whole-number id of each of the placement's devices that has one (its physical id
+    from ``npu-smi info -m``; on Atlas A3, its SDID or super pod id from ``npu-smi info -t
+    spod-info``); 0 is an id like any other."""
     return {
         index: int(value)
         for index, value in _device_values(placement, key).items()

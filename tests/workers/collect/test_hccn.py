@@ -103,3 +103,23 @@ def test_a_busy_tool_says_so_on_stdout(hccn_tool: FakeTool) -> None:
 def test_output_that_is_no_ping_is_refused() -> None:
     with pytest.raises(hccn.HccnError, match="no ping summary"):
         hccn.parse_ping((OUTPUT / "link-g_up.txt").read_text())
+
+
+@pytest.mark.parametrize(
+    ("output", "answer"),
+    [("hccs-ping-g_reachable.txt", (3, 3)), ("hccs-ping-g_partial-loss.txt", (3, 2))],
+)
+def test_the_hccs_ping_to_an_sdid(hccn_tool: FakeTool, output: str, answer: tuple) -> None:
+    hccn_tool.answer('"-i 4 -hccs_ping -g sdid 41943040"', OUTPUT / output)
+    assert hccn.hccs_ping(4, 41943040) == answer
+
+
+def test_a_board_without_super_pods_runs_no_hccs_ping(hccn_tool: FakeTool) -> None:
+    hccn_tool.answer("*-hccs_ping*", OUTPUT / "hccs-ping-g_not-supported.txt", code=13, stderr="")
+    assert hccn.hccs_ping(0, 41943040) is None
+
+
+def test_an_hccs_ping_the_tool_refused_says_why(hccn_tool: FakeTool) -> None:
+    hccn_tool.answer("*-hccs_ping*", code=4, stderr=OUTPUT / "invalid-device.stderr.txt")
+    with pytest.raises(hccn.HccnError, match=r"-hccs_ping -g sdid 1 exited with 4: Get invalid"):
+        hccn.hccs_ping(99, 1)

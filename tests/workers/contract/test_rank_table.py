@@ -164,3 +164,40 @@ def test_one_device_without_an_sdid_makes_the_whole_table_version_1_0() -> None:
     assert table["version"] == "1.0"
     assert "super_pod_list" not in table
     assert all("super_device_id" not in d for s in table["server_list"] for d in s["device"])
+
+
+def test_each_devices_id_is_its_physical_id_where_its_host_knows_it() -> None:
+    """HCCL's device_id is the physical id (``ls /dev/davinci*``): a container that maps the
+    host's devices 4 and 5 as its 0 and 1 leases 0 and 1, and the table names 4 and 5."""
+    table = rank_table(
+        [
+            placement("192.0.2.1", [0, 1], 0, device_phy_ids={"0": 4, "1": 5}),
+            # A host whose npu-smi prints no physical id (Atlas A2): its indices stand in.
+            placement("192.0.2.2", [0, 1], 2, device_phy_ids={}),
+        ]
+    )
+    assert [[d["device_id"] for d in s["device"]] for s in table["server_list"]] == [
+        ["4", "5"],
+        ["0", "1"],
+    ]
+    assert [d["rank_id"] for d in table["server_list"][0]["device"]] == ["0", "1"]
+
+
+def test_a_super_pod_table_names_the_physical_ids_too() -> None:
+    table = rank_table(
+        [
+            placement(
+                "192.0.2.1",
+                [0, 1],
+                0,
+                device_phy_ids={"0": 6, "1": 7},
+                super_device_ids={"0": 38535174, "1": 38600711},
+                super_pod_ids={"0": 0, "1": 0},
+            )
+        ]
+    )
+    assert table["version"] == "1.2"
+    assert [(d["device_id"], d["super_device_id"]) for d in table["server_list"][0]["device"]] == [
+        ("6", "38535174"),
+        ("7", "38600711"),
+    ]

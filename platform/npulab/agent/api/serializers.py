@@ -29,6 +29,14 @@ MAX_TIMESTAMP = 253402300799.0
 class DeviceSerializer(serializers.Serializer):
     index = serializers.IntegerField(min_value=0, max_value=MAX_DEVICES_PER_HOST)
     name = TextField(allow_blank=True, max_length=200)
+    phy_id = serializers.IntegerField(
+        min_value=0,
+        max_value=MAX_UINT32,
+        required=False,
+        help_text="The device's physical id (npu-smi info -m: Atlas A3, Ascend 950), which "
+        "hccn_tool -i and a rank table's device_id take; absent where npu-smi prints none, "
+        "and the index stands for it.",
+    )
     sdid = serializers.IntegerField(
         min_value=0,
         max_value=MAX_UINT32,
