@@ -37,6 +37,8 @@ NAME = "npulab"
 DATABASE = "npulab_bench_mlflow_npulab"
 FAKE_HOST = "bench-agent"
 LOOP = Path(__file__).resolve().parent / "mlflow_loop.py"
+# Where the loop script writes its times: its working directory, the run directory.
+LOOP_TIMES = "loop-times.json"
 # Compact forms of a whole read another change may add beside the row form: measured when
 # the server answers them in a shape of their own (an older server ignores the parameter).
 COMPACT_FORMATS = ("columns", "csv")
@@ -166,21 +168,15 @@ class Npulab:
         return timed_reads(read, repeat)
 
     def loop(self, points: int, work: Path) -> dict[str, Any]:
-        """A training run whose script logs ``points`` steps; when all are readable."""
-        # The run may execute as another user (nobody, under root), who can neither enter
-        # ``work`` nor write there: its times go to a folder of their own that anyone may write.
-        shared = Path(tempfile.mkdtemp(prefix="npulab-bench-loop-times-"))
-        try:
-            shared.chmod(0o777)
-            return self._loop(points, shared / "times.json")
-        finally:
-            shutil.rmtree(shared, ignore_errors=True)
+        """A training run whose script logs ``points`` steps; when all are readable.
 
-    def _loop(self, points: int, out: Path) -> dict[str, Any]:
+        The script writes its times into its run directory: a run executes as another user
+        in a sandbox where only that directory is its own, so ``work`` is out of its reach.
+        """
         run = self.platform.submit(
             kind="training",
             entry=str(LOOP),
-            args=["npulab", str(out), str(points)],
+            args=["npulab", LOOP_TIMES, str(points)],
             host=HOST,
             name=f"bench: a loop of {points:,} run.log calls",
             max_steps=points,
@@ -196,7 +192,8 @@ class Npulab:
         final = self.platform.wait(run["id"], timeout=120)
         if final["status"] != "succeeded":
             raise RuntimeError(f"loop run {run['id']} {final['status']}: {final['exit_reason']}")
-        return loop_report(json.loads(out.read_text()), ready)
+        times = self.platform.run_dir(run["id"]) / LOOP_TIMES
+        return loop_report(json.loads(times.read_text()), ready)
 
     def close(self) -> None:
         self.agent.stop()
