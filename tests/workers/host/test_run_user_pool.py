@@ -451,8 +451,15 @@ def test_the_prepare_command_makes_the_pool_and_lets_each_user_through(top: Path
     paths = [str(private / "work"), str(PACKAGE_ROOT / "workers")]
     assert runuser.main(["--users", "2", *paths]) == 0
     assert runuser.main(["--users", "2", *paths]) == 0  # idempotent
-    for user in runuser.existing_pool()[:2]:
-        user.check_can_run(SYSTEM_PYTHON, str(private / "work"))
+    # Under leases, as a worker would: a stack on this machine may use the pool.
+    machines = RunUserPool(runuser.existing_pool())
+    leases = [machines.lease(), machines.lease()]
+    try:
+        for lease in leases:
+            lease.user.check_can_run(SYSTEM_PYTHON, str(private / "work"))
+    finally:
+        for lease in leases:
+            lease.end([])
 
 
 def test_a_worker_checks_every_pool_user_can_run_the_interpreter(top: Path) -> None:
