@@ -45,9 +45,6 @@ def main(argv: list[str] | None = None) -> int:
         log.warning("killed a run left behind by an earlier worker process: %s", run_dir)
     try:
         run_users, run_sandbox = confine(config, len(detect(config.device_type, config.devices)[1]))
-        if run_users is not None:
-            for folder in run_users.recover(config.work_dir):
-                log.info("took back %s from its run user", folder)
     except (runuser.RunUserError, sandbox.SandboxError, DeviceDetectionError) as exc:
         log.error("%s", exc)
         return 1
@@ -110,17 +107,22 @@ def confine(
     A root worker's runs never execute as root, and by default each of the ``slots`` runs
     it executes at once as a user of its own (the pool). In the sandbox the run users
     reach the interpreter through the sandbox's own mounts; without one, on the host's
-    paths, which each of them is checked for.
+    paths, which each of them is checked for. The folders and processes this worker's
+    earlier life left to its run users are taken back first.
     """
     run_users = runuser.choose(config.run_user, max(1, slots))
-    first = run_users.users[0] if run_users is not None else None
+    if run_users is not None:
+        # Before the checks: a pool user is checked only while free, and the processes an
+        # earlier run left would keep theirs taken.
+        for folder in run_users.recover(config.work_dir):
+            log.info("took back %s from its run user", folder)
     hidden = [config.token_file] if config.token_file else []
     run_sandbox = sandbox.resolve(
         config.sandbox,
         config.python,
         config.work_dir,
         hidden,
-        first,
+        run_users,
         config.sandbox_read,
         config.own_network,
     )

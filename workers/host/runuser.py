@@ -104,11 +104,22 @@ class RunUser:
         except (OSError, subprocess.SubprocessError) as exc:
             raise RunUserError(f"run user {self.name!r} cannot start {python}: {exc}") from None
         if result.returncode != 0:
-            last = (result.stderr.decode("utf-8", "replace").strip().splitlines() or ["?"])[-1]
+            last = last_words(result)
             raise RunUserError(
                 f"run user {self.name!r} cannot run {python} with this package "
                 f"({package_root}) and work directory ({work_dir}): {last}"
             )
+
+
+def last_words(result: subprocess.CompletedProcess) -> str:
+    """Why a start-up check's process failed: its last line on stderr, or the signal that
+    killed it without a word (SIGKILL: a process of its user's killed them all)."""
+    lines = result.stderr.decode("utf-8", "replace").strip().splitlines()
+    if lines:
+        return lines[-1]
+    if result.returncode < 0:
+        return f"killed by signal {-result.returncode}"
+    return f"exit status {result.returncode}, nothing on stderr"
 
 
 def take_back(paths: Iterable[str]) -> None:
@@ -263,6 +274,10 @@ class RunUsers:
     def describe(self) -> str:
         raise NotImplementedError
 
+    def check_user(self, user: RunUser, python: str, work_dir: str) -> None:
+        """:meth:`RunUser.check_can_run` for ``user``, as this kind of run users allows."""
+        user.check_can_run(python, work_dir)
+
     def recover(self, work_dir: str) -> list[str]:
         """At start: take back every run folder under ``work_dir`` not the worker's (runs an
         earlier worker process left behind, a version that left them to the run user);
@@ -312,6 +327,9 @@ POOL_SIZE_ENV = "NPULAB_RUN_USER_POOL"
 LEASE_DIR = "/run/npulab-run-users"
 # How long an attempt waits for a free pool user (several workers sharing a small pool).
 LEASE_WAIT_S = 120.0
+# How long a worker's start-up check waits for a pool user another worker's run has: a
+# run that is about to end, not one that may take hours (the user works for runs here).
+PROBE_WAIT_S = 10.0
 
 
 def pool_name(index: int) -> str:
@@ -366,16 +384,22 @@ class RunUserPool(RunUsers):
             raise
         return fd
 
+    def _take(self, user: RunUser) -> Lease | None:
+        """``user``'s lease, or None while it is not free."""
+        fd = self._lock(user)
+        if fd is None:
+            return None
+        if processes_of(user.uid):
+            os.close(fd)  # an earlier run's processes: not free until they are gone
+            return None
+        return Lease(user, fd, self._end)
+
     def try_lease(self) -> Lease | None:
         """The first free user's lease, or None while every one is in use."""
         for user in self.users:
-            fd = self._lock(user)
-            if fd is None:
-                continue
-            if processes_of(user.uid):
-                os.close(fd)  # an earlier run's processes: not free until they are gone
-                continue
-            return Lease(user, fd, self._end)
+            lease = self._take(user)
+            if lease is not None:
+                return lease
         return None
 
     def lease(self, give_up: threading.Event | None = None) -> Lease:
@@ -394,6 +418,31 @@ class RunUserPool(RunUsers):
                     f"no free run user: all {len(self.users)} of the pool are in use by "
                     f"runs or their leftover processes ({POOL_SIZE_ENV} sets its size)"
                 )
+
+    def check_user(self, user: RunUser, python: str, work_dir: str) -> None:
+        """Check ``user`` under its lease, as a run would execute: the end of another
+        worker's lease, or its start-up, kills every process of a user it holds or finds
+        free, a probe included. A user another worker's run has is waited for up to
+        PROBE_WAIT_S, then not checked now: that run shows it works on this host."""
+        lease = self._take(user)
+        if lease is None:
+            log.debug(
+                "run user %s is in use: waiting up to %g s to check it", user.name, PROBE_WAIT_S
+            )
+            deadline = time.monotonic() + PROBE_WAIT_S
+            while lease is None and time.monotonic() < deadline:
+                time.sleep(0.1)
+                lease = self._take(user)
+        if lease is None:
+            log.info(
+                "run user %s not checked now: another worker's run on this host executes as it",
+                user.name,
+            )
+            return
+        try:
+            user.check_can_run(python, work_dir)
+        finally:
+            lease.end([])
 
     def _end(self, lease: Lease) -> None:
         left = kill_processes_of(lease.user)
@@ -474,9 +523,9 @@ def choose(name: str | None, slots: int = 1, lease_dir: str = LEASE_DIR) -> RunU
 
 def check_can_run(users: RunUsers, python: str, work_dir: str) -> None:
     """RunUserError unless every one of ``users`` can run ``python`` on the host's paths
-    (checked at once: each is a Python start-up)."""
+    (checked at once: each is a Python start-up; a pool user under its lease)."""
     with ThreadPoolExecutor(max_workers=min(8, len(users.users))) as executor:
-        futures = [executor.submit(u.check_can_run, python, work_dir) for u in users.users]
+        futures = [executor.submit(users.check_user, u, python, work_dir) for u in users.users]
         for future in futures:
             future.result()
 

@@ -27,7 +27,7 @@ import subprocess
 from typing import Iterable, Sequence
 
 from workers.contract.kinds import EXTRA_KINDS_ENV
-from workers.host.runuser import RunUser
+from workers.host.runuser import RunUser, RunUsers, last_words
 
 log = logging.getLogger(__name__)
 
@@ -243,7 +243,7 @@ class Sandbox:
         if result.returncode == 4:
             raise SandboxError("a run in the sandbox still sees the host's network interfaces")
         if result.returncode != 0:
-            last = (result.stderr.decode("utf-8", "replace").strip().splitlines() or ["?"])[-1]
+            last = last_words(result)
             raise SandboxError(f"bubblewrap cannot run {python} in a sandbox: {last}")
 
 
@@ -262,13 +262,14 @@ def resolve(
     python: str,
     work_dir: str,
     hidden: Sequence[str],
-    run_user: RunUser | None,
+    run_users: RunUsers | None,
     extra_reads: Sequence[str] = (),
     own_network: bool = False,
 ) -> Sandbox | None:
-    """The sandbox ``mode`` asks for, checked; None where there is none (``off``, or
-    ``auto`` on a host without a working bubblewrap: ``log`` says so). Runs kept off the
-    network (``own_network``) need one: without it, SandboxError whatever the mode."""
+    """The sandbox ``mode`` asks for, checked as one of ``run_users`` under its lease;
+    None where there is none (``off``, or ``auto`` on a host without a working
+    bubblewrap: ``log`` says so). Runs kept off the network (``own_network``) need one:
+    without it, SandboxError whatever the mode. RunUserError when no run user is free."""
     if own_network and mode == OFF:
         raise SandboxError("--run-network none needs the sandbox, and --sandbox is off")
     if mode == OFF:
@@ -278,15 +279,22 @@ def resolve(
     problem = ""
     if not bwrap:
         problem = "bubblewrap (bwrap) is not installed"
-    elif run_user is not None and os.geteuid() == 0 and not setpriv:
+    elif run_users is not None and os.geteuid() == 0 and not setpriv:
         problem = "setpriv (util-linux) is not installed"
     sandbox = None
     if not problem:
         sandbox = Sandbox(bwrap, [work_dir, *hidden], extra_reads, setpriv, own_network)
+        # A pool user only under its lease: another worker's lease ending on it, or its
+        # start-up finding it free, kills every process of it (and a killed probe in
+        # ``auto`` would leave this worker's runs without the sandbox).
+        lease = run_users.lease() if run_users is not None else None
         try:
-            sandbox.check(python, work_dir, run_user)
+            sandbox.check(python, work_dir, lease.user if lease is not None else None)
         except SandboxError as exc:
             problem = str(exc)
+        finally:
+            if lease is not None:
+                lease.end([])
     if not problem:
         return sandbox
     if own_network:

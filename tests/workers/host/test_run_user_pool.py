@@ -13,6 +13,7 @@ kill the processes of, a user a stack running on the same machine has leased.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import stat
@@ -20,6 +21,7 @@ import subprocess
 import tempfile
 import threading
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -238,6 +240,182 @@ def test_an_attempt_with_no_free_user_ends_saying_so_and_starts_nothing(
         lease.end([])
 
 
+# -- start-up checks beside another worker -----------------------------------------------------
+#
+# Another host worker on the machine (make run HOSTS=2, deploy's several workers) shares
+# the pool: the end of its lease, and its start-up finding a user free, kill every process
+# of that user. A worker's start-up checks execute as pool users too: only under a lease.
+
+
+def gated_python(top: Path) -> Path:
+    """An interpreter that waits for ``go`` beside it before it starts: a probe that lives
+    until the test lets it go. Each start notes its uid there (``started-<uid>``), where
+    it may write (not in the sandbox, which mounts the folder read-only)."""
+    gate = top / "gate"
+    gate.mkdir()
+    gate.chmod(0o777)
+    python = gate / "python"
+    python.write_text(
+        "#!/bin/sh\n"
+        f"touch {gate}/started-$(id -u) 2>/dev/null\n"
+        f"while [ ! -e {gate}/go ]; do sleep 0.05; done\n"
+        f'exec {SYSTEM_PYTHON} "$@"\n'
+    )
+    python.chmod(0o755)
+    return python
+
+
+def started(python: Path) -> set[int]:
+    return {int(path.name.split("-")[1]) for path in python.parent.glob("started-*")}
+
+
+def assert_free(pool: RunUserPool) -> None:
+    """Every user of the pool can be leased: no lease held, no process left."""
+    leases = [pool.try_lease() for _ in pool.users]
+    assert None not in leases
+    for lease in leases:
+        assert lease is not None
+        lease.end([])
+
+
+def other_than(uid: int, pids: set[int]) -> list[int]:
+    """The processes of ``uid`` but ``pids``."""
+    return [pid for pid in runuser.processes_of(uid) if pid not in pids]
+
+
+def test_a_check_lives_through_the_end_of_another_workers_lease_on_its_user(
+    pool: RunUserPool, top: Path, caplog: pytest.LogCaptureFixture, monkeypatch
+) -> None:
+    """Another worker's run has the first user when this worker starts, and ends while
+    this worker checks its users: that end kills every process of the user."""
+    monkeypatch.setattr(runuser, "PROBE_WAIT_S", DEADLINE_S)
+    caplog.set_level(logging.DEBUG, logger=runuser.__name__)
+    python = gated_python(top)
+    (top / "work").mkdir()
+    other = RunUserPool(pool.users, lease_dir=pool.lease_dir)
+    lease = other.try_lease()
+    assert lease is not None
+    user = lease.user
+    its_run = sleeper(user)
+    wait_until(lambda: alive(its_run.pid), "the other worker's run to start")
+
+    with ThreadPoolExecutor(max_workers=1) as executor:
+        checking = executor.submit(runuser.check_can_run, pool, str(python), str(top / "work"))
+        wait_until(
+            lambda: (
+                other_than(user.uid, {its_run.pid})
+                or f"run user {user.name} is in use: waiting" in caplog.text
+            ),
+            "the check to reach the other worker's user",
+            DEADLINE_S,
+        )
+        lease.end([])
+        assert its_run.wait(timeout=DEADLINE_S) == -9
+        (python.parent / "go").touch()
+        checking.result(timeout=DEADLINE_S)
+
+    assert started(python) == {u.uid for u in pool.users}
+    assert_free(pool)
+
+
+def test_a_check_lives_through_another_workers_start_up_clearing_its_user(
+    pool: RunUserPool, top: Path
+) -> None:
+    """Another worker starts while this one checks its users: it takes back the folder its
+    earlier life left to the first user, and kills what it finds running as a free one."""
+    python = gated_python(top)
+    (top / "work").mkdir()
+    user = pool.users[0]
+    with ThreadPoolExecutor(max_workers=1) as executor:
+        checking = executor.submit(runuser.check_can_run, pool, str(python), str(top / "work"))
+        wait_until(
+            lambda: all(runuser.processes_of(u.uid) for u in pool.users),
+            "the checks of both users to start",
+            DEADLINE_S,
+        )
+        other_work = top / "other-work"
+        left_run = other_work / "runs" / "7"
+        left_run.mkdir(parents=True)
+        user.give([str(left_run)])
+        other = RunUserPool(pool.users, lease_dir=pool.lease_dir)
+        assert other.recover(str(other_work)) == [str(left_run)]
+        (python.parent / "go").touch()
+        checking.result(timeout=DEADLINE_S)
+
+    assert started(python) == {u.uid for u in pool.users}
+    assert left_run.stat().st_uid == os.geteuid()
+    assert_free(pool)
+
+
+def test_a_user_another_workers_run_keeps_is_not_checked_now_nor_waited_for(
+    pool: RunUserPool, top: Path, caplog: pytest.LogCaptureFixture, monkeypatch
+) -> None:
+    monkeypatch.setattr(runuser, "PROBE_WAIT_S", 0.0)
+    caplog.set_level(logging.INFO, logger=runuser.__name__)
+    python = gated_python(top)
+    (python.parent / "go").touch()
+    (top / "work").mkdir()
+    other = RunUserPool(pool.users, lease_dir=pool.lease_dir)
+    lease = other.try_lease()
+    assert lease is not None
+    its_run = sleeper(lease.user)
+    try:
+        wait_until(lambda: alive(its_run.pid), "the other worker's run to start")
+
+        runuser.check_can_run(pool, str(python), str(top / "work"))
+
+        assert started(python) == {u.uid for u in pool.users} - {lease.user.uid}
+        assert (
+            f"run user {lease.user.name} not checked now: another worker's run on this host "
+            "executes as it" in caplog.text
+        )
+        assert alive(its_run.pid)
+    finally:
+        lease.end([])
+    assert its_run.wait(timeout=DEADLINE_S) == -9
+
+
+def test_the_sandbox_check_lives_through_the_end_of_another_workers_lease(
+    pool: RunUserPool, top: Path, monkeypatch
+) -> None:
+    """A sandbox check killed in ``auto`` would leave the worker's runs unconfined for its
+    life: it runs as a user this worker leases for it, never one another worker's run has."""
+    if shutil.which("bwrap") is None:
+        pytest.skip("the sandbox needs bubblewrap (apt install bubblewrap)")
+    python = gated_python(top)
+    config: HostConfig = host_config(
+        top / "work",
+        python=str(python),
+        sandbox="auto",
+        run_user=runuser.AUTO,
+        sandbox_read=[str(python.parent)],
+    )
+    (top / "work").mkdir()
+    # This host's pool is the tests' own (the machine's may be a stack's).
+    monkeypatch.setattr(runuser, "choose", lambda name, slots: pool)
+    other = RunUserPool(pool.users, lease_dir=pool.lease_dir)
+    lease = other.try_lease()
+    assert lease is not None
+    its_run = sleeper(lease.user)
+    wait_until(lambda: alive(its_run.pid), "the other worker's run to start")
+
+    with ThreadPoolExecutor(max_workers=1) as executor:
+        confining = executor.submit(confine, config)
+        wait_until(
+            lambda: any(other_than(u.uid, {its_run.pid}) for u in pool.users),
+            "the sandbox check to start",
+            DEADLINE_S,
+        )
+        lease.end([])
+        assert its_run.wait(timeout=DEADLINE_S) == -9
+        (python.parent / "go").touch()
+        run_users, run_sandbox = confining.result(timeout=DEADLINE_S)
+
+    assert run_users is pool
+    assert run_sandbox is not None
+    assert_free(pool)  # the check's lease was given back
+
+
 # -- choosing ---------------------------------------------------------------------------------
 
 
@@ -273,8 +451,15 @@ def test_the_prepare_command_makes_the_pool_and_lets_each_user_through(top: Path
     paths = [str(private / "work"), str(PACKAGE_ROOT / "workers")]
     assert runuser.main(["--users", "2", *paths]) == 0
     assert runuser.main(["--users", "2", *paths]) == 0  # idempotent
-    for user in runuser.existing_pool()[:2]:
-        user.check_can_run(SYSTEM_PYTHON, str(private / "work"))
+    # Under leases, as a worker would: a stack on this machine may use the pool.
+    machines = RunUserPool(runuser.existing_pool())
+    leases = [machines.lease(), machines.lease()]
+    try:
+        for lease in leases:
+            lease.user.check_can_run(SYSTEM_PYTHON, str(private / "work"))
+    finally:
+        for lease in leases:
+            lease.end([])
 
 
 def test_a_worker_checks_every_pool_user_can_run_the_interpreter(top: Path) -> None:

@@ -300,12 +300,16 @@ def test_a_run_user_in_the_sandbox_can_take_a_multiprocessing_lock() -> None:
     DataLoader with workers) fails with PermissionError."""
     if os.geteuid() != 0:
         pytest.skip("dropping to a run user needs root")
-    run_user = runuser.ensure_pool(1)[0]
+    # Under a lease, as a worker's run: a stack on this machine may use the pool.
+    lease = runuser.RunUserPool(runuser.ensure_pool(1)).lease()
     box = sandbox.Sandbox(
         shutil.which("bwrap") or "bwrap", [], setpriv=shutil.which("setpriv") or ""
     )
     code = "import multiprocessing; multiprocessing.Lock(); print('locked')"
-    argv = box.argv([sys.executable, "-c", code], sys.executable, (), run_user=run_user, cwd="/")
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
+    argv = box.argv([sys.executable, "-c", code], sys.executable, (), run_user=lease.user, cwd="/")
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
+    finally:
+        lease.end([])
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "locked"
