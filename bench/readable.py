@@ -4,16 +4,18 @@ A real stack (gunicorn, the Celery control worker and a CPU host worker with its
 forwarder; harness/stack.py) runs a training script that calls
 ``run.log(step, loss=...)`` of ``workers.track`` for every step: as fast as it can,
 and paced at slower rates. The script notes when its loop started and ended (in
-its run directory); this script polls the run's metric summary through the user
-API (``GET /api/v1/runs/<id>/metrics/``, every 10 ms) until all the points are
-there, and reports the time from the loop's end to that moment (issue 15's
-target: at most 0.5 s after a 100,000-step loop ends, at any rate).
+its run directory, with the bytes its host worker had yet to send then: the
+backlog); once the loop has ended this script polls the run's metric summary
+through the user API (``GET /api/v1/runs/<id>/metrics/``, every 10 ms) until all
+the points are there, and reports the time from the loop's end to that moment
+(issue 15's target: at most 0.5 s after a 100,000-step loop ends, at any rate).
 
 A second part, ``--only forwarder``, times the forwarder alone: ``Forwarder.drain``
 of a 100,000-point events.jsonl to a stub platform in a process of its own that
 acknowledges each batch at once, as this tree's forwarder and as the one of a
-given commit (``--against``, default HEAD), for its CPU time per point: the
-forwarder's own cost, apart from the platform's and from a busy machine's waits.
+given commit (``--against``, default HEAD; its forwarder with that commit's packing), for
+its CPU time per point: the forwarder's own cost, apart from the platform's and from a busy
+machine's waits.
 
 Usage, from the repository root:
 
@@ -66,8 +68,17 @@ for step in range(steps):
             time.sleep(ahead)
     run.log(step, loss=1.0 / (step + 1))
 ended = time.time()
+# What the forwarder had yet to send when the loop ended: the bytes written past the offset
+# the platform acknowledged, and those still in the writer's buffer.
+written = os.path.getsize(os.path.join(run.run_dir, "events.jsonl"))
+try:
+    with open(os.path.join(run.run_dir, "forwarded.offset")) as handle:
+        acknowledged = int(handle.read() or 0)
+except (OSError, ValueError):
+    acknowledged = 0
 with open(os.path.join(run.run_dir, "{LOOP_FILE}"), "w") as handle:
-    json.dump({{"started": started, "ended": ended}}, handle)
+    json.dump({{"started": started, "ended": ended, "written": written,
+               "buffered": run.events._pending_bytes, "acknowledged": acknowledged}}, handle)
 '''
 
 
@@ -93,6 +104,12 @@ def one_loop(platform: Any, script: Path, rate: float, steps: int) -> dict[str, 
     run_id = run["id"]
     loop_file = platform.run_dir(run_id) / LOOP_FILE
     deadline = time.monotonic() + 300
+    # The API is asked only once the loop has ended: a request every 10 ms while it runs
+    # would cost the web process, on the loop's machine, a good part of a core.
+    while not loop_file.exists():  # the script writes it just after its loop
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"run {run_id}: no {LOOP_FILE}\n{platform.tail()}")
+        time.sleep(POLL_S)
     polls = 0
     readable_at = None
     while readable_at is None:
@@ -106,10 +123,6 @@ def one_loop(platform: Any, script: Path, rate: float, steps: int) -> dict[str, 
         if time.monotonic() > deadline:
             raise RuntimeError(f"run {run_id}: {points} after 300 s\n{platform.tail()}")
         time.sleep(POLL_S)
-    while not loop_file.exists():  # the script writes it just after its loop
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"run {run_id}: no {LOOP_FILE}\n{platform.tail()}")
-        time.sleep(POLL_S)
     loop = json.loads(loop_file.read_text())
     final = platform.wait(run_id, timeout=120)
     if final["status"] != "succeeded":
@@ -118,6 +131,9 @@ def one_loop(platform: Any, script: Path, rate: float, steps: int) -> dict[str, 
     if whole["total"] != steps or len(whole["points"]) != steps:
         raise RuntimeError(f"run {run_id}: {whole['total']} points stored, expected {steps}")
     loop_s = loop["ended"] - loop["started"]
+    # Its events.jsonl is metric lines but for a few: its size a point turns bytes to points.
+    line_bytes = (platform.run_dir(run_id) / "events.jsonl").stat().st_size / steps
+    backlog = loop["written"] + loop["buffered"] - loop["acknowledged"]
     requests = server_times(platform.logs / "web.log", run_id)
     return {
         "run": run_id,
@@ -125,6 +141,7 @@ def one_loop(platform: Any, script: Path, rate: float, steps: int) -> dict[str, 
         "steps_per_s": round(steps / loop_s),
         "readable_after_end_s": round(readable_at - loop["ended"], 3),
         "readable_after_start_s": round(readable_at - loop["started"], 3),
+        "backlog_at_end_points": round(backlog / line_bytes),
         "polls": polls,
         "events_requests": len(requests),
         "server_ms_p50": round(statistics.median(requests), 1) if requests else None,
@@ -156,14 +173,14 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
     for path in (var_dir, scripts, script):
         path.chmod(0o755)
     report: dict[str, Any] = {
-        "database": f"{services.database_label}, database {BENCH_DATABASE}",
+        "database": f"{services.database_label}, database {args.database}",
         "broker": broker,
         "web": "gunicorn gthread, 1 worker x 8 threads (harness/stack.py)",
         "loops": [],
     }
     try:
         with launched_platform(
-            services, var_dir, database=BENCH_DATABASE, redis_db=args.redis_db
+            services, var_dir, database=args.database, redis_db=args.redis_db
         ) as platform:
             for rate, steps in parse_loops(args.loops):
                 samples = [one_loop(platform, script, rate, steps) for _ in range(args.repeat)]
@@ -220,19 +237,31 @@ def bench_forwarder(args: argparse.Namespace) -> dict[str, Any]:
     from workers.host.client import PlatformClient
 
     work = Path(tempfile.mkdtemp(prefix="npulab-bench-forwarder-"))
-    old_source = subprocess.run(
-        ["git", "show", f"{args.against}:workers/host/forwarder.py"],
-        cwd=REPO,
-        capture_output=True,
-        check=True,
-    ).stdout
-    (work / "old_forwarder.py").write_bytes(old_source)
-    spec = importlib.util.spec_from_file_location("old_forwarder", work / "old_forwarder.py")
-    assert spec is not None
-    assert spec.loader is not None
-    old = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(old)
+
+    def old_module(name: str) -> Any:
+        source = subprocess.run(
+            ["git", "show", f"{args.against}:workers/host/{name}.py"],
+            cwd=REPO,
+            capture_output=True,
+            check=True,
+        ).stdout
+        (work / f"old_{name}.py").write_bytes(source)
+        spec = importlib.util.spec_from_file_location(f"old_{name}", work / f"old_{name}.py")
+        assert spec is not None
+        assert spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+
     from workers.host import forwarder as new
+    from workers.host import packing
+
+    # The old forwarder imports the old packing (the commit's, not this tree's).
+    sys.modules["workers.host.packing"] = old_module("packing")
+    try:
+        old = old_module("forwarder")
+    finally:
+        sys.modules["workers.host.packing"] = packing
 
     stub = subprocess.Popen([sys.executable, "-c", STUB], stdout=subprocess.PIPE, text=True)
     try:
@@ -303,6 +332,9 @@ def main() -> int:
     parser.add_argument("--only", choices=("all", "stack", "forwarder"), default="all")
     parser.add_argument("--against", default="HEAD", help="the commit of the old forwarder")
     parser.add_argument("--forwarder-points", type=int, default=100_000)
+    parser.add_argument(
+        "--database", default=BENCH_DATABASE, help="the PostgreSQL database to make and drop"
+    )
     parser.add_argument(
         "--redis-db", type=int, default=BENCH_REDIS_DB, help="the Redis server's db for the stack"
     )

@@ -10,8 +10,11 @@ It ships like a streaming log shipper: ``wait`` polls the file (often while
 it grows, backing off while it does not) until a batch is worth a request
 (``min_bytes`` waiting, or lines ``linger_s`` old), and ``pump`` sends it;
 what arrived while one request was in flight is the next batch, sent as soon
-as its reply comes. The lines travel as the file's own bytes, their runs of
-metric lines packed as columns (workers.host.packing): only those, and the
+as its reply comes. While a backlog of a whole batch waits, the next batch is
+read and packed while the request of this one is in flight, so the host's
+packing and the platform's storing overlap. The lines travel as the file's
+own bytes, their runs of metric lines packed as columns
+(workers.host.packing): only those, and the
 events the host acts on once they are acknowledged (artifacts, and the types
 its capabilities name: checkpoints), are parsed here. A platform from before
 the compact form gets the lines as they are (NDJSON), one from before that a
@@ -24,7 +27,7 @@ import logging
 import os
 import threading
 import time
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 from workers.contract.events import ARTIFACT, EVENTS_FILE
 from workers.events import parse_line, read_batch, read_lines
@@ -35,9 +38,11 @@ log = logging.getLogger(__name__)
 
 OFFSET_FILE = "forwarded.offset"
 # A batch at most this big (well under the platform's and a proxy's request limits), and
-# at most as many lines as the platform takes (``max_batch_events``) ...
+# at most as many lines as the platform takes (``max_batch_events``; a platform that does
+# not say gets UNSTATED_BATCH_EVENTS, as before it said) ...
 MAX_BATCH_BYTES = 1 << 20
-MAX_BATCH_EVENTS = 5000
+MAX_BATCH_EVENTS = 10000
+UNSTATED_BATCH_EVENTS = 5000
 # ... and sent as soon as this much waits, or its lines have waited LINGER_S.
 MIN_BATCH_BYTES = 64 * 1024
 LINGER_S = 0.05
@@ -55,11 +60,22 @@ def max_batch_events(claim: dict[str, Any]) -> int:
     """The ``Forwarder``'s ``max_events`` within what the platform said, in its claim reply,
     one batch may hold: an operator may set it as low as 100 lines, and a batch over it is
     refused like a run the platform no longer wants. A platform from before the field gets
-    the forwarder's own limit."""
+    the limit the forwarder kept to then."""
     said = claim.get("max_events")
     if type(said) is not int or said < 1:
-        return MAX_BATCH_EVENTS
+        return UNSTATED_BATCH_EVENTS
     return min(said, MAX_BATCH_EVENTS)
+
+
+class Batch(NamedTuple):
+    """Whole lines of the file from ``start`` to ``end``, and their frames when packed."""
+
+    start: int
+    end: int
+    data: bytes
+    frames: bytes
+    # Points that went as blocks: 0 when the batch goes as its lines.
+    packed: int
 
 
 class Forwarder:
@@ -107,6 +123,8 @@ class Forwarder:
         self.reply: dict[str, Any] = {}
         self._acknowledged: list[dict[str, Any]] = []
         self._last_contact = 0.0
+        # The next batch, read and packed while the previous one was in flight.
+        self._ahead: Batch | None = None
 
     def pump(self) -> bool:
         """Send what is complete now (or an empty poll when due). True if something was sent.
@@ -115,10 +133,14 @@ class Forwarder:
         RunGone when it refuses the attempt.
         """
         sent_at, start = time.monotonic(), self.offset
-        data, end = b"", start
+        batch, self._ahead = self._ahead, None
+        if not self.lines:
+            batch = Batch(start, start, b"", b"", 0)
+        elif batch is None or batch.start != start or (batch.packed and not self.compact):
+            # Nothing read ahead, or read for an offset or a form the platform did not take.
+            batch = self._batch(start)
+        data, end = batch.data, batch.end
         events: list[dict[str, Any]] = []
-        if self.lines:
-            data, end = read_lines(self.events_path, self.offset, self.max_events, self.max_bytes)
         if not data:
             # The JSON form: an empty poll, a platform without the lines form, or one
             # line longer than a batch (it goes cut, as a log line says).
@@ -131,7 +153,7 @@ class Forwarder:
         try:
             self._compact_sent = False
             if data:
-                reply = self._send(start, end, data)
+                reply = self._send(batch)
                 events = _acted_on(data, self._needles)
             else:
                 reply = self.client.send_events(self.run_id, self.attempt, start, end, events)
@@ -146,13 +168,44 @@ class Forwarder:
         self._waiting_since = sent_at if self._size() > self.offset else None
         return end > start
 
-    def _send(self, start: int, end: int, data: bytes) -> dict[str, Any]:
-        if self.compact:
-            frames, packed = pack(data)
-            if packed:
+    def _batch(self, start: int) -> Batch:
+        data, end = read_lines(self.events_path, start, self.max_events, self.max_bytes)
+        frames, packed = pack(data) if self.compact and data else (b"", 0)
+        return Batch(start, end, data, frames, packed)
+
+    def _send(self, batch: Batch) -> dict[str, Any]:
+        ahead = self._read_ahead(batch.end)
+        try:
+            if batch.packed:
                 self._compact_sent = True
-                return self.client.send_blocks(self.run_id, self.attempt, start, end, frames)
-        return self.client.send_lines(self.run_id, self.attempt, start, end, data)
+                return self.client.send_blocks(
+                    self.run_id, self.attempt, batch.start, batch.end, batch.frames
+                )
+            return self.client.send_lines(
+                self.run_id, self.attempt, batch.start, batch.end, batch.data
+            )
+        finally:
+            if ahead is not None:
+                ahead.join()
+
+    def _read_ahead(self, start: int) -> threading.Thread | None:
+        """A thread reading and packing the batch after this one while it is in flight, when
+        a whole batch waits: the platform's reply is then answered with the next request at
+        once, not after the host's packing. The batch is used only if the reply acknowledges
+        up to ``start`` (``pump``); the offsets stay the platform's."""
+        if self._size() - start < self.max_bytes:
+            return None
+
+        def read() -> None:
+            try:
+                self._ahead = self._batch(start)
+            except OSError as exc:
+                # Read again, and the error met, by the next round.
+                log.debug("run %s: reading ahead failed: %s", self.run_id, exc)
+
+        thread = threading.Thread(target=read, name=f"events-ahead-{self.run_id}", daemon=True)
+        thread.start()
+        return thread
 
     def _refused(self, exc: PlatformRejected) -> bool:
         if exc.status == _UNSUPPORTED_MEDIA_TYPE and self._compact_sent:

@@ -213,7 +213,8 @@ def events_in(body: bytes) -> int:
 
 def test_a_platform_that_names_no_batch_size_gets_the_old_one() -> None:
     assert max_batch_events({"run": 1, "attempt": 1}) == 5000
-    assert max_batch_events({"max_events": 20_000}) == 5000
+    assert max_batch_events({"max_events": 20_000}) == 10_000
+    assert max_batch_events({"max_events": 10_000}) == 10_000
     assert max_batch_events({"max_events": 100}) == 100
     for nonsense in (0, -5, "100", None, 2.5):
         assert max_batch_events({"max_events": nonsense}) == 5000

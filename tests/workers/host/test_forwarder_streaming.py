@@ -14,6 +14,8 @@ from tests.waiting import wait_until
 from tests.workers.host.fakes import FakePlatform, checkpoint_steps
 from workers.contract.events import CHECKPOINT, EVENTS_FILE, RUNNER
 from workers.events import EventWriter, iter_events
+from workers.host import forwarder as forwarder_module
+from workers.host import packing
 from workers.host.client import PlatformUnavailable
 from workers.host.forwarder import Forwarder
 
@@ -296,3 +298,79 @@ def test_a_platform_without_the_compact_form_gets_the_lines(
     assert platform.count("send_blocks") == 1  # asked once, then lines
     assert platform.received[RUN] == (tmp_path / EVENTS_FILE).read_bytes()
     assert platform.stored_events(RUN) == list(iter_events(str(tmp_path / EVENTS_FILE)))
+
+
+class PackingWatched(FakePlatform):
+    """Takes the compact form, and holds its first batch until the forwarder has packed the
+    one after it (or a generous deadline passes): what a platform busy storing sees."""
+
+    def __init__(self, packed: threading.Semaphore) -> None:
+        super().__init__()
+        self.takes_blocks = True
+        self.packed = packed
+        self.next_packed_in_flight: bool | None = None
+
+    def send_blocks(self, run_id: int, attempt: int, start: int, end: int, frames: bytes) -> Any:
+        if self.next_packed_in_flight is None:
+            # This batch's own packing, then the next one's.
+            self.next_packed_in_flight = all(self.packed.acquire(timeout=30) for _ in range(2))
+        return super().send_blocks(run_id, attempt, start, end, frames)
+
+
+def a_backlog(run_dir: Path, steps: int = 400) -> Path:
+    path = run_dir / EVENTS_FILE
+    writer = EventWriter(str(path))
+    for step in range(steps):
+        writer.metrics(step, {"loss": 1.0 / (step + 1)})
+        if step % 150 == 0:
+            writer.log("stdout", f"at {step}")
+    writer.close()
+    return path
+
+
+def test_while_a_backlog_waits_the_next_batch_is_packed_during_the_request(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = a_backlog(tmp_path)
+    packs = threading.Semaphore(0)
+
+    def counted(data: bytes) -> tuple[bytes, int]:
+        found = packing.pack(data)
+        packs.release()
+        return found
+
+    monkeypatch.setattr(forwarder_module, "pack", counted)
+    platform = PackingWatched(packs)
+    fw = forwarder(platform, tmp_path, max_bytes=4096)
+    fw.drain()
+
+    assert platform.next_packed_in_flight is True
+    assert len(platform.batches(RUN)) > 3
+    assert platform.offsets[RUN] == path.stat().st_size
+    assert [e["step"] for e in platform.stored_events(RUN) if e["type"] == "metric"] == list(
+        range(400)
+    )
+
+
+@pytest.mark.parametrize("trouble", ["lost replies", "no compact form"])
+def test_a_batch_read_ahead_is_sent_only_from_the_offset_the_platform_holds(
+    platform: FakePlatform, tmp_path: Path, trouble: str
+) -> None:
+    # A reply lost after the platform stored the batch: the batch read ahead starts past
+    # what the forwarder holds, and the batch is sent again (409, resumed). A platform
+    # without the compact form refuses the packed batch: the one read ahead is packed too.
+    path = a_backlog(tmp_path)
+    if trouble == "lost replies":
+        platform.takes_blocks = True
+        platform.lose_next_reply("send_events", times=3)
+    fw = forwarder(platform, tmp_path, max_bytes=4096)
+    fw.drain()
+
+    assert platform.offsets[RUN] == path.stat().st_size
+    # Each batch from where the one before ended (a batch sent again is one batch).
+    sent = list(dict.fromkeys((start, end) for start, end, _ in platform.batches(RUN)))
+    assert [start for start, _ in sent] == [0, *[end for _, end in sent][:-1]]
+    metrics = [event for event in platform.stored_events(RUN) if event["type"] == "metric"]
+    assert [event["step"] for event in metrics] == list(range(400))
+    if trouble == "no compact form":
+        assert platform.received[RUN] == path.read_bytes()
