@@ -9,7 +9,8 @@ process's, SQLite's included, plus its PostgreSQL backend's when the server runs
 
 - downsampled reads at 100 … 5,000 buckets, by the store call in columns (``reads.read``,
   what the server's callers use; a commit without it shows none), in Python rows
-  (``reads.series``), and by an API request (``GET /api/v1/runs/{id}/metrics/?key=…&points=…``);
+  (``reads.series``), and by an API request (``GET /api/v1/runs/{id}/metrics/?key=…&points=…``),
+  all of them taking turns, a call each a round;
 - whole reads, series up to 1,000,000 points, through the API in each form: rows (the
   default JSON), ``format=columns``, ``format=csv``; above 100,000 points they stream.
 
@@ -111,12 +112,16 @@ def reads(client: Any, run_id: int, points: int, repeat: int) -> dict[str, Any]:
         return sum(len(chunk) for chunk in content)
 
     found: dict[str, Any] = {"downsampled": {}}
+    calls: dict[tuple[str, int], Callable[[], Any]] = {}
     for buckets in BUCKETS:
-        columns = None
         if hasattr(store, "read"):
-            columns = timed(lambda b=buckets: store.read(owner, KEY, b), repeat)
-        rows = timed(lambda b=buckets: series(owner, KEY, b), repeat)
-        api = timed(lambda b=buckets: request(points=b), repeat)
+            calls["columns", buckets] = lambda b=buckets: store.read(owner, KEY, b)
+        calls["rows", buckets] = lambda b=buckets: series(owner, KEY, b)
+        calls["api", buckets] = lambda b=buckets: request(points=b)
+    timings = timed_in_turns(calls, repeat)
+    for buckets in BUCKETS:
+        columns = timings.get(("columns", buckets))
+        rows, api = timings["rows", buckets], timings["api", buckets]
         found["downsampled"][buckets] = {
             "columns_ms": columns and columns.wall_ms,
             "columns_cpu_ms": columns and columns.cpu_ms,
@@ -205,6 +210,27 @@ def timed(call: Callable[[], Any], repeat: int) -> Timing:
         samples.append((time.perf_counter() - begun) * 1000)
     cpu = backend_cpu_s() - cpu
     return Timing(statistics.median(samples), cpu * 1000 / repeat)
+
+
+def timed_in_turns(
+    calls: dict[tuple[str, int], Callable[[], Any]], repeat: int
+) -> dict[tuple[str, int], Timing]:
+    """``timed`` of each call, the calls taking turns ``repeat`` times after a warm-up each:
+    a spell of load on a shared machine then weighs on every call alike, where timed one
+    after the other the calls of a spell looked dearer than the rest."""
+    for call in calls.values():
+        call()
+    walls: dict[tuple[str, int], list[float]] = {name: [] for name in calls}
+    cpus = dict.fromkeys(calls, 0.0)
+    for _ in range(repeat):
+        for name, call in calls.items():
+            cpu, begun = backend_cpu_s(), time.perf_counter()
+            call()
+            walls[name].append((time.perf_counter() - begun) * 1000)
+            cpus[name] += backend_cpu_s() - cpu
+    return {
+        name: Timing(statistics.median(walls[name]), cpus[name] * 1000 / repeat) for name in calls
+    }
 
 
 def backend_cpu_s() -> float:
