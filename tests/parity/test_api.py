@@ -180,9 +180,7 @@ def test_loss_parity_of_two_existing_runs_of_any_kind(api: Any, owner: Any) -> N
     assert api.get(url, {"against": 999999}).status_code == 404
 
 
-def test_a_loss_that_is_not_finite_on_one_side_is_past_any_tolerance(
-    api: Any, owner: Any
-) -> None:
+def test_a_loss_that_is_not_finite_on_one_side_is_past_any_tolerance(api: Any, owner: Any) -> None:
     side_a = stability_run(status="running", submitted_by=owner)
     side_b = parity_run(status="running", submitted_by=owner)
     ingest(side_a, [metric(step, 1.0) for step in range(4)])
