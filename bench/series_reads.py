@@ -7,8 +7,10 @@ ingestion would have left them (no HTTP, no events: this measures reads). Then, 
 median wall time of ``--repeat`` calls after a warm-up and their mean CPU time (this
 process's, SQLite's included, plus its PostgreSQL backend's when the server runs here):
 
-- downsampled reads at 100 … 5,000 buckets, by the store call (``reads.series``) and by
-  an API request (``GET /api/v1/runs/{id}/metrics/?key=…&points=…``);
+- downsampled reads at 100 … 5,000 buckets, by the store call in columns (``reads.read``,
+  what the server's callers use; a commit without it shows none), in Python rows
+  (``reads.series``), and by an API request (``GET /api/v1/runs/{id}/metrics/?key=…&points=…``),
+  all of them taking turns, a call each a round;
 - whole reads, series up to 1,000,000 points, through the API in each form: rows (the
   default JSON), ``format=columns``, ``format=csv``; above 100,000 points they stream.
 
@@ -96,6 +98,7 @@ def measure(sizes: list[int], repeat: int) -> dict[str, Any]:
 
 
 def reads(client: Any, run_id: int, points: int, repeat: int) -> dict[str, Any]:
+    from npulab.series import reads as store
     from npulab.series.owners import Owner
     from npulab.series.reads import series
 
@@ -109,12 +112,21 @@ def reads(client: Any, run_id: int, points: int, repeat: int) -> dict[str, Any]:
         return sum(len(chunk) for chunk in content)
 
     found: dict[str, Any] = {"downsampled": {}}
+    calls: dict[tuple[str, int], Callable[[], Any]] = {}
     for buckets in BUCKETS:
-        store = timed(lambda b=buckets: series(owner, KEY, b), repeat)
-        api = timed(lambda b=buckets: request(points=b), repeat)
+        if hasattr(store, "read"):
+            calls["columns", buckets] = lambda b=buckets: store.read(owner, KEY, b)
+        calls["rows", buckets] = lambda b=buckets: series(owner, KEY, b)
+        calls["api", buckets] = lambda b=buckets: request(points=b)
+    timings = timed_in_turns(calls, repeat)
+    for buckets in BUCKETS:
+        columns = timings.get(("columns", buckets))
+        rows, api = timings["rows", buckets], timings["api", buckets]
         found["downsampled"][buckets] = {
-            "store_ms": store.wall_ms,
-            "store_cpu_ms": store.cpu_ms,
+            "columns_ms": columns and columns.wall_ms,
+            "columns_cpu_ms": columns and columns.cpu_ms,
+            "store_ms": rows.wall_ms,
+            "store_cpu_ms": rows.cpu_ms,
             "api_ms": api.wall_ms,
             "api_cpu_ms": api.cpu_ms,
             "returned": len(series(owner, KEY, buckets)["points"]),
@@ -200,6 +212,27 @@ def timed(call: Callable[[], Any], repeat: int) -> Timing:
     return Timing(statistics.median(samples), cpu * 1000 / repeat)
 
 
+def timed_in_turns(
+    calls: dict[tuple[str, int], Callable[[], Any]], repeat: int
+) -> dict[tuple[str, int], Timing]:
+    """``timed`` of each call, the calls taking turns ``repeat`` times after a warm-up each:
+    a spell of load on a shared machine then weighs on every call alike, where timed one
+    after the other the calls of a spell looked dearer than the rest."""
+    for call in calls.values():
+        call()
+    walls: dict[tuple[str, int], list[float]] = {name: [] for name in calls}
+    cpus = dict.fromkeys(calls, 0.0)
+    for _ in range(repeat):
+        for name, call in calls.items():
+            cpu, begun = backend_cpu_s(), time.perf_counter()
+            call()
+            walls[name].append((time.perf_counter() - begun) * 1000)
+            cpus[name] += backend_cpu_s() - cpu
+    return {
+        name: Timing(statistics.median(walls[name]), cpus[name] * 1000 / repeat) for name in calls
+    }
+
+
 def backend_cpu_s() -> float:
     """CPU seconds of this process and of its database connection's PostgreSQL backend (from
     /proc, where the server runs on this machine)."""
@@ -221,13 +254,19 @@ def print_report(report: dict[str, Any]) -> None:
         print(f"{report['bytes_per_point']:.0f} B per point (points, rollups, their indexes)")
     for entry in report["series"]:
         print(f"\n{entry['points']:,} points, written in {entry['write_s']:.1f} s\n")
-        print("| buckets asked | returned | store call: wall, CPU | API request: wall, CPU |")
-        print("| ---: | ---: | ---: | ---: |")
+        print(
+            "| buckets asked | returned | store call, columns: wall, CPU "
+            "| store call, rows: wall, CPU | API request: wall, CPU |"
+        )
+        print("| ---: | ---: | ---: | ---: | ---: |")
         for buckets, read in entry["downsampled"].items():
+            columns = "-"
+            if read["columns_ms"] is not None:
+                columns = f"{read['columns_ms']:.2f} ms, {read['columns_cpu_ms']:.2f} ms"
             print(
-                f"| {buckets:,} | {read['returned']:,} "
-                f"| {read['store_ms']:.1f} ms, {read['store_cpu_ms']:.1f} ms "
-                f"| {read['api_ms']:.1f} ms, {read['api_cpu_ms']:.1f} ms |"
+                f"| {buckets:,} | {read['returned']:,} | {columns} "
+                f"| {read['store_ms']:.2f} ms, {read['store_cpu_ms']:.2f} ms "
+                f"| {read['api_ms']:.2f} ms, {read['api_cpu_ms']:.2f} ms |"
             )
         if "whole" in entry:
             print("\n| whole read | body | API request: wall, CPU |")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 from typing import Any
 
 import pytest
@@ -177,6 +178,18 @@ def test_loss_parity_of_two_existing_runs_of_any_kind(api: Any, owner: Any) -> N
     assert api.get(url, {"against": "x"}).status_code == 400
     assert api.get(url, {"against": side_a.pk, "rtol": "-1"}).status_code == 400
     assert api.get(url, {"against": 999999}).status_code == 404
+
+
+def test_a_loss_that_is_not_finite_on_one_side_is_past_any_tolerance(api: Any, owner: Any) -> None:
+    side_a = stability_run(status="running", submitted_by=owner)
+    side_b = parity_run(status="running", submitted_by=owner)
+    ingest(side_a, [metric(step, 1.0) for step in range(4)])
+    # Stored as no value: the side's curve has a step without a loss.
+    ingest(side_b, [metric(step, math.nan if step == 2 else 1.0) for step in range(4)])
+    url = f"/api/v1/runs/{side_b.pk}/parity/loss/"
+    found = api.get(url, {"against": side_a.pk, "rtol": "0.5"}).json()
+    assert (found["steps"], found["first_step_past_tolerance"]) == (4, 2)
+    assert found["max_rel_diff"] is None
 
 
 def test_the_run_page_draws_int8_sensitivity_as_bars(client: Any, owner: Any) -> None:

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import csv
+import gc
 import io
 from urllib.parse import parse_qs, urlsplit
 
+import numpy as np
 import orjson
 import pytest
 
@@ -14,7 +16,7 @@ from npulab.runs.services import do_claim_run, do_submit_run
 from npulab.series import encode
 from npulab.series.ingest import insert_points
 from npulab.series.owners import Owner
-from npulab.series.reads import MAX_PAGE
+from npulab.series.reads import MAX_PAGE, Page
 
 pytestmark = pytest.mark.django_db
 SMOKE = {"kind": "smoke", "device_type": "cpu"}
@@ -125,6 +127,34 @@ def test_a_long_whole_read_is_streamed_with_the_same_body(api, url, form, monkey
         assert body(response) == whole
     else:
         assert orjson.loads(body(response)) == orjson.loads(whole)
+
+
+def test_rows_are_made_and_written_without_collections(monkeypatch) -> None:
+    steps = np.arange(20_000)
+    page = Page({"step": steps, "value": steps / 2})
+    made = encode._rows
+    collecting: list[bool] = []
+
+    def rows(page: Page) -> list:
+        collecting.append(gc.isenabled())
+        return made(page)
+
+    monkeypatch.setattr(encode, "_rows", rows)
+
+    written = encode.rows({"key": "loss"}, page)
+    lines = encode.csv(page)
+    after = gc.isenabled()
+    gc.disable()
+    try:
+        encode.rows({"key": "loss"}, page)
+        # Left as it was: a process that turned collections off keeps them off.
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+    assert (collecting, after) == ([False, False, False], True)
+    assert orjson.loads(written)["points"][-1] == [19_999, 9_999.5]
+    assert lines.count(b"\n") == len(steps) + 1
 
 
 @pytest.mark.parametrize(

@@ -11,6 +11,9 @@ from npulab.runs.scheduler import place_queued_runs
 from npulab.runs.selectors import logged_parameters, metric_keys
 from npulab.runs.services import do_claim_run, do_submit_run
 from npulab.series.models import MetricSeries
+from npulab.series.owners import Owner
+from npulab.series.reads import read
+from workers.contract.capture import SOURCES
 
 pytestmark = pytest.mark.django_db
 
@@ -59,6 +62,18 @@ def test_a_run_with_only_captured_metrics_reads_them_without_naming_the_source(a
     store_events(run, [metric("loss", 1, 0.5, "tensorboard")], timezone.now())
     got = api.get(f"/api/v1/runs/{run.pk}/metrics/", {"key": "loss"}).json()
     assert (got["source"], got["points"]) == ("tensorboard", [[1, 0.5]])
+
+
+def test_without_a_source_a_read_takes_them_in_the_order_of_sources(run) -> None:
+    owner = Owner.of_run(run.pk)
+    for count, source in enumerate(reversed(SOURCES), start=1):
+        store_events(
+            run, [metric("loss", step, 1.0, source) for step in range(count)], timezone.now()
+        )
+        # The source stored last comes first in SOURCES: each read takes the newest one.
+        assert read(owner, "loss").total == count
+    assert read(Owner.of_run(run.pk, "stdout"), "loss").total == 1
+    assert read(owner, "accuracy").total == 0
 
 
 def test_an_unknown_source_is_kept_as_a_visible_error(run) -> None:

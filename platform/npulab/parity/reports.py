@@ -3,15 +3,15 @@ and both sides' loss curves as one chart."""
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
+import numpy as np
 from django.db.models import QuerySet
 
 from npulab.parity.models import ParityLayer
 from npulab.runs.models import Placement, Run
 from npulab.series.owners import Owner
-from npulab.series.reads import series
+from npulab.series.reads import WHOLE, read
 from npulab.snapshots.models import Snapshot
 from npulab.snapshots.stack import STACK_FIELDS, stack
 from workers.kinds.parity import SIDES, side_role
@@ -85,11 +85,11 @@ def loss_chart(run: Run) -> dict[str, Any] | None:
     """Both sides' losses as SVG polylines on shared axes; None without losses."""
     curves = {}
     for side in SIDES:
-        # Downsampled rows are (step, mean, min, max): the mean is drawn.
-        rows = series(Owner.of_run(run.pk), LOSS_KEY.format(side=side), CHART_POINTS)["points"]
-        curves[side] = [
-            (row[0], row[1]) for row in rows if row[1] is not None and math.isfinite(row[1])
-        ]
+        # Downsampled, a bucket's mean is drawn.
+        loss = read(Owner.of_run(run.pk), LOSS_KEY.format(side=side), CHART_POINTS)
+        finite = np.isfinite(loss.values)
+        steps, values = loss.columns[WHOLE[0]][finite], loss.values[finite]
+        curves[side] = list(zip(steps.tolist(), values.tolist(), strict=True))
     every = [point for points in curves.values() for point in points]
     if not every:
         return None

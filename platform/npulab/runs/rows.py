@@ -8,14 +8,16 @@ series, then one downsampled read per run with curves (bench/run_list.py).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+
+import numpy as np
 
 from npulab.runs.kinds import get as get_kind
 from npulab.runs.models import Run
 from npulab.runs.selectors import chart_order, series_label
 from npulab.series import reads
+from npulab.series.columns import as_python
 from npulab.series.models import MetricSeries
 
 # Enough to tell runs apart in a row; the run page has them all.
@@ -91,22 +93,19 @@ def _row(run: Run, first: _First | None) -> RowResult:
 
 def _first_metric(run: Run, first: _First, found: RowResult) -> None:
     stored = first.found
-    series = reads.points_of(stored, points=SPARK_POINTS)
-    values = [_finite(point[1]) for point in series["points"]]
-    if not values:
+    spark = reads.read_of(stored, points=SPARK_POINTS)
+    if not len(spark.values):
         return
+    # A bucket's mean is infinite where its sum overflowed: no point of the line either.
+    values = as_python(np.where(np.isfinite(spark.values), spark.values, np.nan))
     last = next((value for value in reversed(values) if value is not None), None)
     if last is not None:
         found.numbers = [(first.label, f"{last:.4g}")]
     found.spark_key, found.spark = first.label, values
     # Steps done, as the run page counts them: a series logged from step 0 has done one more.
-    last_step = series["points"][-1][0]
+    last_step = int(spark.columns["step"][-1])
     if stored.last_step is not None:
         last_step = stored.last_step + (1 if stored.first_step == 0 else 0)
     total_field = get_kind(run.kind).total_steps_field
     total = int(run.spec.get(total_field) or 0) if total_field else 0
     found.steps = f"step {last_step} / {total}" if total else f"step {last_step}"
-
-
-def _finite(value: float | None) -> float | None:
-    return value if value is not None and math.isfinite(value) else None

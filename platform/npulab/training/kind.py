@@ -44,11 +44,10 @@ class TrainingKind(RunKind):
         found = super().headlines(run)
         if "loss_last" not in found:
             found.update(_loss_headlines(run.pk))
-        points = reads.series(Owner.of_run(run.pk), THROUGHPUT, points=reads.MAX_POINTS)
-        # Whole points are [step, value], downsampled ones [step, mean, min, max].
-        values = [point[1] for point in points["points"] if point[1] is not None]
-        if values:
-            found[THROUGHPUT] = Headline(statistics.median(values))
+        throughput = reads.read(Owner.of_run(run.pk), THROUGHPUT, points=reads.MAX_POINTS).values
+        values = throughput[~np.isnan(throughput)]
+        if len(values):
+            found[THROUGHPUT] = Headline(statistics.median(values.tolist()))
         return found
 
     def review_headlines(self, runs: list[Run]) -> dict[int, dict[str, Headline]]:

@@ -22,8 +22,9 @@ from npulab.parity.exports import as_csv, as_xlsx
 from npulab.parity.reports import first_divergent, layers, sides
 from npulab.runs.access import run_for
 from npulab.runs.models import Run
+from npulab.series.columns import as_python
 from npulab.series.owners import Owner
-from npulab.series.reads import series
+from npulab.series.reads import WHOLE, read
 from workers.kinds.parity import KIND as PARITY_KIND
 from workers.kinds.parity import LOSS_RTOL, loss_parity
 
@@ -145,8 +146,9 @@ class LossParitySerializer(serializers.Serializer):
 
 
 def _curve(run: Run, key: str) -> dict[int, float | None]:
-    rows = series(Owner.of_run(run.pk), key)["points"]
-    return {int(step): value if math.isfinite(value) else None for step, value in rows}
+    loss = read(Owner.of_run(run.pk), key)
+    # A missing value (NaN) is None.
+    return dict(zip(loss.columns[WHOLE[0]].tolist(), as_python(loss.values), strict=True))
 
 
 class LossParityView(APIView):
