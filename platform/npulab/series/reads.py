@@ -275,70 +275,8 @@ def buckets(found: Found, points: int) -> Page:
         low = high = value
     else:
         first, counted, total, low, high = rollups.read(found.pk, size)
-        combined = _every_block(first, counted, total, low, high, base, width, size)
-        if combined is not None:
-            return Page(dict(zip(BUCKETS, combined, strict=True)))
     combined = _combine(first, counted, total, low, high, base, width)
     return Page(dict(zip(BUCKETS, combined, strict=True)))
-
-
-# The most blocks a bucket may have for ``_every_block``: the plan gives 1 to 5 but where
-# the coarser level would give too few buckets. numpy's ``add.reduceat`` adds a bucket's
-# blocks after its first one by one up to 8 of them (pairwise above), which is the order
-# ``_every_block`` reproduces; wider buckets are fewer, and reduceat's cost per bucket less.
-_EVERY_BLOCK_MOST = 8
-
-
-def _every_block(
-    first: np.ndarray,
-    counted: np.ndarray,
-    total: np.ndarray,
-    low: np.ndarray,
-    high: np.ndarray,
-    base: int,
-    width: int,
-    size: int,
-) -> list[np.ndarray] | None:
-    """``_combine`` of blocks where every block from the first to the last is stored (a
-    loop that logs each step, or one in ten); None otherwise.
-
-    Then a bucket is ``width // size`` consecutive blocks (the first and last fewer): the
-    columns, padded at both ends with what changes nothing (no count, a sum of -0.0, NaN for
-    fmin / fmax), are tables of a bucket a row, combined a block at a time, each pass over
-    every bucket at once. ``reduceat`` takes longer per bucket than per block, and a chart
-    of 2,500 buckets is 10,000 blocks. The answer is ``_combine``'s bit for bit: the same
-    values combined in the same order (a sum as reduceat adds: the first block plus the
-    sum of the others).
-    """
-    per = width // size
-    block = (first - base) // size
-    if len(first) == 0 or per > _EVERY_BLOCK_MOST or block[-1] - block[0] + 1 != len(block):
-        return None
-    before = int(block[0]) % per
-    count = -(-(before + len(first)) // per)
-    after = count * per - before - len(first)
-
-    def table(column: np.ndarray, fill: float) -> np.ndarray:
-        padding = (np.full(before, fill, column.dtype), np.full(after, fill, column.dtype))
-        return np.concatenate((padding[0], column, padding[1])).reshape(count, per)
-
-    sums, counts = table(total, -0.0), table(counted, 0)
-    lows, highs = table(low, np.nan), table(high, np.nan)
-    others, counted_of = np.full(count, -0.0), counts[:, 0].copy()
-    low_of, high_of = lows[:, 0].copy(), highs[:, 0].copy()
-    for column in range(1, per):
-        others += sums[:, column]
-        counted_of += counts[:, column]
-        np.fmin(low_of, lows[:, column], out=low_of)
-        np.fmax(high_of, highs[:, column], out=high_of)
-    total_of = sums[:, 0] + others
-    if before:
-        # The first bucket's first block is not in the table's first column.
-        total_of[0] = np.add.reduceat(total[: per - before], [0])[0]
-    with np.errstate(invalid="ignore", divide="ignore"):
-        mean = total_of / counted_of
-    firsts = np.maximum(np.arange(count) * per - before, 0)
-    return [first[firsts], mean, low_of, high_of]
 
 
 def _combine(
