@@ -11,6 +11,7 @@ import pytest
 
 from harness.polling import pauses
 from harness.stack import HOST, Platform
+from tests.reliability.stacks import ECHO_RUN, LONG_ECHO_RUN, start_long_echo_run
 from tests.waiting import alive, wait_until
 
 pytestmark = pytest.mark.e2e
@@ -80,7 +81,7 @@ def test_no_event_is_lost_while_the_web_server_is_down(platform: Platform) -> No
 
 
 def test_cancel_kills_the_run_and_frees_the_device(platform: Platform) -> None:
-    run_id, child = platform.start_long_run()
+    run_id, child = start_long_echo_run(platform)
 
     response = platform.api("POST", f"runs/{run_id}/cancel/")
     assert response.status_code == 200
@@ -93,7 +94,7 @@ def test_cancel_kills_the_run_and_frees_the_device(platform: Platform) -> None:
 
 
 def test_a_run_over_its_timeout_fails_with_the_reason(platform: Platform) -> None:
-    run = platform.wait(platform.submit(train_steps=100_000, timeout_s=3)["id"])
+    run = platform.wait(platform.submit(**{**LONG_ECHO_RUN, "timeout_s": 3})["id"])
     assert (run["status"], run["exit_cause"]) == ("failed", "timeout")
     assert run["exit_reason"] == "timed out after 3 s"
     assert not run["infrastructure_failure"]
@@ -115,7 +116,7 @@ def test_a_run_no_host_can_take_waits_with_the_reason(platform: Platform) -> Non
 def test_a_restarted_worker_kills_what_it_left_behind_and_the_run_is_lost(
     platform: Platform,
 ) -> None:
-    run_id, child = platform.start_long_run()
+    run_id, child = start_long_echo_run(platform)
 
     platform.kill_worker()
     os.kill(child, 0)  # the run outlives the worker process ...
@@ -129,4 +130,4 @@ def test_a_restarted_worker_kills_what_it_left_behind_and_the_run_is_lost(
     wait_until(lambda: not alive(child), f"the run's child {child} to die", 60)
     assert platform.api("GET", f"hosts/{HOST}/").json()["busy_devices"] == 0
     # And the host takes new work.
-    assert platform.wait(platform.submit(**FAST)["id"])["status"] == "succeeded"
+    assert platform.wait(platform.submit(**ECHO_RUN)["id"])["status"] == "succeeded"

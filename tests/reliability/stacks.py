@@ -13,6 +13,8 @@ from urllib.parse import urlsplit, urlunsplit
 from django.conf import settings
 
 from harness.stack import Platform, create_postgres_database
+from tests.waiting import wait_until
+from workers.processes import CHILD_PID_FILE
 
 # The platform's timeouts, short enough that a test sees the repairs in seconds.
 FAST_REPAIRS = {
@@ -26,6 +28,15 @@ FAST_REPAIRS = {
 # events) that imports no torch: the test-only echo kind. For a run that must go through
 # after a fault, where a smoke run's seconds of torch start-up test nothing of the repair.
 ECHO_RUN = {"kind": "echo", "device_type": "cpu", "words": ["after", "the", "fault"]}
+# An echo run that stays running until stopped, for a test that needs a live run and its
+# child: a long smoke run would import torch and keep a core busy training all along.
+LONG_ECHO_RUN = {
+    "kind": "echo",
+    "device_type": "cpu",
+    "words": ["holding"],
+    "hold_s": 3600,
+    "timeout_s": 3600,
+}
 
 
 def with_port(url: str, port: int) -> str:
@@ -88,6 +99,16 @@ def run_once_each(platform: Platform, run_ids: list[int]) -> list[dict[str, Any]
         ]
         assert len(starts) == 1, starts
     return runs
+
+
+def start_long_echo_run(platform: Platform) -> tuple[int, int]:
+    """A run that stays running until stopped, once its child process is up: (run id, child
+    pid)."""
+    run_id = platform.submit(**LONG_ECHO_RUN)["id"]
+    platform.wait(run_id, {"running"})
+    child_pid = platform.run_dir(run_id) / CHILD_PID_FILE
+    wait_until(child_pid.exists, f"run {run_id}'s child process", 60)
+    return run_id, int(child_pid.read_text())
 
 
 def log_lines(platform: Platform, name: str) -> list[str]:

@@ -35,6 +35,7 @@ from tests.reliability.stacks import (
     own_database,
     run_once_each,
     running_platform,
+    start_long_echo_run,
 )
 from tests.waiting import wait_until
 
@@ -126,7 +127,7 @@ def test_a_second_worker_on_the_same_work_directory_leaves_the_first_alone(
             own_database(tmp_path, "workers") as database_url,
             running_platform(tmp_path, database_url, broker.url) as platform,
         ):
-            run_id, child = platform.start_long_run()
+            run_id, child = start_long_echo_run(platform)
             first = platform.processes[f"worker-{HOST}"]
             work = platform.run_dir(0).parents[2]
             started = time.monotonic()

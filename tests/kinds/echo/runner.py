@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 from tests.kinds.echo import ECHO, REFUSED, REFUSED_WORD
 from workers.contract import exits
 from workers.kinds.base import Outcome, RunContext
@@ -14,4 +16,6 @@ def run(ctx: RunContext) -> Outcome:
             return Outcome(exits.FAILED, f"refused word {index}", {"echoed": index}, REFUSED)
         ctx.events.emit(ECHO, word=word, index=index)
         print(word)
+    ctx.events.flush()
+    time.sleep(ctx.spec["hold_s"])
     return Outcome(exits.SUCCEEDED, f"echoed {len(words)} words", {"echoed": len(words)})
