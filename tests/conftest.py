@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable, Iterator
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 from celery.signals import before_task_publish
@@ -13,12 +14,16 @@ from django.contrib.auth.models import Group, Permission
 from django.core.cache import cache
 from rest_framework.test import APIClient
 
+from harness import templates
 from harness.ascend_tree import build_ascend_tree
+from harness.commands import manage_each
+from harness.stack import drop_postgres_database
 from npulab.accounts.models import Scope
 from npulab.accounts.roles import OPERATE_PERMISSION, OPERATORS_GROUP
 from npulab.accounts.services import do_issue_api_token
 from npulab.hosts.models import Host
 from npulab.hosts.services import do_issue_host_token, do_register_host
+from npulab.web.stack import child_env
 from tests.factories import HostFactory, UserFactory
 from tests.paths import ASCEND_FIXTURES
 from workers.collect.snapshot import collect
@@ -27,6 +32,34 @@ from workers.collect.snapshot import collect
 def pytest_report_header(config: pytest.Config) -> list[str]:
     services = settings.SERVICES
     return [f"npulab database: {services.database_label}", f"npulab redis: {services.redis_label}"]
+
+
+@pytest.fixture(scope="session")
+def django_db_keepdb(request: pytest.FixtureRequest) -> bool:
+    """On PostgreSQL pytest-django keeps the test database it finds: the copy made below."""
+    return bool(settings.SERVICES.database_url) or request.config.getvalue("reuse_db")
+
+
+@pytest.fixture(scope="session")
+def django_db_modify_db_settings(
+    request: pytest.FixtureRequest, django_db_modify_db_settings_parallel_suffix: None
+) -> Iterator[None]:
+    """On PostgreSQL, the test database is a copy of a migrated template (harness.templates),
+    made before pytest-django looks for it: each pytest process (every xdist worker, the
+    fuzzing's) migrated a database of its own, 10 s of a loaded 2-core machine or more.
+    pytest-django, told to keep it, does not drop it: that is done here, at the end."""
+    server = settings.SERVICES.database_url
+    if not server:
+        yield
+        return
+    database = settings.DATABASES["default"]
+    name = database.get("TEST", {}).get("NAME") or f"test_{database['NAME']}"
+    url = urlsplit(server)._replace(path=f"/{name}").geturl()
+    env = child_env({"DJANGO_SETTINGS_MODULE": "npulab.settings", "DATABASE_URL": url})
+    templates.replace_with_migrated(env, lambda built: manage_each(built, ("migrate", "--noinput")))
+    yield
+    if not request.config.getvalue("reuse_db"):
+        drop_postgres_database(url)
 
 
 @pytest.fixture(autouse=True)
