@@ -24,6 +24,7 @@ from npulab.accounts.services import do_issue_api_token
 from npulab.hosts.models import Host
 from npulab.hosts.services import do_issue_host_token, do_register_host
 from npulab.web.stack import child_env
+from tests.e2e.shared import stop_after_the_last_e2e_test
 from tests.factories import HostFactory, UserFactory
 from tests.paths import ASCEND_FIXTURES
 from workers.collect.snapshot import collect
@@ -32,6 +33,30 @@ from workers.collect.snapshot import collect
 def pytest_report_header(config: pytest.Config) -> list[str]:
     services = settings.SERVICES
     return [f"npulab database: {services.database_label}", f"npulab redis: {services.redis_label}"]
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The files of end-to-end tests first, then the rest, each part's largest files first.
+
+    The end-to-end files have few tests and take the longest: by pytest-xdist's own order
+    (most tests first; `make test` turns it off) they came last, and the run ended on a
+    worker's minutes-long file while the other core had nothing left. First, their waits
+    on runs overlap the fuzzing and the other worker's tests.
+    """
+    files: dict[str, list[pytest.Item]] = {}
+    for item in items:
+        files.setdefault(item.nodeid.split("::", 1)[0], []).append(item)
+    ordered = sorted(
+        files.values(),
+        key=lambda tests: (not any(t.get_closest_marker("e2e") for t in tests), -len(tests)),
+    )
+    items[:] = [item for tests in ordered for item in tests]
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    yield
+    stop_after_the_last_e2e_test(item, nextitem)
 
 
 @pytest.fixture(scope="session")
