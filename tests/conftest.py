@@ -39,9 +39,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """The files of end-to-end tests first, then the rest, each part's largest files first.
 
     The end-to-end files have few tests and take the longest: by pytest-xdist's own order
-    (most tests first; `make test` turns it off) they came last, and the run ended on a
-    worker's minutes-long file while the other core had nothing left. First, their waits
-    on runs overlap the fuzzing and the other worker's tests.
+    (most tests first; `make test` turns it off) they came last, and a run could end on
+    one worker's minutes-long file while the other core had nothing left. First, their
+    waits on runs overlap the fuzzing and the other worker's tests.
     """
     files: dict[str, list[pytest.Item]] = {}
     for item in items:
