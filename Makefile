@@ -18,7 +18,9 @@ PORT ?= 8000
 HOSTS ?= 1
 PYTEST_ARGS ?=
 # One pytest process per core (pytest-xdist); a test module stays in one process, so its
-# module-scoped stacks start once. TEST_WORKERS=0 runs everything in this process.
+# module-scoped stacks start once. The files go out in the order tests/conftest.py gives
+# them (the end-to-end ones first), not pytest-xdist's (most tests first).
+# TEST_WORKERS=0 runs everything in this process.
 TEST_WORKERS ?= auto
 # schemathesis makes an item per API operation only in a process of its own: under xdist its
 # tests ran as one item each. That process runs beside the rest, on a Redis db of its own
@@ -87,7 +89,7 @@ test: $(VENV)/.test-deps $(MS_VENV)/.deps
 	@mkdir -p var
 	NPULAB_TEST_REDIS_DB=$(FUZZ_REDIS_DB) $(PY) -m pytest -p no:xdist $(FUZZ_TESTS) \
 		> var/fuzz.log 2>&1 & fuzz=$$!; trap 'kill $$fuzz 2>/dev/null' INT TERM; \
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --ignore=$(FUZZ_TESTS) $(PYTEST_ARGS); \
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --ignore=$(FUZZ_TESTS) $(PYTEST_ARGS); \
 	rest=$$?; wait $$fuzz; fuzzed=$$?; \
 	echo "--- $(FUZZ_TESTS) (beside the rest):"; cat var/fuzz.log; \
 	test $$rest = 0 && test $$fuzzed = 0

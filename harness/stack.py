@@ -7,6 +7,7 @@ database and broker of their own, driven over HTTP like a user would.
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 import os
 import shutil
@@ -16,7 +17,8 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -25,6 +27,7 @@ import requests
 from requests.adapters import HTTPAdapter
 from urllib3.util.retry import Retry
 
+from harness import commands as commands_
 from harness import templates
 from harness.polling import pauses
 from harness.services import Services
@@ -56,7 +59,6 @@ def chromium_path() -> str | None:
 
 TERMINAL = {"succeeded", "failed", "cancelled", "lost", "expired"}
 HOST = "e2e-cpu"
-MANAGE_TIMEOUT_S = 600
 USER, PASSWORD = "e2e", "e2e-password-not-secret"
 
 
@@ -70,16 +72,24 @@ def create_postgres_database(server_url: str, name: str) -> tuple[str, Callable[
     """A fresh database ``name`` on the server of ``server_url``, and how to drop it."""
     import psycopg
 
-    admin = server_url.rsplit("/", 1)[0] + "/postgres"
-    with psycopg.connect(admin, autocommit=True) as connection:
-        connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    url = server_url.rsplit("/", 1)[0] + f"/{name}"
+    drop_postgres_database(url)
+    with psycopg.connect(_admin_url(url), autocommit=True) as connection:
         connection.execute(f'CREATE DATABASE "{name}"')
+    return url, functools.partial(drop_postgres_database, url)
 
-    def drop() -> None:
-        with psycopg.connect(admin, autocommit=True) as connection:
-            connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
-    return server_url.rsplit("/", 1)[0] + f"/{name}", drop
+def drop_postgres_database(url: str) -> None:
+    """Drop the database of ``url`` if it exists, ending its sessions."""
+    import psycopg
+
+    name = urlsplit(url).path.lstrip("/")
+    with psycopg.connect(_admin_url(url), autocommit=True) as connection:
+        connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def _admin_url(url: str) -> str:
+    return urlsplit(url)._replace(path="/postgres").geturl()
 
 
 def redis_db_url(url: str, db: int) -> str:
@@ -216,22 +226,30 @@ class Platform:
     def launch(self, host_worker: bool = True) -> Platform:
         """Migrate, make a user and the host's token, start everything, wait for the host.
 
-        A fresh database is a copy of a migrated one with the user (harness.templates).
+        A fresh database is a copy of a migrated one with the user (harness.templates). The
+        tokens are issued in one Django start-up, while gunicorn and Celery make theirs.
         """
         if not templates.copy_migrated(self.env, self._migrate):
             self._migrate(self.env)
-        self.session.headers["Authorization"] = f"Token {self.manage('api_token', USER)}"
-        self.start_web()
-        self.start("control", stack.control_argv(self.var_dir / "celerybeat-schedule"))
+        commands = [("api_token", USER)]
+        if host_worker:
+            commands.append(("host_token", HOST, "--labels", ""))
+        with ThreadPoolExecutor(1) as pool:
+            issuing = pool.submit(self.manage_each, *commands)
+            web = self.start("web", stack.web_argv("127.0.0.1", self.port, workers=1))
+            self.start("control", stack.control_argv(self.var_dir / "celerybeat-schedule"))
+            stack.wait_for_http(f"{self.url}/healthz", timeout=180, process=web)
+            api_token, *host_token = issuing.result()
+        self.session.headers["Authorization"] = f"Token {api_token}"
         if not host_worker:
             return self
+        self._write_token(HOST, host_token[0])
         self.start_worker()
         self.wait_online(HOST)
         return self
 
     def _migrate(self, env: dict[str, str]) -> None:
-        for args in (("migrate", "--noinput"), ("createsuperuser", "--noinput")):
-            self.manage(*args, env=env)
+        self.manage_each(("migrate", "--noinput"), ("createsuperuser", "--noinput"), env=env)
 
     def wait_online(self, *hosts: str, timeout: float = 60) -> None:
         """Until each of ``hosts`` has registered and is online (one deadline for all)."""
@@ -244,8 +262,10 @@ class Platform:
                 time.sleep(next(pause))
 
     def shutdown(self) -> None:
-        for process in reversed(list(self.processes.values())):
-            process.stop()
+        # All at once: one after another, a stack took 3 to 5 s to stop. A host worker
+        # stopping gives up on what it still had to send, so the web server may go first.
+        with ThreadPoolExecutor(max(len(self.processes), 1)) as pool:
+            list(pool.map(stack.ManagedProcess.stop, self.processes.values()))
         shutil.rmtree(self.work_root, ignore_errors=True)
 
     def echo(self, name: str, line: str) -> None:
@@ -258,12 +278,21 @@ class Platform:
             env=env or self.env,
             capture_output=True,
             text=True,
-            # A fresh database's migrations take minutes on a loaded 2-core machine.
-            timeout=MANAGE_TIMEOUT_S,
+            timeout=commands_.TIMEOUT_S,
         )
         if done.returncode != 0:
             raise RuntimeError(f"manage.py {' '.join(args)} failed:\n{done.stderr}")
         return done.stdout.strip()
+
+    def manage_each(self, *commands: Sequence[str], env: dict[str, str] | None = None) -> list[str]:
+        """Each of ``commands`` in one Django start-up (harness.commands): their outputs."""
+        return commands_.manage_each(env or self.env, *commands)
+
+    def _write_token(self, host: str, token: str) -> Path:
+        path = self.var_dir / f"{host}.token"
+        path.write_text(token)
+        path.chmod(0o600)
+        return path
 
     def start(self, name: str, argv: list[str]) -> stack.ManagedProcess:
         process = stack.ManagedProcess(name, argv, self.env, self.echo)
@@ -285,8 +314,7 @@ class Platform:
         ``extra``: more of its command-line flags; ``labels``: an operator's, for a new host."""
         token = self.var_dir / f"{host}.token"
         if not token.exists():
-            token.write_text(self.manage("host_token", host, "--labels", labels))
-            token.chmod(0o600)
+            self._write_token(host, self.manage("host_token", host, "--labels", labels))
         work = self.run_dir(0, host=host).parents[2]
         interpreters = [sys.executable] + [
             value for flag, value in itertools.pairwise(extra) if flag == "--mindspore-python"

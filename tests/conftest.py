@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable, Iterator
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 from celery.signals import before_task_publish
@@ -13,12 +14,17 @@ from django.contrib.auth.models import Group, Permission
 from django.core.cache import cache
 from rest_framework.test import APIClient
 
+from harness import templates
 from harness.ascend_tree import build_ascend_tree
+from harness.commands import manage_each
+from harness.stack import drop_postgres_database
 from npulab.accounts.models import Scope
 from npulab.accounts.roles import OPERATE_PERMISSION, OPERATORS_GROUP
 from npulab.accounts.services import do_issue_api_token
 from npulab.hosts.models import Host
 from npulab.hosts.services import do_issue_host_token, do_register_host
+from npulab.web.stack import child_env
+from tests.e2e.shared import stop_after_the_last_e2e_test
 from tests.factories import HostFactory, UserFactory
 from tests.paths import ASCEND_FIXTURES
 from workers.collect.snapshot import collect
@@ -27,6 +33,58 @@ from workers.collect.snapshot import collect
 def pytest_report_header(config: pytest.Config) -> list[str]:
     services = settings.SERVICES
     return [f"npulab database: {services.database_label}", f"npulab redis: {services.redis_label}"]
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The files of end-to-end tests first, then the rest, each part's largest files first.
+
+    The end-to-end files have few tests and take the longest: by pytest-xdist's own order
+    (most tests first; `make test` turns it off) they came last, and a run could end on
+    one worker's minutes-long file while the other core had nothing left. First, their
+    waits on runs overlap the fuzzing and the other worker's tests.
+    """
+    files: dict[str, list[pytest.Item]] = {}
+    for item in items:
+        files.setdefault(item.nodeid.split("::", 1)[0], []).append(item)
+    ordered = sorted(
+        files.values(),
+        key=lambda tests: (not any(t.get_closest_marker("e2e") for t in tests), -len(tests)),
+    )
+    items[:] = [item for tests in ordered for item in tests]
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    yield
+    stop_after_the_last_e2e_test(item, nextitem)
+
+
+@pytest.fixture(scope="session")
+def django_db_keepdb(request: pytest.FixtureRequest) -> bool:
+    """On PostgreSQL pytest-django keeps the test database it finds: the copy made below."""
+    return bool(settings.SERVICES.database_url) or request.config.getvalue("reuse_db")
+
+
+@pytest.fixture(scope="session")
+def django_db_modify_db_settings(
+    request: pytest.FixtureRequest, django_db_modify_db_settings_parallel_suffix: None
+) -> Iterator[None]:
+    """On PostgreSQL, the test database is a copy of a migrated template (harness.templates),
+    made before pytest-django looks for it: each pytest process (every xdist worker, the
+    fuzzing's) migrated a database of its own, 10 s of a loaded 2-core machine or more.
+    pytest-django, told to keep it, does not drop it: that is done here, at the end."""
+    server = settings.SERVICES.database_url
+    if not server:
+        yield
+        return
+    database = settings.DATABASES["default"]
+    name = database.get("TEST", {}).get("NAME") or f"test_{database['NAME']}"
+    url = urlsplit(server)._replace(path=f"/{name}").geturl()
+    env = child_env({"DJANGO_SETTINGS_MODULE": "npulab.settings", "DATABASE_URL": url})
+    templates.replace_with_migrated(env, lambda built: manage_each(built, ("migrate", "--noinput")))
+    yield
+    if not request.config.getvalue("reuse_db"):
+        drop_postgres_database(url)
 
 
 @pytest.fixture(autouse=True)

@@ -42,3 +42,8 @@ from npulab.settings import *  # noqa: E402, F403
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":  # noqa: F405
     # A fresh clone has no var/ yet; SQLite will not create the folder.
     VAR_DIR.mkdir(parents=True, exist_ok=True)  # noqa: F405
+
+# The test users' passwords (tests/factories.py, logins in the page tests) are hashed with
+# MD5, not PBKDF2's million rounds: 0.2 CPU-s a hash, for nothing the tests check. The
+# end-to-end stacks load npulab.settings and hash as a deployment does.
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]

@@ -10,10 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from django.conf import settings
 
 from harness.services import in_ci
-from harness.stack import CHROMIUM_ARGS, Platform, chromium_path, launched_platform
+from harness.stack import CHROMIUM_ARGS, Platform, chromium_path
+from tests.e2e.shared import SHARED_PLATFORM, SharedPlatform
 
 ASYNC_UNSAFE = "DJANGO_ALLOW_ASYNC_UNSAFE"
 # Playwright waits 30 s by default; a loaded 2-core machine (a CI runner, a second test
@@ -22,16 +22,19 @@ DEFAULT_WAIT_MS = 120_000
 
 
 @pytest.fixture(scope="session")
-def platform(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Platform]:
-    # The tests' Redis db (15, or one per xdist worker) is theirs alone: flushed of the
-    # queues of earlier runs.
-    with launched_platform(
-        settings.SERVICES,
-        tmp_path_factory.mktemp("e2e"),
-        database=f"npulab_e2e_{os.getpid()}",
-        flush_redis=True,
-    ) as platform:
-        yield platform
+def shared_platform(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[SharedPlatform]:
+    shared = SharedPlatform(tmp_path_factory)
+    request.config.stash[SHARED_PLATFORM] = shared
+    yield shared
+    shared.stop()
+
+
+@pytest.fixture(scope="module")
+def platform(shared_platform: SharedPlatform) -> Platform:
+    """The stack the end-to-end tests share (tests/e2e/shared.py)."""
+    return shared_platform.get()
 
 
 ACTIVE = ("queued", "dispatched", "running")
