@@ -383,18 +383,6 @@ class Platform:
             assert time.monotonic() < deadline, self.tail()
             time.sleep(next(pause))
 
-    def start_long_run(self) -> tuple[int, int]:
-        """A run that trains until stopped, once its child process is up: (run id, child pid)."""
-        run_id = self.submit(matmul_size=256, train_steps=100_000)["id"]
-        self.wait(run_id, {"running"})
-        child_pid = self.run_dir(run_id) / "child.pid"
-        deadline = time.monotonic() + 60
-        while not child_pid.exists():
-            if time.monotonic() > deadline:
-                raise AssertionError(f"run {run_id} started no child\n{self.tail()}")
-            time.sleep(0.1)
-        return run_id, int(child_pid.read_text())
-
     def run_dir(self, run_id: int, attempt: int = 1, host: str = HOST) -> Path:
         work = self.work_root / ("worker" if host == HOST else f"worker-{host}")
         return work / "runs" / str(run_id) / f"attempt-{attempt}"

@@ -87,6 +87,41 @@ def django_db_modify_db_settings(
         drop_postgres_database(url)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _flush_by_delete() -> Iterator[None]:
+    """A transactional test's flush deletes the rows instead of truncating the tables.
+
+    PostgreSQL's TRUNCATE makes new files for every table and index and drops the old ones:
+    1.4-2.4 s for the 44 tables on a loaded 2-core machine, against 0.15-0.2 s for DELETEs
+    of the few rows a test leaves, and about a hundred tests flush. The flush runs in one
+    transaction and Django's foreign keys are deferred to its commit, by which every row is
+    gone, so the order of the tables does not matter. A flush that must reset sequences or
+    cascade still truncates.
+    """
+    from django.db.backends.postgresql.operations import DatabaseOperations
+
+    truncate = DatabaseOperations.sql_flush
+
+    def sql_flush(
+        self: DatabaseOperations,
+        style: Any,
+        tables: list[str],
+        *,
+        reset_sequences: bool = False,
+        allow_cascade: bool = False,
+    ) -> list[str]:
+        if reset_sequences or allow_cascade:
+            return truncate(
+                self, style, tables, reset_sequences=reset_sequences, allow_cascade=allow_cascade
+            )
+        delete = style.SQL_KEYWORD("DELETE FROM")
+        return [f"{delete} {style.SQL_FIELD(self.quote_name(table))};" for table in tables]
+
+    DatabaseOperations.sql_flush = sql_flush
+    yield
+    DatabaseOperations.sql_flush = truncate
+
+
 @pytest.fixture(autouse=True)
 def _fresh_cache() -> None:
     """Rate-limit and lockout counts are each test's own (the cache is per process)."""
