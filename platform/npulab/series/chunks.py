@@ -166,7 +166,7 @@ def newest(series_id: int, attempt: int) -> Iterator[Stored]:
 def _keyset(template: str, params: list[Any], key: int, pk: int) -> Iterator[Stored]:
     """The chunks of ``template``'s rows after (``key``, ``pk``), a group a query."""
     sql = _sql(template)
-    group = min(_FIRST_GROUP, _GROUP)
+    group = _FIRST_GROUP
     while True:
         rows = fetch_rows(sql, [*params, key, key, pk, group])
         for row_pk, _, first, count, data in rows:
