@@ -17,9 +17,19 @@ process's, SQLite's included, plus its PostgreSQL backend's when the server runs
 Requests go through Django's whole handler (middleware, session login, DRF) in this
 process, with no socket: what a server adds is its own (bench/training.py measures that).
 
+``--in-process`` measures only what issue 31's "reads flat in resolution" weighs: the
+downsampled API request at each bucket count, ``--requests`` of each (default 200) after
+``--warmup`` (20), the counts taking turns a request each (``--one-after-the-other``: each
+count's requests together, where a request follows one of its own size), every request
+timed alone on this process's CPU clock (``time.process_time``: the server's own work,
+SQLite's included, whatever else the machine runs), as a user's first in a while (the rate
+limit's record cleared before it); the median and mean per request, and each count's ratio
+to 320 buckets'.
+
     .venv/bin/python bench/series_reads.py                          # PostgreSQL when here
     .venv/bin/python bench/series_reads.py --points 1000000,10000000
     .venv/bin/python bench/series_reads.py --embedded               # SQLite
+    .venv/bin/python bench/series_reads.py --embedded --points 1000000 --in-process
     PYTHONPATH=../other:../other/platform .venv/bin/python bench/series_reads.py  # its code
 """
 
@@ -41,6 +51,9 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path += [str(REPO), str(REPO / "platform")]
 
 BUCKETS = (100, 320, 1000, 2500, 5000)
+# The bucket count the others are compared with in ``--in-process`` (issue 31: 2,500 against
+# 320 buckets).
+SMALL_READ = 320
 WHOLE_UP_TO = 1_000_000
 FORMS = ("json", "columns", "csv")
 BENCH_DATABASE = "npulab_bench_series"
@@ -53,6 +66,16 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=7)
     parser.add_argument("--embedded", action="store_true", help="SQLite instead of PostgreSQL")
     parser.add_argument("--database", default=BENCH_DATABASE, help="PostgreSQL's, made anew")
+    parser.add_argument(
+        "--in-process", action="store_true", help="only downsampled requests, on the CPU clock"
+    )
+    parser.add_argument("--requests", type=int, default=200, help="with --in-process")
+    parser.add_argument("--warmup", type=int, default=20, help="with --in-process")
+    parser.add_argument(
+        "--one-after-the-other",
+        action="store_true",
+        help="with --in-process: each bucket count's requests together, not in turns",
+    )
     args = parser.parse_args()
     sizes = [int(size) for size in args.points.split(",")]
 
@@ -60,12 +83,24 @@ def main() -> int:
 
     # The run that owns the series is never placed.
     with migrated_django(args.embedded, args.database):
-        report = measure(sizes, args.repeat)
-    print_report(report)
+        if args.in_process:
+            report = measure(
+                sizes,
+                lambda client, run_id, points: in_process(
+                    client, run_id, args.requests, args.warmup, not args.one_after_the_other
+                ),
+            )
+        else:
+            report = measure(
+                sizes, lambda client, run_id, points: reads(client, run_id, points, args.repeat)
+            )
+    (print_in_process if args.in_process else print_report)(report)
     return 0
 
 
-def measure(sizes: list[int], repeat: int) -> dict[str, Any]:
+def measure(
+    sizes: list[int], measured: Callable[[Any, int, int], dict[str, Any]]
+) -> dict[str, Any]:
     from django.contrib.auth import get_user_model
     from django.db import connection
     from django.test import Client
@@ -81,7 +116,7 @@ def measure(sizes: list[int], repeat: int) -> dict[str, Any]:
         started = time.perf_counter()
         write(run.pk, points)
         entry = {"points": points, "write_s": time.perf_counter() - started}
-        found["series"].append({**entry, **reads(client, run.pk, points, repeat)})
+        found["series"].append({**entry, **measured(client, run.pk, points)})
     if connection.vendor == "postgresql":
         # The store's tables with their indexes and TOAST (chunks and rollups; the series rows
         # and the telemetry table add a few kB): what a point costs on disk.
@@ -141,6 +176,48 @@ def reads(client: Any, run_id: int, points: int, repeat: int) -> dict[str, Any]:
                 "bytes": request(format=form),
             }
     return found
+
+
+def in_process(
+    client: Any, run_id: int, requests: int, warmup: int, in_turns: bool
+) -> dict[str, Any]:
+    """Each downsampled request's CPU time in this process: ``requests`` of each bucket count
+    after ``warmup`` of each, the counts taking turns a request each (``in_turns``) or each
+    count's requests one after the other."""
+    from django.core.cache import cache
+
+    url = f"/api/v1/runs/{run_id}/metrics/"
+
+    def spent(buckets: int) -> float:
+        # The rate limit's record of this user's requests (the one thing in the cache): a
+        # chart's reader has made a few, not the thousand made here, whose record a request
+        # unpickles and stores again, and which would reach the limit.
+        cache.clear()
+        begun = time.process_time()
+        response = client.get(url, {"key": KEY, "points": buckets})
+        cpu = time.process_time() - begun
+        assert response.status_code == 200, response.content[:300]
+        return cpu * 1000
+
+    samples: dict[int, list[float]] = {buckets: [] for buckets in BUCKETS}
+    if in_turns:
+        for round_ in range(warmup + requests):
+            for buckets, kept in samples.items():
+                cpu = spent(buckets)
+                if round_ >= warmup:
+                    kept.append(cpu)
+    else:
+        for buckets, kept in samples.items():
+            for _ in range(warmup):
+                spent(buckets)
+            kept += [spent(buckets) for _ in range(requests)]
+    return {
+        "in_process": {
+            buckets: {"median_ms": statistics.median(kept), "mean_ms": statistics.fmean(kept)}
+            for buckets, kept in samples.items()
+        },
+        "in_turns": in_turns,
+    }
 
 
 # Points a slice of the fixture is written in: whole 10,000-step blocks, a few hundred MB.
@@ -276,6 +353,23 @@ def print_report(report: dict[str, Any]) -> None:
                     f"| {form} | {read['bytes'] / 1e6:.1f} MB "
                     f"| {read['api_ms']:.1f} ms, {read['api_cpu_ms']:.1f} ms |"
                 )
+
+
+def print_in_process(report: dict[str, Any]) -> None:
+    print(f"{report['machine']}; load average {report['load']}")
+    for entry in report["series"]:
+        found = entry["in_process"]
+        small = found[SMALL_READ]
+        order = "in turns" if entry["in_turns"] else "one count after the other"
+        print(f"\n{entry['points']:,} points, downsampled API request, CPU in process, {order}\n")
+        print(f"| buckets asked | median | mean | ratio to {SMALL_READ} (median, mean) |")
+        print("| ---: | ---: | ---: | ---: |")
+        for buckets, read in found.items():
+            print(
+                f"| {buckets:,} | {read['median_ms']:.2f} ms | {read['mean_ms']:.2f} ms "
+                f"| {read['median_ms'] / small['median_ms']:.2f}×, "
+                f"{read['mean_ms'] / small['mean_ms']:.2f}× |"
+            )
 
 
 if __name__ == "__main__":
