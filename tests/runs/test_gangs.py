@@ -8,6 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from rest_framework.test import APIClient
 
@@ -31,6 +33,7 @@ from npulab.runs.services import (
 )
 from npulab.series.owners import Owner
 from npulab.series.reads import series
+from npulab.snapshots.services import do_record_snapshot
 from tests.conftest import register, token_client
 from tests.factories import HostFactory
 from tests.paths import TESTS_DIR
@@ -147,6 +150,13 @@ def test_a_kind_that_runs_on_one_host_refuses_hosts(owner) -> None:
     assert refused.value.errors["hosts"] == "unknown field for a smoke run"
 
 
+def agent_client(host: Host) -> APIClient:
+    """A client with ``host``'s token: its worker's side of the agent API."""
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {do_issue_host_token(host)}")
+    return client
+
+
 def test_each_host_gets_the_rendezvous_and_its_own_ranks(owner) -> None:
     a, b = host("cpu-1", address="192.0.2.1"), host("cpu-2", address="192.0.2.2")
     run = gang(owner)
@@ -159,6 +169,35 @@ def test_each_host_gets_the_rendezvous_and_its_own_ranks(owner) -> None:
     assert (one["node_rank"], one["first_rank"], one["world_size"]) == (0, 0, 4)
     assert (two["node_rank"], two["first_rank"], two["local_world_size"]) == (1, 2, 2)
     assert "rank_table" not in two  # an NPU gang's only
+
+
+def test_each_host_claims_with_every_peers_versions_from_its_newest_snapshot(
+    owner, document
+) -> None:
+    a, b = host("cpu-1"), host("cpu-2")
+    do_record_snapshot(a, document(torch="2.1.0"), now=timezone.now() - timezone.timedelta(hours=1))
+    do_record_snapshot(a, document(torch="2.5.1", cann="8.0.RC3"))
+    do_record_snapshot(b, document(torch="2.4.0", cann="8.2.RC1"))
+    run = gang(owner)
+    place_queued_runs()
+    replies = []
+    for claimer in (a, b):
+        with CaptureQueriesContext(connection) as claim:
+            response = agent_client(claimer).post(
+                f"/api/v1/agent/runs/{run.pk}/claim/", {"attempt": 1}, format="json"
+            )
+        assert response.status_code == 200, response.content
+        replies.append(response.json())
+        statements = [query["sql"] for query in claim.captured_queries]
+        # The peers' versions come from the snapshots' summaries, never their data (every
+        # package and the environment), and the gang's placements are read with their
+        # hosts once for the whole reply.
+        assert not [sql for sql in statements if '"snapshots_snapshot"."data"' in sql]
+        assert len([sql for sql in statements if 'JOIN "hosts_host"' in sql]) == 1
+    for reply in replies:
+        versions = [peer["versions"] for peer in reply["gang"]["peers"]]
+        assert (versions[0]["torch"], versions[0]["cann"]) == ("2.5.1", "8.0.RC3")
+        assert (versions[1]["torch"], versions[1]["cann"]) == ("2.4.0", "8.2.RC1")
 
 
 def test_an_npu_gang_gets_a_rank_table_from_the_hosts_inventory(owner) -> None:
@@ -199,8 +238,7 @@ def a3_host(n: int, devices: list[dict[str, Any]]) -> Host:
     host = HostFactory(name=f"npu-{n}")
     host.accepted_device_type, host.accepted_device_count = "npu", len(devices)
     host.save()
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Token {do_issue_host_token(host)}")
+    client = agent_client(host)
     facts = {
         "device_type": "npu",
         "devices": devices,
@@ -357,8 +395,7 @@ def test_the_host_page_says_where_a_physical_id_is_unknown(owner, client) -> Non
 
 def test_the_agent_api_refuses_a_physical_id_that_is_no_id() -> None:
     host = HostFactory(name="npu-9")
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Token {do_issue_host_token(host)}")
+    client = agent_client(host)
     facts = {"device_type": "npu", "devices": [{"index": 0, "name": "Ascend910", "phy_id": -1}]}
     response = client.post("/api/v1/agent/register/", facts, format="json")
     assert response.status_code == 400
@@ -367,8 +404,7 @@ def test_the_agent_api_refuses_a_physical_id_that_is_no_id() -> None:
 
 def test_the_agent_api_refuses_an_sdid_that_is_no_number() -> None:
     host = HostFactory(name="npu-9")
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Token {do_issue_host_token(host)}")
+    client = agent_client(host)
     facts = {"device_type": "npu", "devices": [{"index": 0, "name": "Ascend910", "sdid": "x"}]}
     response = client.post("/api/v1/agent/register/", facts, format="json")
     assert response.status_code == 400
@@ -484,8 +520,7 @@ def test_the_sweeper_loses_only_the_silent_host_of_a_gang(owner, settings) -> No
 
 def test_a_heartbeat_tells_the_other_hosts_of_a_failed_gang_to_stop(owner) -> None:
     run, _, b = _started(owner)
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Token {do_issue_host_token(b)}")
+    client = agent_client(b)
     beat = client.post("/api/v1/agent/heartbeat/", {"running": [run.pk]}, format="json")
     assert beat.json()["cancel"] == []
     do_cancel_run(run.pk, owner)
@@ -596,8 +631,7 @@ def test_another_hosts_packed_metrics_keep_only_its_asked_ranks(owner, tmp_path)
     writer.log("stdout", "step 49")
     writer.close()
     body, _ = pack(path.read_bytes())
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Token {do_issue_host_token(b)}")
+    client = agent_client(b)
     end = path.stat().st_size
     response = client.post(
         f"/api/v1/agent/runs/{run.pk}/events/?attempt=1&start=0&end={end}",

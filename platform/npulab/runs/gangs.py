@@ -122,10 +122,13 @@ def share_spec(run: Run, placement: Placement | None) -> dict[str, Any]:
     return {**run.spec, "device_type": device_type}
 
 
-def gang_of(run: Run, placement: Placement) -> dict[str, Any]:
+def gang_of(
+    run: Run, placement: Placement, placements: list[Placement] | None = None
+) -> dict[str, Any]:
     """The claim reply's ``gang``: the rendezvous, this host's ranks and, on NPU, a rank table.
 
     Placements apart learn only which node they are, its role, and of how many.
+    ``placements``: the attempt's, with their hosts, where the caller has read them.
     """
     if not run.rendezvous:
         return {
@@ -137,7 +140,8 @@ def gang_of(run: Run, placement: Placement) -> dict[str, Any]:
             "world_size": run.world_size,
             contract.RENDEZVOUS: False,
         }
-    placements = current(run)
+    if placements is None:
+        placements = current(run)
     master = placements[0]
     network = master.host.network if master.host else {}
     own = placement.host.network if placement.host else {}
@@ -197,13 +201,19 @@ MATCHING_VERSIONS = ("driver", "cann", "torch", "torch_npu")
 
 
 def _versions(placement: Placement) -> dict[str, str]:
-    """The host's driver, CANN, torch and torch_npu from its newest snapshot ({} if none)."""
-    snapshot = (
-        Snapshot.objects.filter(host_id=placement.host_id).order_by("-last_seen").first()
+    """The host's driver, CANN, torch and torch_npu from its newest snapshot ({} if none).
+
+    Its summary alone: a snapshot's data (every package, the environment) is a claim's
+    largest read otherwise, and each host of a gang claims with every peer's versions.
+    """
+    summary = (
+        Snapshot.objects.filter(host_id=placement.host_id)
+        .order_by("-last_seen")
+        .values_list("summary", flat=True)
+        .first()
         if placement.host_id
         else None
-    )
-    summary = snapshot.summary if snapshot is not None else {}
+    ) or {}
     return {key: str(summary[key]) for key in MATCHING_VERSIONS if summary.get(key)}
 
 

@@ -347,10 +347,14 @@ _RUN_BY_ID = "SELECT {columns} FROM {table} WHERE id = %s"
 def do_claim_run(host: Host, run_id: int, attempt: int) -> Run:
     """The host worker takes a dispatched run: it is running from now."""
     run = _locked_run_of(host, run_id, attempt)
-    placement = _placement(run, host)
+    # The claim's reply tells a gang's host its peers: read once, with their hosts.
+    run.current_placements = gangs.current(run)
+    placement = next((p for p in run.current_placements if p.host_id == host.id), None)
     # The claim's answer carries the spec with its secret env values: only to a host of a
     # pool the run's project may use, whatever placed it here (the host moved meanwhile).
-    if not run.project.pools.filter(pk=host.pool_id).exists():
+    if not Project.pools.through.objects.filter(
+        project_id=run.project_id, pool_id=host.pool_id
+    ).exists():
         raise Conflict(f"host {host.name} is in no pool of run {run_id}'s project")
     now = timezone.now()
     # A gang's first claim starts the run; each of its other hosts claims its own share once.
@@ -371,7 +375,7 @@ def do_claim_run(host: Host, run_id: int, attempt: int) -> Run:
         RunAttempt.objects.create(
             run=run,
             number=attempt,
-            host=run.host,
+            host_id=run.host_id,
             device_indices=run.device_indices,
             started_at=now,
         )

@@ -42,7 +42,7 @@ class ClaimView(AgentAPIView):
             "attempt": run.attempt,
             "spec": share_spec(run, placement),
             "devices": placement.device_indices if placement else run.device_indices,
-            "gang": gang_of(run, placement) if placement else None,
+            "gang": gang_of(run, placement, run.current_placements) if placement else None,
             "max_events": settings.NPULAB["MAX_EVENTS_PER_BATCH"],
         }
         for capability in capabilities.of(run):
