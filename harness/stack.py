@@ -241,7 +241,9 @@ class Platform:
             commands.append(("host_token", HOST, "--labels", ""))
         with ThreadPoolExecutor(1) as pool:
             issuing = pool.submit(self.manage_each, *commands)
-            web = self.start("web", stack.web_argv("127.0.0.1", self.port, workers=self.web_workers))
+            web = self.start(
+                "web", stack.web_argv("127.0.0.1", self.port, workers=self.web_workers)
+            )
             self.start("control", stack.control_argv(self.var_dir / "celerybeat-schedule"))
             stack.wait_for_http(f"{self.url}/healthz", timeout=180, process=web)
             api_token, *host_token = issuing.result()
