@@ -21,7 +21,7 @@ from django.db import connection
 from django.db.models import Max, OuterRef, Q, Subquery, Sum
 from django.db.models.functions import Coalesce
 
-from npulab.core.sql import table_name
+from npulab.core.sql import fetch_rows, table_name
 from npulab.series import chunks, rollups
 from npulab.series.chunks import Points
 from npulab.series.models import Metric, MetricChunk, MetricRollupSegment, MetricSeries
@@ -246,13 +246,37 @@ def _row_owner(row: _SeriesRow) -> tuple[int | None, int | None, int | None]:
 
 
 def _series(owner: Owner, keys: list[str]) -> dict[str, _SeriesRow]:
+    # One plain statement, as PostgreSQL's _counted_series: each batch of a run's points on
+    # SQLite starts here, and compiling the queryset that said the same was about a quarter
+    # of a 1,000-point request's CPU (docs/benchmarks.md, "A batch's series found in one
+    # statement on SQLite").
     fields = owner.fields()
-    stored = MetricSeries.objects.filter(**fields, key__in=keys).values_list(*_SERIES_FIELDS)
+    tests = [
+        f"{_quoted(name)} {'IS NULL' if value is None else '= %s'}"
+        for name, value in fields.items()
+    ]
+    params = [value for value in fields.values() if value is not None]
+    sql = _SERIES_BY_KEY.format(
+        columns=", ".join(map(_quoted, _SERIES_FIELDS)),
+        table=table_name(MetricSeries),
+        owner=" AND ".join(tests),
+        key=_quoted("key"),
+        keys=", ".join(["%s"] * len(keys)),
+    )
+    stored = fetch_rows(sql, [*params, *keys])
     found = {row.key: row for row in map(_SeriesRow._make, stored)}
     missing = [MetricSeries(**fields, key=key) for key in keys if key not in found]
     for created in map(_SeriesRow.of, MetricSeries.objects.bulk_create(missing)):
         found[created.key] = created
     return found
+
+
+_SERIES_BY_KEY = "SELECT {columns} FROM {table} WHERE {owner} AND {key} IN ({keys})"
+
+
+def _quoted(field: str) -> str:
+    meta = MetricSeries._meta
+    return connection.ops.quote_name((meta.pk if field == "pk" else meta.get_field(field)).column)
 
 
 def _binary_rows(rows: list[tuple[int, list[Point]]]) -> Iterator[bytes]:
