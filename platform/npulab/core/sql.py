@@ -30,6 +30,12 @@ def table_name(model: type[Model]) -> str:
     return connection.ops.quote_name(model._meta.db_table)
 
 
+def column_name(model: type[Model], field: str) -> str:
+    """The column of the model's ``field`` ("pk": its primary key), quoted likewise."""
+    meta = model._meta
+    return connection.ops.quote_name((meta.pk if field == "pk" else meta.get_field(field)).column)
+
+
 def fetch_instance(model: type[M], template: str, params: Sequence[Any]) -> M | None:
     """The first row of ``template`` as an instance of ``model``, or None.
 

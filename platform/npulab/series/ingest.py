@@ -21,7 +21,7 @@ from django.db import connection
 from django.db.models import Max, OuterRef, Q, Subquery, Sum
 from django.db.models.functions import Coalesce
 
-from npulab.core.sql import fetch_rows, table_name
+from npulab.core.sql import column_name, fetch_rows, table_name
 from npulab.series import chunks, rollups
 from npulab.series.chunks import Points
 from npulab.series.models import Metric, MetricChunk, MetricRollupSegment, MetricSeries
@@ -102,12 +102,10 @@ def _counted_series(owner: Owner, added: dict[str, tuple[int, int]]) -> dict[str
     its counts: one statement for the stored series (a run's batch pays for every query it
     makes), an INSERT for the new ones, created with their counts."""
     fields = owner.fields()
-    where = " AND ".join(
-        f"s.{name} IS NULL" if value is None else f"s.{name} = %s" for name, value in fields.items()
-    )
+    where, owned = owner.condition("s")
     rows = ", ".join(["(%s, %s::bigint, %s::bigint)"] * len(added))
     params = [value for key, (n, high) in added.items() for value in (key, n, high)]
-    params += [value for value in fields.values() if value is not None]
+    params += owned
     with connection.cursor() as cursor:
         sql = _COUNTED.format(table=table_name(MetricSeries), rows=rows, owner=where)
         cursor.execute(sql, params)
@@ -250,33 +248,23 @@ def _series(owner: Owner, keys: list[str]) -> dict[str, _SeriesRow]:
     # SQLite starts here, and compiling the queryset that said the same was about a quarter
     # of a 1,000-point request's CPU (docs/benchmarks.md, "A batch's series found in one
     # statement on SQLite").
-    fields = owner.fields()
-    tests = [
-        f"{_quoted(name)} {'IS NULL' if value is None else '= %s'}"
-        for name, value in fields.items()
-    ]
-    params = [value for value in fields.values() if value is not None]
+    condition, params = owner.condition()
     sql = _SERIES_BY_KEY.format(
-        columns=", ".join(map(_quoted, _SERIES_FIELDS)),
+        columns=", ".join(column_name(MetricSeries, name) for name in _SERIES_FIELDS),
         table=table_name(MetricSeries),
-        owner=" AND ".join(tests),
-        key=_quoted("key"),
+        owner=condition,
+        key=column_name(MetricSeries, "key"),
         keys=", ".join(["%s"] * len(keys)),
     )
     stored = fetch_rows(sql, [*params, *keys])
     found = {row.key: row for row in map(_SeriesRow._make, stored)}
-    missing = [MetricSeries(**fields, key=key) for key in keys if key not in found]
+    missing = [MetricSeries(**owner.fields(), key=key) for key in keys if key not in found]
     for created in map(_SeriesRow.of, MetricSeries.objects.bulk_create(missing)):
         found[created.key] = created
     return found
 
 
 _SERIES_BY_KEY = "SELECT {columns} FROM {table} WHERE {owner} AND {key} IN ({keys})"
-
-
-def _quoted(field: str) -> str:
-    meta = MetricSeries._meta
-    return connection.ops.quote_name((meta.pk if field == "pk" else meta.get_field(field)).column)
 
 
 def _binary_rows(rows: list[tuple[int, list[Point]]]) -> Iterator[bytes]:

@@ -5,6 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from npulab.core.sql import column_name
+from npulab.series.models import MetricSeries
+
 
 @dataclass(frozen=True)
 class Owner:
@@ -49,3 +52,14 @@ class Owner:
                 return {"run_id": self.run_id}
             return {"run_id": self.run_id, "source": self.source}
         return {"host_id": self.host_id, "device_index": self.device_index}
+
+    def condition(self, alias: str = "") -> tuple[str, list[Any]]:
+        """``fields`` as a plain SQL condition on the series table (its columns prefixed
+        ``alias.`` when given) and its parameters: the store's hot statements skip the ORM."""
+        prefix = f"{alias}." if alias else ""
+        fields = self.fields()
+        tests = [
+            f"{prefix}{column_name(MetricSeries, name)} {'IS NULL' if value is None else '= %s'}"
+            for name, value in fields.items()
+        ]
+        return " AND ".join(tests), [value for value in fields.values() if value is not None]

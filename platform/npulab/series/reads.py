@@ -21,7 +21,7 @@ import numpy as np
 from django.db import connection
 from django.db.models import Case, Min, QuerySet, Value, When
 
-from npulab.core.sql import fetch_rows, table_name
+from npulab.core.sql import column_name, fetch_rows, table_name
 from npulab.series import chunks, rollups
 from npulab.series.columns import as_python
 from npulab.series.models import MetricChunk, MetricSeries
@@ -80,13 +80,8 @@ def find(owner: Owner, key: str) -> Found | None:
     """
     # One plain statement: every read of a series starts here, and the queryset that said
     # the same cost a chart read most of its time (docs/benchmarks.md, "Reads in columns").
-    fields = owner.fields()
-    tests = [
-        f"s.{_column(name)} {'IS NULL' if value is None else '= %s'}"
-        for name, value in fields.items()
-    ]
-    params = [value for value in fields.values() if value is not None]
-    rows = fetch_rows(_find_sql(connection.vendor, " AND ".join(tests)), [*params, key, *SOURCES])
+    condition, params = owner.condition("s")
+    rows = fetch_rows(_find_sql(connection.vendor, condition), [*params, key, *SOURCES])
     return Found(*rows[0]) if rows else None
 
 
@@ -107,15 +102,11 @@ def _find_sql(vendor: str, owner: str) -> str:
         chunk=table_name(MetricChunk),
         series=table_name(MetricSeries),
         owner=owner,
-        key=_column("key"),
-        source=_column("source"),
+        key=column_name(MetricSeries, "key"),
+        source=column_name(MetricSeries, "source"),
         ranks=ranks,
         unranked=len(SOURCES),
     )
-
-
-def _column(field: str) -> str:
-    return connection.ops.quote_name(MetricSeries._meta.get_field(field).column)
 
 
 def first_step(series_id: int) -> int | None:
