@@ -16,7 +16,7 @@ from rest_framework.test import APIClient
 from npulab.core.errors import SubmissionInvalid
 from npulab.health.services import do_drain_host
 from npulab.hosts.models import Host
-from npulab.hosts.services import do_issue_host_token
+from npulab.hosts.services import do_issue_host_token, sweep_hosts
 from npulab.runs.gangs import gang_of
 from npulab.runs.models import DeviceLease, Placement, Run
 from npulab.runs.placement import unsuited
@@ -515,6 +515,31 @@ def test_the_sweeper_loses_only_the_silent_host_of_a_gang(owner, settings) -> No
     assert sweep_runs(later)["lost"] == 1
     states = dict(run.placements.values_list("host_name", "state"))
     assert states == {"cpu-1": Placement.State.RUNNING, "cpu-2": Placement.State.LOST}
+    assert do_ingest_events(a, run.pk, 1, 0, 0, [])["cancel"] is True
+
+
+def test_a_gang_host_that_goes_offline_before_its_claim_loses_its_share_at_once(
+    owner, settings
+) -> None:
+    a, b = host("cpu-1"), host("cpu-2")
+    run = gang(owner)
+    place_queued_runs()
+    do_claim_run(a, run.pk, 1)
+    later = timezone.now() + timezone.timedelta(
+        seconds=settings.NPULAB["HOST_HEARTBEAT_TIMEOUT_S"] + 1
+    )
+    # cpu-1 ran on and beat; cpu-2's worker died before it claimed its share.
+    Host.objects.filter(pk=a.pk).update(last_heartbeat=later)
+    Run.objects.filter(pk=run.pk).update(last_heartbeat=later)
+    assert sweep_hosts(later) == 1
+    placement = run.placements.get(host=b)
+    # Well within the dispatch timeout, after which a share is lost anyway.
+    waited = timezone.timedelta(seconds=settings.NPULAB["DISPATCH_TIMEOUT_S"])
+    assert later < placement.leased_at + waited
+    assert sweep_runs(later)["lost"] == 1
+    placement.refresh_from_db()
+    assert placement.state == Placement.State.LOST
+    assert placement.exit_reason == "host cpu-2 went offline before it claimed its share"
     assert do_ingest_events(a, run.pk, 1, 0, 0, [])["cancel"] is True
 
 

@@ -7,6 +7,7 @@ from django.core.exceptions import PermissionDenied
 from django.utils import timezone
 
 from npulab.hosts.models import Host
+from npulab.hosts.services import sweep_hosts
 from npulab.runs.models import DeviceLease, Run, RunAttempt, RunEvent
 from npulab.runs.scheduler import place_queued_runs
 from npulab.runs.services import (
@@ -316,6 +317,30 @@ def test_an_unclaimed_run_goes_back_to_the_queue(owner, cpu_host, settings) -> N
     run.refresh_from_db()
     assert (run.status, run.host, run.device_indices) == ("queued", None, [])
     assert run.queue_reason.startswith("host cpu-01 did not claim the run within")
+    assert DeviceLease.objects.count() == 0
+
+
+def test_a_run_dispatched_to_a_host_that_went_offline_is_requeued_without_the_timeout(
+    owner, cpu_host, settings
+) -> None:
+    run = do_submit_run(owner, {"kind": "smoke", "device_type": "cpu"})
+    place_queued_runs()
+    soon = timezone.now() + timedelta(seconds=1)
+    # Still online: the dispatch waits for its claim.
+    assert sweep_runs(soon)["requeued"] == 0
+    # The host sweep finds its heartbeat stale: the worker died with the run in its queue.
+    later = timezone.now() + timedelta(seconds=settings.NPULAB["HOST_HEARTBEAT_TIMEOUT_S"] + 1)
+    assert sweep_hosts(later) == 1
+    # Not right after an outage of the platform's own: every host was silenced by it.
+    assert sweep_runs(later, heard_since=later - timedelta(seconds=1))["requeued"] == 0
+    assert sweep_runs(later, heard_since=soon - timedelta(seconds=3600)) == {
+        "requeued": 1,
+        "lost": 0,
+        "expired": 0,
+    }
+    run.refresh_from_db()
+    assert (run.status, run.host, run.device_indices) == ("queued", None, [])
+    assert run.queue_reason == "host cpu-01 went offline before it claimed the run; requeued"
     assert DeviceLease.objects.count() == 0
 
 

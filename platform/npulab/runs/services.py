@@ -631,48 +631,94 @@ def sweep_runs(now: datetime | None = None, heard_since: datetime | None = None)
     for it until the whole timeout has passed since.
     """
     now = now or timezone.now()
-    limits = settings.NPULAB
-    unclaimed = Run.objects.filter(
-        status=Run.Status.DISPATCHED,
-        dispatched_at__lt=now - timedelta(seconds=limits["DISPATCH_TIMEOUT_S"]),
-    ).values_list("pk", flat=True)
-    silent_s = limits["RUN_HEARTBEAT_TIMEOUT_S"]
-    cutoff = now - timedelta(seconds=silent_s)
+    silent_s = settings.NPULAB["RUN_HEARTBEAT_TIMEOUT_S"]
     # A run an outside MLflow client logs (npulab.mlflow) has no host to fall silent.
     silent = Run.objects.filter(
-        status=Run.Status.RUNNING, last_heartbeat__lt=cutoff, host__isnull=False
+        status=Run.Status.RUNNING,
+        last_heartbeat__lt=now - timedelta(seconds=silent_s),
+        host__isnull=False,
     )
-    if heard_since is not None and heard_since > cutoff:
+    if not _heard_for(now, heard_since, silent_s):
         silent = silent.none()
     silent = silent.values_list("pk", "host__name")
     waited = Run.objects.filter(status=Run.Status.QUEUED, queue_expires_at__lte=now).values_list(
         "pk", flat=True
     )
-    # A gang's host can fall silent, or never claim, while its other hosts keep the run
-    # alive: its placement is lost on its own, which stops the others.
-    claim_cutoff = now - timedelta(seconds=limits["DISPATCH_TIMEOUT_S"])
-    gone = Placement.objects.filter(run__status=Run.Status.RUNNING, run__hosts__gt=1).filter(
-        models.Q(state=Placement.State.RUNNING, last_heartbeat__lt=cutoff)
-        | models.Q(state=Placement.State.LEASED, leased_at__lt=claim_cutoff)
-    )
-    if heard_since is not None and heard_since > cutoff:
-        gone = gone.none()
     counts = {"requeued": 0, "lost": 0, "expired": 0}
-    for placement_id, state, host in list(gone.values_list("pk", "state", "host_name")):
-        reason = (
-            f"no events or heartbeats from host {host} for {silent_s} s"
-            if state == Placement.State.RUNNING
-            else f"host {host} did not claim its share within {limits['DISPATCH_TIMEOUT_S']} s"
-        )
+    for placement_id, reason in _lost_shares(now, heard_since).items():
         counts["lost"] += do_mark_placement_lost(placement_id, now, reason)
-    for run_id in list(unclaimed):
-        counts["requeued"] += do_requeue_run(run_id, now, limits["DISPATCH_TIMEOUT_S"])
+    for run_id, reason in _unclaimed_runs(now, heard_since).items():
+        counts["requeued"] += do_requeue_run(run_id, now, reason)
     for run_id, host in list(silent):
         reason = f"no events or heartbeats from host {host} for {silent_s} s"
         counts["lost"] += do_mark_run_lost(run_id, now, reason)
     for run_id in list(waited):
         counts["expired"] += do_expire_run(run_id, now)
     return counts
+
+
+def _heard_for(now: datetime, heard_since: datetime | None, seconds: int) -> bool:
+    """Whether the platform has heard its hosts for the last ``seconds`` (no outage of its
+    own in them), so that silence in them is the hosts'."""
+    return heard_since is None or heard_since <= now - timedelta(seconds=seconds)
+
+
+def _unclaimed_runs(now: datetime, heard_since: datetime | None) -> dict[int, str]:
+    """Dispatched runs to requeue, each with why: not claimed within the dispatch timeout,
+    or placed on a host that has gone offline since.
+
+    A host whose worker died just after a run was dispatched to it never claims it (the
+    message waits in its queue): once the host sweep calls it offline, the run need not
+    wait out the whole dispatch timeout.
+    """
+    limits = settings.NPULAB
+    waited_s = limits["DISPATCH_TIMEOUT_S"]
+    dispatched = Run.objects.filter(status=Run.Status.DISPATCHED)
+    unclaimed = {
+        run_id: f"host {host or '?'} did not claim the run within {waited_s} s; requeued"
+        for run_id, host in dispatched.filter(
+            dispatched_at__lt=now - timedelta(seconds=waited_s)
+        ).values_list("pk", "host__name")
+    }
+    if _heard_for(now, heard_since, limits["HOST_HEARTBEAT_TIMEOUT_S"]):
+        stranded = dispatched.filter(
+            placements__state=Placement.State.LEASED,
+            placements__host__status=Host.Status.OFFLINE,
+        ).values_list("pk", "placements__host_name")
+        for run_id, host in stranded:
+            unclaimed[run_id] = f"host {host} went offline before it claimed the run; requeued"
+    return unclaimed
+
+
+def _lost_shares(now: datetime, heard_since: datetime | None) -> dict[int, str]:
+    """A running gang's placements to mark lost, each with why: its host fell silent, did
+    not claim its share within the dispatch timeout, or went offline before it did. The
+    other hosts keep the run alive; a lost placement stops them."""
+    limits = settings.NPULAB
+    silent_s, waited_s = limits["RUN_HEARTBEAT_TIMEOUT_S"], limits["DISPATCH_TIMEOUT_S"]
+    shares = Placement.objects.filter(run__status=Run.Status.RUNNING, run__hosts__gt=1)
+    lost: dict[int, str] = {}
+    if _heard_for(now, heard_since, silent_s):
+        gone = shares.filter(
+            models.Q(
+                state=Placement.State.RUNNING,
+                last_heartbeat__lt=now - timedelta(seconds=silent_s),
+            )
+            | models.Q(
+                state=Placement.State.LEASED, leased_at__lt=now - timedelta(seconds=waited_s)
+            )
+        )
+        for placement_id, state, host in gone.values_list("pk", "state", "host_name"):
+            lost[placement_id] = (
+                f"no events or heartbeats from host {host} for {silent_s} s"
+                if state == Placement.State.RUNNING
+                else f"host {host} did not claim its share within {waited_s} s"
+            )
+    if _heard_for(now, heard_since, limits["HOST_HEARTBEAT_TIMEOUT_S"]):
+        offline = shares.filter(state=Placement.State.LEASED, host__status=Host.Status.OFFLINE)
+        for placement_id, host in offline.values_list("pk", "host_name"):
+            lost[placement_id] = f"host {host} went offline before it claimed its share"
+    return lost
 
 
 @transaction.atomic
@@ -711,14 +757,14 @@ def _span(seconds: int) -> str:
 
 
 @transaction.atomic
-def do_requeue_run(run_id: int, now: datetime, timeout_s: int) -> int:
-    """A dispatched run its host never claimed goes back to the queue (1 if it did)."""
+def do_requeue_run(run_id: int, now: datetime, reason: str) -> int:
+    """A dispatched run its host never claimed goes back to the queue (1 if it did), with
+    ``reason`` as its queue reason."""
     run = Run.objects.select_for_update().get(pk=run_id)
     if run.status != Run.Status.DISPATCHED:
         return 0
-    host = run.host.name if run.host else "?"
     run.transition_to(Run.Status.QUEUED, now)
-    run.queue_reason = f"host {host} did not claim the run within {timeout_s} s; requeued"
+    run.queue_reason = reason
     run.host = None
     run.device_indices = []
     run.save()
