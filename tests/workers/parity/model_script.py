@@ -1,12 +1,15 @@
 """A parity script for the tests: side b misbehaves as its first argument says.
 
 ok: nothing; noise: the second linear layer's weights get noise; shape: side b's second
-layer is wider; fail: side b raises; nan: side b's second layer makes a NaN.
+layer is wider; fail: side b raises; nan: side b's second layer makes a NaN; meet: each
+side waits until the other has started (they must run at the same time), then as ok.
 """
 
 from __future__ import annotations
 
+import os
 import sys
+import time
 
 import torch
 
@@ -26,9 +29,27 @@ class Model(torch.nn.Module):
         return self.head(torch.tanh(x))
 
 
+MEET_S = 300
+
+
+def meet() -> None:
+    """Say this side has started, then wait for the other side to say so."""
+    here = parity.side_dir()
+    with open(os.path.join(here, "started"), "w"):
+        pass
+    other = os.path.join(os.path.dirname(here), "a" if parity.side() == "b" else "b", "started")
+    deadline = time.monotonic() + MEET_S
+    while not os.path.exists(other):
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the other side did not start within {MEET_S} s")
+        time.sleep(0.05)
+
+
 def main() -> None:
     mode = sys.argv[1] if len(sys.argv) > 1 else "ok"
     side_b = parity.side() == "b"
+    if mode == "meet":
+        meet()
     if side_b and mode == "fail":
         raise RuntimeError("side b refuses on purpose")
     parity.seed()

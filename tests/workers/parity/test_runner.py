@@ -15,6 +15,7 @@ from workers.contract.gang import NNODES, NODE_RANK
 from workers.contract.script_env import HANDOFF_DIR
 from workers.events import iter_events
 from workers.kinds.parity import HANDOFF_FILE
+from workers.kinds.parity.runner import share_no_device
 
 pytest.importorskip("msprobe", reason="mindstudio-probe (the parity extra) is not installed")
 
@@ -38,8 +39,11 @@ def result_of(events: list[dict]) -> dict:
     return events[-1]
 
 
-def test_two_equal_sides_pass_with_every_layer_identical_and_equal_losses(tmp_path: Path) -> None:
-    code, stderr, events = run(spec(), tmp_path / "run")
+def test_two_equal_sides_on_the_cpu_run_at_once_and_pass_with_every_layer_identical(
+    tmp_path: Path,
+) -> None:
+    # Each side waits for the other to start: one after the other, side a would give up.
+    code, stderr, events = run(spec("meet"), tmp_path / "run")
     assert code == 0, stderr
     layers = by_type(events, "parity_layer")
     assert layers, stderr
@@ -99,6 +103,21 @@ def test_noise_in_one_layer_names_it_first_divergent_with_the_scripts_call_site(
     assert result["summary"]["first_divergent"]["name"] == first["name"]
     assert result["summary"]["mode"] == "tensor"
     assert not [e for e in by_type(events, "log") if "parity: side" in e["line"]]
+
+
+@pytest.mark.parametrize(
+    ("run_on", "a", "b", "at_once"),
+    [
+        ("cpu", "", "", True),
+        ("npu", "cpu", "", True),
+        ("npu", "", "cpu", True),
+        ("npu", "", "", False),
+        ("npu", "npu", "npu", False),
+    ],
+)
+def test_sides_on_the_runs_accelerator_take_turns(run_on: str, a: str, b: str, at_once: bool):
+    declared = {"device_type": run_on, "a": {"device_type": a}, "b": {"device_type": b}}
+    assert share_no_device(declared) is at_once
 
 
 def test_a_side_on_a_device_the_run_does_not_lease_is_refused(tmp_path: Path) -> None:

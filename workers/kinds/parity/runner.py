@@ -1,10 +1,13 @@
-"""The parity run: the script as side a, then as side b, then msprobe's compare, judged.
+"""The parity run: the script as side a and as side b, then msprobe's compare, judged.
 
 Each side runs as a process of its own (in the run's process group, so a timeout or a
 cancel stops it) with the spec's seed, the side's device type, dtype, AMP level and
 environment, and writes its msprobe dump and its losses into ``parity/<side>/`` of the
-run directory. A side's tensor dump beyond ``max_dump_mb`` makes both sides compare
-statistics only (those a tensor dump holds: no side runs twice). Every way a comparison
+run directory. The sides run at the same time when one of them is on the CPU (the usual
+float32 reference on the CPU against the accelerator, or both on a CPU host); two sides
+on the run's accelerator take turns. A side's tensor dump beyond ``max_dump_mb`` makes
+both sides compare statistics only (those a tensor dump holds: no side runs twice; one
+still to run dumps statistics only). Every way a comparison
 cannot be made (a failed side, layers that differ in shape, no msprobe, a dump msprobe
 cannot read) ends the run with a cause that says so.
 
@@ -27,10 +30,12 @@ import subprocess
 import sys
 import tarfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from workers.contract import exits, script_env
 from workers.contract.capabilities import HANDOFF, HANDOFF_FAILED
+from workers.contract.devices import CPU
 from workers.contract.gang import NNODES, NODE_RANK
 from workers.kinds.base import Outcome, RunContext
 from workers.kinds.parity import (
@@ -103,9 +108,11 @@ def run(ctx: RunContext) -> Outcome:
     if apart(spec) and os.environ.get(NNODES) == str(len(NODE_SIDES)):
         side = NODE_SIDES[int(os.environ.get(NODE_RANK, "0"))]
         return _hand_over(ctx, root) if side == "a" else _take_over(ctx, root, thresholds)
+    at_once = share_no_device(spec)
+    ended = _run_sides_at_once(ctx, root) if at_once else {}
     task = TENSOR
-    for side in SIDES:
-        failed = _run_side(ctx, root, side, task)
+    for index, side in enumerate(SIDES):
+        failed = ended[side] if at_once else _run_side(ctx, root, side, task)
         if failed:
             return Outcome(exits.FAILED, f"side {side} failed: {failed}", cause=SIDE_FAILED)
         size = _tree_bytes(os.path.join(root, side, DUMP_DIR))
@@ -115,12 +122,25 @@ def run(ctx: RunContext) -> Outcome:
                 f"({spec['max_dump_mb']}); both sides compare statistics only"
             )
             task = STATISTICS
-            # A tensor dump holds the statistics already: the sides that ran keep theirs and
-            # lose their tensor files, rather than run again; a side still to run dumps
-            # statistics only.
-            for done in SIDES[: SIDES.index(side) + 1]:
+            # The sides that ran keep their statistics and lose their tensor files.
+            for done in SIDES if at_once else SIDES[: index + 1]:
                 as_statistics(os.path.join(root, done, DUMP_DIR))
     return _compare_sides(ctx, root, thresholds, task)
+
+
+def share_no_device(spec: dict[str, Any]) -> bool:
+    """Whether the sides run at the same time: when at least one of them is on the CPU.
+    Two sides on the run's accelerator take turns, as each may need all of its memory."""
+    return any((spec[side]["device_type"] or spec["device_type"]) == CPU for side in SIDES)
+
+
+def _run_sides_at_once(ctx: RunContext, root: str) -> dict[str, str]:
+    """Both sides' tensor dumps, their processes side by side; per side, '' when it exited
+    0, else why it failed. The statistics-only fallback then holds both tensor dumps for a
+    moment, which one after the other never did."""
+    started = {side: _start_side(ctx, root, side, TENSOR) for side in SIDES}
+    with ThreadPoolExecutor(len(started)) as pool:
+        return dict(zip(started, pool.map(_ended, started.values())))
 
 
 def _hand_over(ctx: RunContext, root: str) -> Outcome:
@@ -329,6 +349,11 @@ class CompareFailed(Exception):
 
 def _run_side(ctx: RunContext, root: str, side: str, task: str) -> str:
     """Run the script as ``side``; '' when it exited 0, else why it failed."""
+    return _ended(_start_side(ctx, root, side, task))
+
+
+def _start_side(ctx: RunContext, root: str, side: str, task: str) -> subprocess.Popen:
+    """The script started as ``side``, its dump and losses going to ``root``/``side``."""
     spec = ctx.spec
     # The INT8 pass is float32 on the CPU, whatever the sides are.
     values = spec[side] if side in SIDES else INT8_PASS
@@ -366,8 +391,13 @@ def _run_side(ctx: RunContext, root: str, side: str, task: str) -> str:
         f"{values['amp_level']}, {task} dump)"
     )
     ctx.events.flush()
-    process = subprocess.run(command, cwd=ctx.run_dir, env=env, stderr=subprocess.PIPE, check=False)
-    stderr = process.stderr.decode("utf-8", "replace")[-STDERR_TAIL_CHARS:]
+    return subprocess.Popen(command, cwd=ctx.run_dir, env=env, stderr=subprocess.PIPE)
+
+
+def _ended(process: subprocess.Popen) -> str:
+    """Wait for a side's process: '' when it exited 0, else why it failed."""
+    _, raw = process.communicate()
+    stderr = raw.decode("utf-8", "replace")[-STDERR_TAIL_CHARS:]
     sys.stderr.write(stderr)
     sys.stderr.flush()
     if process.returncode == 0:
