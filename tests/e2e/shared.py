@@ -17,6 +17,9 @@ from django.conf import settings
 from harness.stack import Platform, launched_platform
 
 SHARED_PLATFORM = pytest.StashKey["SharedPlatform"]()
+# The host worker's telemetry sampled and sent every 2 s, not every 10 and 30:
+# tests/e2e/test_host_telemetry_e2e.py waits for two rounds of it.
+TELEMETRY = {"NPULAB_TELEMETRY_S": "2", "NPULAB_TELEMETRY_SEND_S": "2"}
 
 
 class SharedPlatform:
@@ -37,6 +40,7 @@ class SharedPlatform:
                     self._tmp_path_factory.mktemp("e2e"),
                     database=f"npulab_e2e_{os.getpid()}",
                     flush_redis=True,
+                    settings=TELEMETRY,
                 )
             )
             self._stack = stack

@@ -87,12 +87,11 @@ def test_open_a_diff_of_two_snapshots(platform: Platform, browser) -> None:
 
 
 def test_a_training_run_page_draws_its_curves(platform: Platform, browser) -> None:
-    runs = [
-        platform.wait(
-            platform.submit(kind="training", entry="builtin:cnn", max_steps=60, seed=seed)["id"]
-        )
+    submitted = [
+        platform.submit(kind="training", entry="builtin:cnn", max_steps=60, seed=seed)["id"]
         for seed in (1, 2)
     ]
+    runs = [platform.wait(run_id) for run_id in submitted]
     assert [run["status"] for run in runs] == ["succeeded", "succeeded"]
     page = browser.new_page(viewport={"width": 1400, "height": 1200})
     platform.log_in(page)

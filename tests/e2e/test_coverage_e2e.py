@@ -23,18 +23,19 @@ SPEC = {
 CELLS = 5 * 3
 
 
-def finished_coverage_run(platform: Platform, name: str) -> int:
-    run_id = platform.submit(**SPEC, name=name)["id"]
-    run = platform.wait(run_id, timeout=300)
-    assert run["status"] == "succeeded", f"{run}\n{platform.tail()}"
-    return run_id
+def finished_coverage_runs(platform: Platform, *names: str) -> list[int]:
+    """Coverage runs of SPEC, submitted together (the host takes them in turn), all ended."""
+    submitted = [platform.submit(**SPEC, name=name)["id"] for name in names]
+    for run_id in submitted:
+        run = platform.wait(run_id, timeout=300)
+        assert run["status"] == "succeeded", f"{run}\n{platform.tail()}"
+    return submitted
 
 
 def test_a_coverage_run_its_matrix_and_a_compare_with_a_seeded_regression(
     platform: Platform, browser
 ) -> None:
-    baseline = finished_coverage_run(platform, "coverage before")
-    candidate = finished_coverage_run(platform, "coverage after")
+    baseline, candidate = finished_coverage_runs(platform, "coverage before", "coverage after")
     summary = platform.api("GET", f"runs/{candidate}/coverage/summary/").json()
     assert (summary["done"], summary["total"]) == (CELLS, CELLS)
     assert sum(summary["counts"].values()) == CELLS

@@ -51,7 +51,8 @@ def test_the_failure_banner_shows_the_exception(platform: Platform, browser) -> 
 
 
 def test_a_run_whose_processes_died_is_restarted(platform: Platform) -> None:
-    run_id = training(platform, entry="builtin:cnn", max_steps=600, checkpoint_every_steps=50)["id"]
+    # Killed once its first checkpoint (step 49) is stored: some 250 steps before its end.
+    run_id = training(platform, entry="builtin:cnn", max_steps=300, checkpoint_every_steps=50)["id"]
     platform.wait_for_stored_checkpoint(run_id, timeout=120)
     # What a crashed machine does to a run: every process of it is gone at once.
     platform.kill_run_processes(run_id)
