@@ -24,7 +24,7 @@ from npulab.accounts.services import do_issue_api_token
 from npulab.hosts.models import Host
 from npulab.hosts.services import do_issue_host_token, do_register_host
 from npulab.web.stack import child_env
-from tests.e2e.shared import stop_after_the_last_e2e_test
+from tests.e2e.shared import E2E_FILES, file_of, stop_after_the_last_e2e_test
 from tests.factories import HostFactory, UserFactory
 from tests.paths import ASCEND_FIXTURES
 from workers.collect.snapshot import collect
@@ -35,7 +35,7 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     return [f"npulab database: {services.database_label}", f"npulab redis: {services.redis_label}"]
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """The files of end-to-end tests first, then the rest, each part's largest files first.
 
     The end-to-end files have few tests and take the longest: by pytest-xdist's own order
@@ -45,12 +45,11 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """
     files: dict[str, list[pytest.Item]] = {}
     for item in items:
-        files.setdefault(item.nodeid.split("::", 1)[0], []).append(item)
-    ordered = sorted(
-        files.values(),
-        key=lambda tests: (not any(t.get_closest_marker("e2e") for t in tests), -len(tests)),
-    )
-    items[:] = [item for tests in ordered for item in tests]
+        files.setdefault(file_of(item), []).append(item)
+    e2e = {name for name, tests in files.items() if any(t.get_closest_marker("e2e") for t in tests)}
+    config.stash[E2E_FILES] = e2e
+    ordered = sorted(files, key=lambda name: (name not in e2e, -len(files[name])))
+    items[:] = [item for name in ordered for item in files[name]]
 
 
 @pytest.hookimpl(wrapper=True)

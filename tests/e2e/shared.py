@@ -52,11 +52,20 @@ class SharedPlatform:
         self._stack = self._platform = None
 
 
+# The files that hold an end-to-end test (tests/conftest.py runs them first).
+E2E_FILES = pytest.StashKey[set[str]]()
+
+
+def file_of(item: pytest.Item) -> str:
+    return item.nodeid.split("::", 1)[0]
+
+
 def stop_after_the_last_e2e_test(item: pytest.Item, nextitem: pytest.Item | None) -> None:
-    """Stop the shared stack when the next test is not an end-to-end one (the session's
-    end stops it anyway)."""
+    """Stop the shared stack when the next test's file holds no end-to-end test (the
+    session's end stops it anyway). By file, not by test: a file of both kinds (the
+    reliability tests') would stop it between its tests, and the next file launch it again."""
     shared = item.config.stash.get(SHARED_PLATFORM, None)
     if shared is None or nextitem is None:
         return
-    if item.get_closest_marker("e2e") and not nextitem.get_closest_marker("e2e"):
+    if file_of(nextitem) not in item.config.stash.get(E2E_FILES, set()):
         shared.stop()
