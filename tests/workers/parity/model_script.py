@@ -1,8 +1,9 @@
 """A parity script for the tests: side b misbehaves as its first argument says.
 
 ok: nothing; noise: the second linear layer's weights get noise; shape: side b's second
-layer is wider; fail: side b raises; nan: side b's second layer makes a NaN; meet: each
-side waits until the other has started (they must run at the same time), then as ok.
+layer is wider; fail: side b raises; stall-fail: side b raises while side a waits for
+ever; nan: side b's second layer makes a NaN; meet: each side waits until the other has
+started (they must run at the same time), then as ok.
 """
 
 from __future__ import annotations
@@ -50,8 +51,10 @@ def main() -> None:
     side_b = parity.side() == "b"
     if mode == "meet":
         meet()
-    if side_b and mode == "fail":
+    if side_b and mode in ("fail", "stall-fail"):
         raise RuntimeError("side b refuses on purpose")
+    if mode == "stall-fail":
+        time.sleep(3600)
     parity.seed()
     model = Model(wide=side_b and mode == "shape")
     if side_b and mode == "noise":

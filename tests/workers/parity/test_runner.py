@@ -154,8 +154,9 @@ def test_dumps_must_come_in_pairs_and_exist(tmp_path: Path) -> None:
     assert result["reason"] == "dump_a: /nowhere/a is no directory on this host"
 
 
-def test_a_side_that_fails_gives_its_exception_as_the_reason(tmp_path: Path) -> None:
-    code, _, events = run(spec("fail"), tmp_path / "run")
+def test_a_side_that_fails_gives_its_exception_and_stops_the_other(tmp_path: Path) -> None:
+    # Side a would wait for an hour: the run ends when side b fails, not at its timeout.
+    code, _, events = run(spec("stall-fail", timeout_s=3600), tmp_path / "run")
     assert code == 1
     result = result_of(events)
     assert result["cause"] == "parity_side_failed"

@@ -30,7 +30,7 @@ import subprocess
 import sys
 import tarfile
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from typing import Any
 
 from workers.contract import exits, script_env
@@ -109,10 +109,14 @@ def run(ctx: RunContext) -> Outcome:
         side = NODE_SIDES[int(os.environ.get(NODE_RANK, "0"))]
         return _hand_over(ctx, root) if side == "a" else _take_over(ctx, root, thresholds)
     at_once = share_no_device(spec)
-    ended = _run_sides_at_once(ctx, root) if at_once else {}
+    if at_once:
+        first_failed = _run_sides_at_once(ctx, root)
+        if first_failed:
+            side, failed = first_failed
+            return Outcome(exits.FAILED, f"side {side} failed: {failed}", cause=SIDE_FAILED)
     task = TENSOR
     for index, side in enumerate(SIDES):
-        failed = ended[side] if at_once else _run_side(ctx, root, side, task)
+        failed = "" if at_once else _run_side(ctx, root, side, task)
         if failed:
             return Outcome(exits.FAILED, f"side {side} failed: {failed}", cause=SIDE_FAILED)
         size = _tree_bytes(os.path.join(root, side, DUMP_DIR))
@@ -134,13 +138,23 @@ def share_no_device(spec: dict[str, Any]) -> bool:
     return any((spec[side]["device_type"] or spec["device_type"]) == CPU for side in SIDES)
 
 
-def _run_sides_at_once(ctx: RunContext, root: str) -> dict[str, str]:
-    """Both sides' tensor dumps, their processes side by side; per side, '' when it exited
-    0, else why it failed. The statistics-only fallback then holds both tensor dumps for a
-    moment, which one after the other never did."""
+def _run_sides_at_once(ctx: RunContext, root: str) -> tuple[str, str] | None:
+    """Both sides' tensor dumps, their processes side by side: None when both exited 0,
+    else the side that failed first and why, the other stopped then (there is nothing to
+    compare it with). The statistics-only fallback holds both tensor dumps for a moment,
+    which one after the other never did."""
     started = {side: _start_side(ctx, root, side, TENSOR) for side in SIDES}
+    first_failed = None
     with ThreadPoolExecutor(len(started)) as pool:
-        return dict(zip(started, pool.map(_ended, started.values())))
+        waits = {pool.submit(_ended, process): side for side, process in started.items()}
+        for done in as_completed(waits):
+            failed = done.result()
+            if failed and first_failed is None:
+                first_failed = (waits[done], failed)
+                for process in started.values():
+                    if process.poll() is None:
+                        process.kill()
+    return first_failed
 
 
 def _hand_over(ctx: RunContext, root: str) -> Outcome:
