@@ -115,7 +115,9 @@ def test_noise_in_one_layer_names_it_first_divergent_with_the_scripts_call_site(
         ("npu", "npu", "npu", False),
     ],
 )
-def test_sides_on_the_runs_accelerator_take_turns(run_on: str, a: str, b: str, at_once: bool):
+def test_sides_on_the_runs_accelerator_take_turns(
+    run_on: str, a: str, b: str, at_once: bool
+) -> None:
     declared = {"device_type": run_on, "a": {"device_type": a}, "b": {"device_type": b}}
     assert share_no_device(declared) is at_once
 
