@@ -113,12 +113,12 @@ def run(ctx: RunContext) -> Outcome:
         first_failed = _run_sides_at_once(ctx, root)
         if first_failed:
             side, failed = first_failed
-            return Outcome(exits.FAILED, f"side {side} failed: {failed}", cause=SIDE_FAILED)
+            return _side_failed(side, failed)
     task = TENSOR
     for index, side in enumerate(SIDES):
         failed = "" if at_once else _run_side(ctx, root, side, task)
         if failed:
-            return Outcome(exits.FAILED, f"side {side} failed: {failed}", cause=SIDE_FAILED)
+            return _side_failed(side, failed)
         size = _tree_bytes(os.path.join(root, side, DUMP_DIR))
         if task == TENSOR and size > spec["max_dump_mb"] * 1024 * 1024:
             ctx.say(
@@ -130,6 +130,10 @@ def run(ctx: RunContext) -> Outcome:
             for done in SIDES if at_once else SIDES[: index + 1]:
                 as_statistics(os.path.join(root, done, DUMP_DIR))
     return _compare_sides(ctx, root, thresholds, task)
+
+
+def _side_failed(side: str, why: str) -> Outcome:
+    return Outcome(exits.FAILED, f"side {side} failed: {why}", cause=SIDE_FAILED)
 
 
 def share_no_device(spec: dict[str, Any]) -> bool:
@@ -162,7 +166,7 @@ def _hand_over(ctx: RunContext, root: str) -> Outcome:
     go to side b's host as one handoff file, which the host worker uploads before the end."""
     failed = _run_side(ctx, root, "a", TENSOR)
     if failed:
-        return Outcome(exits.FAILED, f"side a failed: {failed}", cause=SIDE_FAILED)
+        return _side_failed("a", failed)
     dump = os.path.join(root, "a", DUMP_DIR)
     task = TENSOR
     size = _tree_bytes(dump)
@@ -191,7 +195,7 @@ def _take_over(ctx: RunContext, root: str, thresholds: dict[str, float]) -> Outc
     """
     failed = _run_side(ctx, root, "b", TENSOR)
     if failed:
-        return Outcome(exits.FAILED, f"side b failed: {failed}", cause=SIDE_FAILED)
+        return _side_failed("b", failed)
     arrived, why_not = _wait_for_side_a(ctx)
     if not arrived:
         return Outcome(
