@@ -23,7 +23,7 @@ _HEADER = struct.Struct("<I")
 _ENTRY = struct.Struct("<HHI")
 USER_OBJ, USER, GROUP_OBJ, GROUP, MASK, OTHER = 0x01, 0x02, 0x04, 0x08, 0x10, 0x20
 _NO_ID = 0xFFFFFFFF
-SEARCH = 0o1
+SEARCH, READ = 0o1, 0o4
 
 Entries = Dict[Tuple[int, int], int]
 
@@ -81,9 +81,15 @@ def write(path: str, entries: Entries) -> None:
 
 def allow_search(path: str, uid: int) -> None:
     """Let user ``uid`` through the folder (search, not listing), keeping every other entry."""
+    allow(path, uid, SEARCH)
+
+
+def allow(path: str, uid: int, permissions: int) -> None:
+    """Add ``permissions`` (SEARCH, READ or both) to user ``uid``'s entry on the folder,
+    keeping every other entry."""
     entries = read(path)
     key = (USER, uid)
-    entries[key] = entries.get(key, 0) | SEARCH
+    entries[key] = entries.get(key, 0) | permissions
     write(path, entries)
 
 

@@ -38,6 +38,11 @@ from workers.host import acl
 
 log = logging.getLogger(__name__)
 
+# The folder that holds this package: a run imports ``workers`` from it.
+PACKAGE_ROOT = os.path.realpath(
+    os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+)
+
 
 class RunUserError(Exception):
     """The run user cannot be used: unknown, or unable to run the run's interpreter."""
@@ -89,13 +94,12 @@ class RunUser:
     def check_can_run(self, python: str, work_dir: str, timeout: float = 60.0) -> None:
         """RunUserError unless this user can start ``python``, import the runner and reach
         ``work_dir`` (every folder above it must let the user through)."""
-        package_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
         probe = f"import os, workers.run; os.stat({work_dir!r})"
         try:
             result = subprocess.run(
                 [python, "-c", probe],
                 cwd="/",
-                env={"PATH": os.environ.get("PATH", ""), "PYTHONPATH": package_root},
+                env={"PATH": os.environ.get("PATH", ""), "PYTHONPATH": PACKAGE_ROOT},
                 preexec_fn=self.become(),
                 stdin=subprocess.DEVNULL,
                 capture_output=True,
@@ -107,7 +111,7 @@ class RunUser:
             last = last_words(result)
             raise RunUserError(
                 f"run user {self.name!r} cannot run {python} with this package "
-                f"({package_root}) and work directory ({work_dir}): {last}"
+                f"({PACKAGE_ROOT}) and work directory ({work_dir}): {last}"
             )
 
 
@@ -532,7 +536,10 @@ def check_can_run(users: RunUsers, python: str, work_dir: str) -> None:
 
 def grant_traverse(user: str, paths: Iterable[str]) -> list[str]:
     """Let ``user`` through every folder above ``paths`` (search only, no listing), with an
-    ACL entry where the folder does not let other users through already.
+    ACL entry where the folder does not let other users through already. The folder this
+    package is imported from, where the walk passes it, is let be listed too: Python reads
+    a folder on its path to find a module in it (a checkout cloned straight into a
+    ``mktemp -d`` folder is mode 700).
 
     For a layout without the sandbox: the run user must reach the interpreter and the work
     directory on the host's own paths (a checkout under /root or in a ``mktemp -d`` folder).
@@ -544,8 +551,10 @@ def grant_traverse(user: str, paths: Iterable[str]) -> list[str]:
         real = os.path.realpath(path)
         folder = real if os.path.isdir(real) else os.path.dirname(real)
         while True:
-            if not os.stat(folder).st_mode & 0o001 and not acl.user_permissions(folder, uid):
-                acl.allow_search(folder, uid)
+            needed = acl.READ | acl.SEARCH if folder == PACKAGE_ROOT else acl.SEARCH
+            others = os.stat(folder).st_mode & 0o007
+            if others & needed != needed and acl.user_permissions(folder, uid) & needed != needed:
+                acl.allow(folder, uid, needed)
                 changed.append(folder)
             parent = os.path.dirname(folder)
             if parent == folder:
