@@ -222,6 +222,8 @@ class Platform:
         self._log_lock = threading.Lock()
         self.processes: dict[str, stack.ManagedProcess] = {}
         self.session = requests.Session()
+        # The session cookie of the browser's first login (log_in).
+        self._browser_cookies: list[dict[str, Any]] = []
         # gunicorn closes a keep-alive connection idle for 2 s; a request sent just as it
         # does is reset. An idempotent one (GET, PUT, DELETE) is sent again; a POST's reset
         # is the test's to see.
@@ -348,12 +350,21 @@ class Platform:
         return self.session.request(method, f"{self.url}/api/v1/{path}", timeout=30, **kwargs)
 
     def log_in(self, page: Any) -> None:
-        """Log a Playwright page in as the e2e user, as a person would."""
+        """Log a Playwright page in as the e2e user and open the dashboard: through the login
+        form, as a person would, the first time; then with the session that login gave,
+        for as long as the platform keeps it. Each login costs the web server most of a
+        second of CPU hashing the password, which the tests' runs need more."""
+        if self._browser_cookies:
+            page.context.add_cookies(self._browser_cookies)
+            page.goto(f"{self.url}/")
+            if page.url == f"{self.url}/":
+                return
         page.goto(f"{self.url}/login/")
         page.fill("#id_username", USER)
         page.fill("#id_password", PASSWORD)
         page.click("button[type=submit]")
         page.wait_for_url(f"{self.url}/")
+        self._browser_cookies = page.context.cookies(self.url)
 
     def submit(self, **spec: Any) -> dict[str, Any]:
         response = self.api("POST", "runs/", json={"kind": "smoke", "device_type": "cpu", **spec})
