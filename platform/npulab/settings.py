@@ -400,11 +400,12 @@ STORAGES = {
 # The control plane's periodic work, in one table. Placement is also
 # requested on every event that can free or add capacity; the tick is the
 # safety net for anything missed (a lost message, a host that came back).
+# Each tick runs these in one task (npulab.core.tasks), in this order: hosts gone silent
+# are marked offline before the runs dispatched to them are swept, and what the sweeps
+# requeue or free is placed in the same tick.
+CONTROL_TICK = (tasks.SWEEP_HOSTS, tasks.SWEEP_RUNS, tasks.SWEEP_HEALTH, tasks.PLACE_RUNS)
 CELERY_BEAT_SCHEDULE = {
-    "place-queued-runs": {"task": tasks.PLACE_RUNS, "schedule": NPULAB["SCHEDULER_TICK_S"]},
-    "sweep-runs": {"task": tasks.SWEEP_RUNS, "schedule": NPULAB["SCHEDULER_TICK_S"]},
-    "sweep-hosts": {"task": tasks.SWEEP_HOSTS, "schedule": NPULAB["SCHEDULER_TICK_S"]},
-    "sweep-health": {"task": tasks.SWEEP_HEALTH, "schedule": NPULAB["SCHEDULER_TICK_S"]},
+    "control-tick": {"task": tasks.TICK, "schedule": NPULAB["SCHEDULER_TICK_S"]},
     "expire-artifact-uploads": {"task": tasks.EXPIRE_UPLOADS, "schedule": 3600},
     "sweep-profiles": {"task": tasks.SWEEP_PROFILES, "schedule": 600},
     "roll-up-telemetry": {

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 CONTROL_QUEUE = "control"
 # Control plane (the web's own worker).
+# The beat's one periodic task: it runs the passes below (settings.CONTROL_TICK) in turn.
+TICK = "control.tick"
 PLACE_RUNS = "runs.place_runs"
 SWEEP_RUNS = "runs.sweep_runs"
 SWEEP_HOSTS = "hosts.sweep_hosts"

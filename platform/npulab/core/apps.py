@@ -13,8 +13,10 @@ class CoreConfig(AppConfig):
         from npulab.core import converters  # noqa: F401
         from npulab.core.logs import OutageFilter
 
-        # Celery logs a failed task, beat a message it could not send and a worker an
-        # ack that did not reach the broker on these loggers, with its own handlers,
-        # which the LOGGING setting does not reach: the filter goes on the loggers.
-        for name in ("celery.app.trace", "celery.beat", "celery.worker.request"):
+        # Celery logs a failed task, beat a message it could not send, a worker an ack
+        # that did not reach the broker and the control tick a pass that failed on these
+        # loggers, with its own handlers, which the LOGGING setting does not reach: the
+        # filter goes on the loggers.
+        loggers = ("celery.app.trace", "celery.beat", "celery.worker.request", "npulab.core.tasks")
+        for name in loggers:
             logging.getLogger(name).addFilter(OutageFilter())
