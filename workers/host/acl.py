@@ -79,11 +79,6 @@ def write(path: str, entries: Entries) -> None:
         raise
 
 
-def allow_search(path: str, uid: int) -> None:
-    """Let user ``uid`` through the folder (search, not listing), keeping every other entry."""
-    allow(path, uid, SEARCH)
-
-
 def allow(path: str, uid: int, permissions: int) -> None:
     """Add ``permissions`` (SEARCH, READ or both) to user ``uid``'s entry on the folder,
     keeping every other entry."""

@@ -47,7 +47,7 @@ def test_a_search_entry_lets_one_user_through_and_is_taken_off_again(private: Pa
     if acl_unsupported(private):
         pytest.skip("this filesystem keeps no ACLs")
     assert not nobody_can_stat(private / "f")
-    acl.allow_search(str(private), NOBODY.pw_uid)
+    acl.allow(str(private), NOBODY.pw_uid, acl.SEARCH)
     assert acl.user_permissions(str(private), NOBODY.pw_uid) == acl.SEARCH
     assert nobody_can_stat(private / "f")
     # Search only: the mode bits others see are unchanged, listing is still refused.
@@ -61,7 +61,7 @@ def test_a_search_entry_lets_one_user_through_and_is_taken_off_again(private: Pa
 def test_a_chmod_that_masks_the_entry_is_seen_and_granted_again(private: Path) -> None:
     if acl_unsupported(private):
         pytest.skip("this filesystem keeps no ACLs")
-    acl.allow_search(str(private), NOBODY.pw_uid)
+    acl.allow(str(private), NOBODY.pw_uid, acl.SEARCH)
     private.chmod(0o700)  # the mask takes the group bits: nothing
     assert acl.user_permissions(str(private), NOBODY.pw_uid) == 0
     assert not nobody_can_stat(private / "f")
@@ -73,8 +73,8 @@ def test_other_entries_are_kept(private: Path) -> None:
     if acl_unsupported(private):
         pytest.skip("this filesystem keeps no ACLs")
     daemon = pwd.getpwnam("daemon").pw_uid
-    acl.allow_search(str(private), daemon)
-    acl.allow_search(str(private), NOBODY.pw_uid)
+    acl.allow(str(private), daemon, acl.SEARCH)
+    acl.allow(str(private), NOBODY.pw_uid, acl.SEARCH)
     acl.remove_user(str(private), NOBODY.pw_uid)
     assert acl.user_permissions(str(private), daemon) == acl.SEARCH
     entries = acl.read(str(private))
@@ -85,7 +85,7 @@ def test_other_entries_are_kept(private: Path) -> None:
 def test_the_attribute_is_in_the_kernels_format(private: Path) -> None:
     if acl_unsupported(private):
         pytest.skip("this filesystem keeps no ACLs")
-    acl.allow_search(str(private), NOBODY.pw_uid)
+    acl.allow(str(private), NOBODY.pw_uid, acl.SEARCH)
     raw = os.getxattr(str(private), acl.XATTR)
     assert raw[:4] == (2).to_bytes(4, "little")
     assert len(raw) == 4 + 8 * 5  # owner, nobody, group, mask, others
