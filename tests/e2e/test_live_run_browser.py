@@ -70,6 +70,11 @@ def test_a_live_training_run_shows_its_progress_log_and_what_cancel_loses(
     # Cancel asks first, saying what is lost, and the flash of the request goes once it is done.
     page.goto(f"{platform.url}/runs/{run_id}/")
     page.wait_for_selector("#checkpoints [data-step]", timeout=WAIT_MS)
+    # The checkpoints panel and the live part with the cancel form refresh on their own
+    # polls: the form may still carry the warning from before the checkpoint for a second.
+    page.wait_for_selector(
+        '#cancel-form[hx-confirm*="since the checkpoint of step"]', timeout=WAIT_MS
+    )
     asked: list[str] = []
     page.once("dialog", lambda dialog: (asked.append(dialog.message), dialog.accept()))
     page.click("#cancel-form button[type=submit]")
