@@ -31,7 +31,7 @@ FUZZ_REDIS_DB := 6
 # The REST API's last release: `make lint` fails on a change that breaks its clients.
 API_RELEASE ?= docs/api-releases/0.1.0.yaml
 
-.PHONY: help run test lint fmt schema bench vendor clean mindspore
+.PHONY: help run test test-deps lint fmt schema bench vendor clean mindspore
 
 help:
 	@echo "make run      start web, control worker, embedded Redis and a CPU host worker"
@@ -85,7 +85,11 @@ run: $(VENV)/.run-deps var/secret_key
 	$(PY) manage.py standalone --port $(PORT) \
 		$$(test -x $(MS_VENV)/bin/python && echo --mindspore-python $(abspath $(MS_VENV))/bin/python) --hosts $(HOSTS)
 
-test: $(VENV)/.test-deps $(MS_VENV)/.deps
+# The two environments are built side by side: a pip uses one core.
+test-deps:
+	@$(MAKE) --no-print-directory -j 2 --output-sync=target $(VENV)/.test-deps $(MS_VENV)/.deps
+
+test: test-deps
 	@mkdir -p var
 	NPULAB_TEST_REDIS_DB=$(FUZZ_REDIS_DB) $(PY) -m pytest -p no:xdist $(FUZZ_TESTS) \
 		> var/fuzz.log 2>&1 & fuzz=$$!; trap 'kill $$fuzz 2>/dev/null' INT TERM; \
