@@ -36,6 +36,7 @@ API_RELEASE ?= docs/api-releases/0.1.0.yaml
 help:
 	@echo "make run      start web, control worker, embedded Redis and a CPU host worker"
 	@echo "make test     install test dependencies and run the tests"
+	@echo "make test-deps  only install them (.venv and $(MS_VENV), side by side)"
 	@echo "make mindspore  prepare $(MS_VENV), the interpreter for framework: mindspore runs"
 	@echo "make lint     ruff, Python 3.8 check of workers/, import layers, Django checks, migrations, schema and its compatibility"
 	@echo "make fmt      format the code"
