@@ -77,14 +77,27 @@ def test_a_live_training_run_shows_its_progress_log_and_what_cancel_loses(
     )
     asked: list[str] = []
     page.once("dialog", lambda dialog: (asked.append(dialog.message), dialog.accept()))
-    page.click("#cancel-form button[type=submit]")
+    run_url = f"{platform.url}/runs/{run_id}/"
+    with page.expect_response(
+        lambda response: response.request.is_navigation_request() and response.url == run_url,
+        timeout=WAIT_MS,
+    ) as reloaded:
+        page.click("#cancel-form button[type=submit]")
     page.wait_for_selector('#run-live[data-status="cancelled"]', timeout=WAIT_MS)
     assert re.fullmatch(
         rf"Cancel run #{run_id}\? The .+ of work since the checkpoint of step \d+ will be "
         "lost; a restart goes on from that checkpoint.",
         asked[0],
     ), asked
-    page.wait_for_function("document.querySelectorAll('main > .alert').length === 0")
+    # The cancel reloads the page with its flash. Drawn while the run still ran, the page
+    # drops the flash when the run ends; drawn after (the host was quicker than the
+    # reload), it shows it once, as any flash, and has nothing left to poll.
+    drawn = re.search(r'id="run-live"[^>]*data-status="(\w+)"', reloaded.value.text())
+    assert drawn, reloaded.value.text()[:2000]
+    if drawn[1] == "cancelled":
+        assert f"Cancel of run #{run_id} requested." in page.locator("main > .alert").inner_text()
+    else:
+        page.wait_for_function("document.querySelectorAll('main > .alert').length === 0")
     shoot(page, platform.var_dir, "live-cancelled")
     page.close()
 
