@@ -6,13 +6,16 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 # Runs on this machine's CPU need torch in the worker's interpreter. An exact
-# version keeps pip from resolving a newer (multi-GB CUDA) build.
+# version keeps the installer from resolving a newer (multi-GB CUDA) build.
 TORCH ?= torch==2.13.0
 # The interpreter for `framework: mindspore` runs: an environment of its own, since the
 # MindSpore wheel is built against NumPy 1.x (with NumPy 2 Tensor arithmetic raises
 # SystemError) while the platform's numpy is 2.x (docs/mindspore.md).
 MINDSPORE ?= mindspore==2.10.0
 MS_VENV ?= .venv-mindspore
+UV_RELEASE ?= uv==0.13.9
+UV := $(VENV)/bin/uv
+INSTALL := $(PY) deploy/uv_pip_install.py $(UV)
 PORT ?= 8000
 # Local CPU host workers `make run` starts (HOSTS=2: runs across hosts on one machine).
 HOSTS ?= 1
@@ -44,25 +47,30 @@ help:
 	@echo "make bench    run the benchmarks in bench/ (results: docs/benchmarks.md)"
 	@echo "make vendor   fetch the vendored front-end libraries again from npm"
 
-$(VENV)/.run-deps: pyproject.toml
+# uv installs (deploy/uv_pip_install.py: under this machine's pip settings); pip only
+# installs uv itself.
+$(UV):
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install --quiet "$(TORCH)" numpy
+	$(PY) -m pip install --quiet "$(UV_RELEASE)"
+
+$(VENV)/.run-deps: pyproject.toml $(UV)
+	# An interpreter that has torch keeps it (an NPU host's torch matches its torch_npu).
+	$(PY) -c "import torch" 2>/dev/null || $(INSTALL) "$(TORCH)" numpy
 	# The local CPU worker's runs use this interpreter: coverage runs read PyTorch's
 	# operator database, which imports expecttest.
-	$(PY) -c "import expecttest" 2>/dev/null || $(PY) -m pip install --quiet expecttest
-	$(PY) -m pip install --quiet -e .
+	$(INSTALL) expecttest -e .
 	touch $@
 
-$(MS_VENV)/.deps:
+$(MS_VENV)/.deps: $(UV)
 	test -x $(MS_VENV)/bin/python || $(PYTHON) -m venv $(MS_VENV)
-	$(MS_VENV)/bin/python -m pip install --quiet "$(MINDSPORE)" "numpy<2"
-	$(MS_VENV)/bin/python -m pip check
+	$(MS_VENV)/bin/python deploy/uv_pip_install.py $(UV) "$(MINDSPORE)" "numpy<2"
+	$(UV) pip check --quiet --python $(MS_VENV)/bin/python
 	touch $@
 
 mindspore: $(MS_VENV)/.deps
 
 $(VENV)/.test-deps: $(VENV)/.run-deps
-	$(PY) -m pip install --quiet -e ".[dev,parity]"
+	$(INSTALL) -e ".[dev,parity]"
 	touch $@
 
 # Written aside and moved, so that a failed write never leaves an empty key behind.
