@@ -6,6 +6,7 @@ from typing import Any
 
 from django import template
 from django.utils.html import format_html, format_html_join
+from django.utils.safestring import mark_safe
 
 register = template.Library()
 
@@ -40,7 +41,7 @@ def sparkline(values: list[float | None] | None, label: str = "") -> str:
     """An inline SVG line of the values (gaps where None), scaled to its own range."""
     points = [(i, v) for i, v in enumerate(values or []) if v is not None]
     if len(points) < 2:
-        return format_html('<span class="text-muted small">—</span>')
+        return mark_safe('<span class="text-muted small">—</span>')
     low = min(v for _, v in points)
     high = max(v for _, v in points)
     span = (high - low) or 1.0
