@@ -3,7 +3,7 @@
 Usage: ``VENV/bin/python deploy/uv_pip_install.py UV REQUIREMENT...``
 
 The Makefile installs its environments with uv, which unpacks and compiles in parallel:
-a fresh clone's environments take about a quarter of pip's time (docs/ci.md). uv does not
+a fresh clone's environments take about a third of pip's time (docs/ci.md). uv does not
 read pip's configuration, and a machine's pip may point at a mirror, a proxy's CA bundle or
 a directory of local wheels, such as a CPU build of torch where PyPI's is a CUDA build of
 several GB. So pip's settings, as ``pip config list`` reports them, become uv's arguments;
@@ -27,7 +27,7 @@ _LISTS = {
 }
 _SINGLE = {"index-url": "--index-url"}
 # Environment variables uv reads for what pip takes as options.
-_ENVIRONMENT = {"cert": "SSL_CERT_FILE", "proxy": "HTTPS_PROXY"}
+_ENVIRONMENT = {"cert": "SSL_CERT_FILE", "proxy": "ALL_PROXY"}
 # Later wins: pip's own order (a file's [install] over its [global], the environment over
 # every file).
 _SCOPES = ("global", "install", ":env:")

@@ -41,6 +41,7 @@ def test_pips_settings_become_uvs_arguments_one_value_each(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.delenv("SSL_CERT_FILE", raising=False)
+    monkeypatch.delenv("ALL_PROXY", raising=False)
     arguments, environment = uv_pip_install.uv_options(uv_pip_install.pip_settings(LISTING))
     assert arguments == [
         "--index-url",
@@ -60,6 +61,8 @@ def test_pips_settings_become_uvs_arguments_one_value_each(
     # A CA bundle the caller names itself is kept.
     monkeypatch.setenv("SSL_CERT_FILE", "/mine.pem")
     assert uv_pip_install.uv_options({"cert": "/etc/ssl/certs/site.pem"})[1] == {}
+    proxy = {"proxy": "http://proxy.example:3128"}
+    assert uv_pip_install.uv_options(proxy)[1] == {"ALL_PROXY": "http://proxy.example:3128"}
     assert uv_pip_install.uv_options({"no-index": "yes"})[0] == ["--no-index"]
     assert uv_pip_install.uv_options({"no-index": "false"})[0] == []
 
@@ -70,7 +73,7 @@ def fake_uv(tmp_path: Path) -> tuple[Path, Path]:
     uv = tmp_path / "uv"
     uv.write_text(
         f"#!{sys.executable}\n"
-        "import json, os, sys\n"
+        "import json, sys\n"
         f"open({str(record)!r}, 'w').write(json.dumps(sys.argv[1:]))\n"
         "sys.exit(3)\n"
     )
