@@ -15,7 +15,8 @@ MINDSPORE ?= mindspore==2.10.0
 MS_VENV ?= .venv-mindspore
 UV_RELEASE ?= uv==0.13.9
 UV := $(VENV)/bin/uv
-INSTALL := $(PY) deploy/uv_pip_install.py $(UV)
+# Run by the interpreter to install into.
+INSTALL := deploy/uv_pip_install.py $(UV)
 # The checkout's own bytecode, written before the processes start: the runs' users cannot
 # write it into the checkout, nor can anything where PYTHONDONTWRITEBYTECODE is set (as on
 # some CI machines), so each process would compile what it imports again: 0.05-0.2 CPU-s a
@@ -60,22 +61,22 @@ $(UV):
 
 $(VENV)/.run-deps: pyproject.toml $(UV)
 	# An interpreter that has torch keeps it (an NPU host's torch matches its torch_npu).
-	$(PY) -c "import torch" 2>/dev/null || $(INSTALL) "$(TORCH)" numpy
+	$(PY) -c "import torch" 2>/dev/null || $(PY) $(INSTALL) "$(TORCH)" numpy
 	# The local CPU worker's runs use this interpreter: coverage runs read PyTorch's
 	# operator database, which imports expecttest.
-	$(INSTALL) expecttest -e .
+	$(PY) $(INSTALL) expecttest -e .
 	touch $@
 
 $(MS_VENV)/.deps: $(UV)
 	test -x $(MS_VENV)/bin/python || $(PYTHON) -m venv $(MS_VENV)
-	$(MS_VENV)/bin/python deploy/uv_pip_install.py $(UV) "$(MINDSPORE)" "numpy<2"
+	$(MS_VENV)/bin/python $(INSTALL) "$(MINDSPORE)" "numpy<2"
 	$(UV) pip check --quiet --python $(MS_VENV)/bin/python
 	touch $@
 
 mindspore: $(MS_VENV)/.deps
 
 $(VENV)/.test-deps: $(VENV)/.run-deps
-	$(INSTALL) -e ".[dev,parity]"
+	$(PY) $(INSTALL) -e ".[dev,parity]"
 	touch $@
 
 # Written aside and moved, so that a failed write never leaves an empty key behind.
