@@ -68,7 +68,8 @@ def test_a_live_training_run_shows_its_progress_log_and_what_cancel_loses(
     assert page.request.get(f"{platform.url}{download}").text().count("\n") == len(hits)
 
     # Cancel asks first, saying what is lost, and the flash of the request goes once it is done.
-    page.goto(f"{platform.url}/runs/{run_id}/")
+    run_url = f"{platform.url}/runs/{run_id}/"
+    page.goto(run_url)
     page.wait_for_selector("#checkpoints [data-step]", timeout=WAIT_MS)
     # The checkpoints panel and the live part with the cancel form refresh on their own
     # polls: the form may still carry the warning from before the checkpoint for a second.
@@ -77,7 +78,6 @@ def test_a_live_training_run_shows_its_progress_log_and_what_cancel_loses(
     )
     asked: list[str] = []
     page.once("dialog", lambda dialog: (asked.append(dialog.message), dialog.accept()))
-    run_url = f"{platform.url}/runs/{run_id}/"
     with page.expect_response(
         lambda response: response.request.is_navigation_request() and response.url == run_url,
         timeout=WAIT_MS,
