@@ -20,6 +20,7 @@ which keeps the worker's files from runs but not runs from each other while they
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import grp
@@ -32,7 +33,7 @@ import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Callable, Iterable, Sequence
+from typing import Callable, Iterable, Iterator, Sequence
 
 from workers.host import acl
 
@@ -329,6 +330,8 @@ POOL_SIZE_ENV = "NPULAB_RUN_USER_POOL"
 # Where leases are held: one file per pool user, locked (flock) by the worker whose run
 # has it. Machine-wide, so that every host worker on the machine shares the pool.
 LEASE_DIR = "/run/npulab-run-users"
+# Beside the leases: held while a run user is made (:func:`ensure_user`).
+USERADD_LOCK = "useradd.lock"
 # How long an attempt waits for a free pool user (several workers sharing a small pool).
 LEASE_WAIT_S = 120.0
 # How long a worker's start-up check waits for a pool user another worker's run has: a
@@ -563,12 +566,38 @@ def grant_traverse(user: str, paths: Iterable[str]) -> list[str]:
     return changed
 
 
+@contextlib.contextmanager
+def _users_locked() -> Iterator[None]:
+    """Held while a user is looked up and made. Two host workers starting at once on a
+    fresh machine both find a pool user missing, and the second ``useradd`` fails (exit
+    9, the name is taken by then): the lookup and the ``useradd`` go together, one
+    process at a time, machine-wide (the folder of the lease files)."""
+    os.makedirs(LEASE_DIR, mode=0o700, exist_ok=True)
+    fd = os.open(
+        os.path.join(LEASE_DIR, USERADD_LOCK), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600
+    )
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
 def ensure_user(name: str, groups: Iterable[str] = ("HwHiAiUser",)) -> RunUser:
     """The run user, made first if missing: a system user with no home, no shell and no
     password, with a group of its own (so its files' group bits reach no other run
     user), in those of ``groups`` the host has (HwHiAiUser: the Ascend devices')."""
     try:
         return RunUser(name)
+    except RunUserError:
+        pass
+    with _users_locked():
+        return _make_user(name, groups)
+
+
+def _make_user(name: str, groups: Iterable[str]) -> RunUser:
+    try:
+        return RunUser(name)  # made by another process while this one waited
     except RunUserError:
         pass
     present = []

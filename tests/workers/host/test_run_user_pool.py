@@ -18,6 +18,7 @@ import os
 import shutil
 import stat
 import subprocess
+import sys
 import tempfile
 import threading
 from collections.abc import Iterator
@@ -460,6 +461,46 @@ def test_the_prepare_command_makes_the_pool_and_lets_each_user_through(top: Path
     finally:
         for lease in leases:
             lease.end([])
+
+
+# Processes that make one new user at once, as host workers starting together on a fresh
+# machine make the pool.
+RACERS = 4
+MAKE_AT_ONCE = """
+import sys
+from workers.host import runuser
+print("ready", flush=True)
+sys.stdin.readline()
+print(runuser.ensure_user(sys.argv[1]).uid, flush=True)
+"""
+
+
+def test_processes_making_the_same_new_user_at_once_all_get_it() -> None:
+    name = f"npulab-test-new-{os.getpid()}"
+    racers = [
+        subprocess.Popen(
+            [sys.executable, "-c", MAKE_AT_ONCE, name],
+            cwd=PACKAGE_ROOT,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(RACERS)
+    ]
+    try:
+        # Every one imported and waiting; then all let go together.
+        assert [racer.stdout.readline() for racer in racers] == ["ready\n"] * RACERS
+        for racer in racers:
+            racer.stdin.write("go\n")
+            racer.stdin.flush()
+        ended = [racer.communicate(timeout=DEADLINE_S) for racer in racers]
+        assert [racer.returncode for racer in racers] == [0] * RACERS, ended
+        assert {out.strip() for out, _ in ended} == {str(RunUser(name).uid)}
+    finally:
+        for racer in racers:
+            racer.kill()
+        subprocess.run(["userdel", name], capture_output=True, check=False)
 
 
 def test_a_worker_checks_every_pool_user_can_run_the_interpreter(top: Path) -> None:
