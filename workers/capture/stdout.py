@@ -6,8 +6,9 @@ The default recogniser takes, from one line:
   runs of spaces (``| epoch 1 | 200/2983 batches | lr 20.00 | loss 6.98 | ppl 1077.8 |``);
 - a Python or JSON dict, as Hugging Face's Trainer prints (``{'loss': 0.52, 'epoch': 0.3}``);
 - a tqdm bar's postfix (``50/1000 [00:01<00:20, 45.2it/s, loss=0.523]``);
-- ``Epoch [1/10], Step [100/600], Loss: 0.5234`` and MindSpore's
-  ``epoch: 1 step: 10, loss is 2.3012``.
+- ``Epoch [1/10], Step [100/600], Loss: 0.5234``, MindSpore's
+  ``epoch: 1 step: 10, loss is 2.3012`` and MindFormers'
+  ``{ Epoch:[  1/  2], step:[    5/  100], loss:[9.876/10.012], ...``.
 
 The step is the line's ``step``/``iter``/``batch`` field or its ``N/M`` counter (counted
 across epochs when the line also names one, ``(epoch - 1) * M + N``), else the number of
@@ -31,12 +32,17 @@ from workers.contract.events import RANK_PREFIX
 MAX_LINE_CHARS = 4096
 _NUMBER = r"[-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?|nan|inf|infinity)"
 _KEY = r"[A-Za-z][\w./\-]*(?: [A-Za-z][\w./\-]*)?"
-# key: value, key=value, "key is value" (MindSpore), key [N/M] (Epoch [1/10]).
+# key: value, key=value, "key is value" (MindSpore); the value may open a list or a tuple,
+# whose first number it is (MindFormers' "loss:[2.302/2.400]", the current loss and the
+# mean, and its "global_norm: [2.87]").
 _PAIR = re.compile(
-    r"(?<![\w./-])(" + _KEY + r")\s*(?:[:=]|\bis\b)\s*(" + _NUMBER + r")(?![\w.])",
+    r"(?<![\w./-])(" + _KEY + r")\s*(?:[:=]|\bis\b)\s*[\[(]?\s*(" + _NUMBER + r")(?![\w.])",
     re.IGNORECASE,
 )
-_BRACKETED = re.compile(r"(?<![\w./-])([A-Za-z][\w]*)\s*\[\s*(\d+)\s*/\s*(\d+)\s*\]")
+# key [N/M] (Epoch [1/10]), key:[N/M] (MindFormers' "{ Epoch:[  1/  2], step:[    5/  100]").
+_BRACKETED = re.compile(r"(?<![\w./-])([A-Za-z][\w]*)\s*[:=]?\s*\[\s*(\d+)\s*/\s*(\d+)\s*\]")
+# A MindSpore tensor as print() shows it in a tuple or a custom callback's line: its value.
+_MS_TENSOR = re.compile(r"\bTensor\(shape=\[[\d, ]*\], dtype=\w+, value=\s*([^()]*?)\s*\)")
 # A bare N/M counter (200/2983 batches, tqdm's 50/1000).
 _COUNTER = re.compile(r"(?<![\w./\[])(\d+)\s*/\s*(\d+)(?![\w./])")
 _SPACED = re.compile(r"^\s*(" + _KEY + r")\s+(" + _NUMBER + r")\s*$", re.IGNORECASE)
@@ -176,6 +182,7 @@ def _default(text: str) -> tuple[dict[str, float], int | None] | None:
     """The metrics and step of one line by the default shapes; None when it has none."""
     if _DIAGNOSTIC.search(text) or _ERROR_CODE.search(text):
         return None
+    text = _MS_TENSOR.sub(r"\1", text)
     postfix = _TQDM_POSTFIX.search(text)
     if postfix is not None:
         values: dict[str, float] = {}
@@ -195,6 +202,8 @@ def _default(text: str) -> tuple[dict[str, float], int | None] | None:
             counter = (int(index), int(total))
         else:
             values[_name(name)] = float(index)
+    # Read once: "step:[5/100]" would otherwise give its pair too, a step without its epoch.
+    text = _BRACKETED.sub(" ", text)
     segmented = "|" in text
     if segmented:
         segments = text.split("|")

@@ -88,6 +88,58 @@ def test_mindspore_loss_monitor_lines_go_on_when_the_step_starts_again() -> None
     assert ("loss", 15, 2.1) in found
 
 
+# MindFormers' MFLossMonitor, through its logger: in sink mode the loss, otherwise the
+# step's loss and the mean so far ("loss:[current/mean]"); its progress line after each.
+MINDFORMERS_PREFIX = (
+    "2025-03-04 10:11:12,345 - mindformers[mindformers/core/callback/callback.py:520] - INFO - "
+)
+MINDFORMERS_PROGRESS = (
+    "2025-03-04 10:11:12,346 - mindformers[mindformers/core/callback/callback.py:540] - INFO - "
+    "  5.0% |██                                                | 1.23456 samples/s/p  0:03:04 }"
+)
+
+
+def test_mindformers_loss_monitor_lines_count_their_steps_across_epochs() -> None:
+    found = points(
+        [
+            MINDFORMERS_PREFIX + "{ Epoch:[  1/  2], step:[    5/  100], loss: 10.376, "
+            "per_step_time: 1523ms, lr: 1e-05, overflow cond: False, loss_scale: 1.0, "
+            "global_norm: [2.875], train_throughput_per_npu: 12.345T",
+            MINDFORMERS_PROGRESS,
+            MINDFORMERS_PREFIX + "{ Epoch:[  2/  2], step:[    5/  100], loss:[9.876/10.012], "
+            "per_step_time: 1498ms, lr: [1.e-05], overflow cond: False, loss_scale: 1.0, "
+            "global_norm: [2.5]",
+            MINDFORMERS_PROGRESS,
+        ]
+    )
+    assert found == [
+        ("epoch", 5, 1.0),
+        ("loss", 5, 10.376),
+        ("lr", 5, 1e-05),
+        ("loss_scale", 5, 1.0),
+        ("global_norm", 5, 2.875),
+        # (2 - 1) * 100 + 5, as MindFormers counts its global step; the loss, not the mean.
+        ("epoch", 105, 2.0),
+        ("loss", 105, 9.876),
+        ("lr", 105, 1e-05),
+        ("loss_scale", 105, 1.0),
+        ("global_norm", 105, 2.5),
+    ]
+
+
+def test_a_mindspore_tensor_as_print_shows_it_gives_its_value() -> None:
+    found = points(
+        [
+            "epoch: 1 step: 3, loss is Tensor(shape=[], dtype=Float32, value= 2.05)",
+            # A loss-scaled cell's outputs: the loss, the overflow flag, the scale.
+            "epoch: 1 step: 4, loss is (Tensor(shape=[], dtype=Float32, value= 2.01), "
+            "Tensor(shape=[], dtype=Bool, value= False), "
+            "Tensor(shape=[], dtype=Float32, value= 65536))",
+        ]
+    )
+    assert found == [("epoch", 3, 1.0), ("loss", 3, 2.05), ("epoch", 4, 1.0), ("loss", 4, 2.01)]
+
+
 def test_key_value_segments_and_a_nanogpt_line() -> None:
     found = points(["iter 20: loss 1.2345, time 12.34ms, mfu 3.4%", "train loss=0.5 acc=0.9"])
     assert ("loss", 20, 1.2345) in found
