@@ -13,7 +13,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from npulab import extensions
 from npulab.conf import Env
-from workers.contract import tasks
+from workers.contract import events, tasks
 
 env = Env(os.environ)
 
@@ -278,7 +278,9 @@ NPULAB = {
     "DEFAULT_KIND": env.str("NPULAB_DEFAULT_KIND", "smoke"),
     # The upgrade review says a number is thin evidence when fewer runs stand behind it.
     "REVIEW_MIN_RUNS": env.int("NPULAB_REVIEW_MIN_RUNS", 3, minimum=1),
-    "MAX_EVENTS_PER_BATCH": env.int("NPULAB_MAX_EVENTS_PER_BATCH", 10000, minimum=100),
+    "MAX_EVENTS_PER_BATCH": env.int(
+        "NPULAB_MAX_EVENTS_PER_BATCH", 10000, minimum=events.LEAST_BATCH_EVENTS
+    ),
     # Requests a user token (or a browser session) may make to the API: (count, seconds).
     "API_RATE": env.rate("NPULAB_API_RATE", "1200/min"),
     # Failed sign-ins per client address; past it, 429 until the period ends (never tokens).

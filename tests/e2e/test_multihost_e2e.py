@@ -97,8 +97,9 @@ def test_two_hosts_by_two_processes_train_with_ddp_and_resume_after_a_killed_wor
         stored = [c["step"] for c in run["checkpoints"] if c["status"] == "stored"]
         # A checkpoint at step 49 or later is stored, and rank 3's points up to it have
         # reached the platform: what the second host's worker has not sent when it is
-        # killed stays in its attempt's events.jsonl, and the resume starts after the
-        # checkpoint, so a step it held would be missing.
+        # killed goes only if its restarted worker sends it before the platform has ended
+        # the attempt, and the resume starts after the checkpoint, so a step it held could
+        # be missing.
         if (
             stored
             and max(stored) >= 49

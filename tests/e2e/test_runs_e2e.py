@@ -13,6 +13,8 @@ from harness.polling import pauses
 from harness.stack import HOST, Platform
 from tests.reliability.stacks import ECHO_RUN, LONG_ECHO_RUN, start_long_echo_run
 from tests.waiting import alive, wait_until
+from workers.contract.events import EVENTS_FILE
+from workers.events import EventWriter
 
 pytestmark = pytest.mark.e2e
 FAST = {"matmul_size": 256, "train_steps": 20}
@@ -120,10 +122,24 @@ def test_a_restarted_worker_kills_what_it_left_behind_and_the_run_is_lost(
 
     platform.kill_worker()
     os.kill(child, 0)  # the run outlives the worker process ...
+    # ... and writes on, with no worker to forward what it writes (as the run would write
+    # it: appended to its events.jsonl, whose last line it left unfinished when killed).
+    events = EventWriter(str(platform.run_dir(run_id) / EVENTS_FILE))
+    events.log("stdout", "written while no worker forwarded it")
+    events.close()
+    with open(platform.run_dir(run_id) / EVENTS_FILE, "a") as spool:
+        spool.write('{"type": "log", "stream": "stdout", "line": "cut sh')
     platform.start_worker()
     run = platform.wait(run_id, timeout=60)
     # ... until the new worker process kills it, and the platform hears why.
     assert (run["status"], run["exit_cause"]) == ("lost", "worker_lost")
+    # What it wrote meanwhile reached the platform first, the line cut short as a line.
+    lines = [
+        event["data"]["line"]
+        for event in platform.api("GET", f"runs/{run_id}/events/?type=log").json()["results"]
+    ]
+    assert "written while no worker forwarded it" in lines, lines
+    assert any("cut sh" in line for line in lines), lines
     assert run["exit_reason"] == f"the host worker on {HOST} is no longer running it (it restarted)"
     assert run["infrastructure_failure"]
     # Killed; an orphan now, so init reaps it, when it gets to it.

@@ -23,6 +23,10 @@ EVENTS_FILE = "events.jsonl"
 NDJSON = "application/x-ndjson"
 # A runaway line (a tensor printed whole) must not become one huge event.
 MAX_LINE_CHARS = 16384
+# The fewest events a platform may be set to take in one batch (NPULAB_MAX_EVENTS_PER_BATCH):
+# a restarted host worker sends an earlier process's spool in batches this small, not
+# knowing what the claim it never saw said.
+LEAST_BATCH_EVENTS = 100
 
 LOG, METRIC, STEP, HEARTBEAT = "log", "metric", "step", "heartbeat"
 # A step began; its ``step`` event follows when it ends (the live page's "running: <step>").

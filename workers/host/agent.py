@@ -35,7 +35,7 @@ from workers.host.artifacts import ArtifactUploader
 from workers.host.client import PlatformClient, PlatformRejected, PlatformUnavailable
 from workers.host.config import HostConfig
 from workers.host.devices import detect
-from workers.host.forwarder import Forwarder, RunGone, max_batch_events
+from workers.host.forwarder import ATTEMPT_PREFIX, Forwarder, RunGone, max_batch_events
 from workers.host.preflight import preflight
 from workers.host.runenv import clean_env
 from workers.host.runuser import Lease, RunUser, RunUserError, RunUsers, SharedRunUser
@@ -219,7 +219,7 @@ class RunExecution:
         self.gang: dict[str, Any] | None = gang if gang.get("hosts", 1) > 1 else None
         self.max_events = max_batch_events(claim)
         self.run_dir = os.path.join(
-            agent.config.work_dir, "runs", str(run_id), f"attempt-{attempt}"
+            agent.config.work_dir, "runs", str(run_id), f"{ATTEMPT_PREFIX}{attempt}"
         )
         # What the run's kind declares beyond a plain run (checkpoints), made in ``run``.
         self.capabilities: list[capabilities.AttemptCapability] = []
@@ -510,15 +510,17 @@ class RunExecution:
                 return
 
 
-def reap_orphans(work_dir: str) -> list[str]:
-    """Kill runs that an earlier host worker process left behind; returns their directories.
+def reap_orphans(work_dir: str) -> list[tuple[str, bool]]:
+    """Kill runs that an earlier host worker process left behind: the directory of each
+    attempt it did not see to the end, and whether its run still lived (killed now).
 
     Supervisors run in sessions of their own, so they outlive a worker that
     was killed. Left alone they would keep devices the platform will lease
     again; the platform marks their runs lost.
     """
-    reaped = []
-    for pid_file in glob.glob(os.path.join(work_dir, "runs", "*", "attempt-*", SUPERVISOR_PID)):
+    left = []
+    pattern = os.path.join(work_dir, "runs", "*", f"{ATTEMPT_PREFIX}*", SUPERVISOR_PID)
+    for pid_file in glob.glob(pattern):
         run_dir = os.path.dirname(pid_file)
         try:
             with open(pid_file) as handle:
@@ -529,9 +531,9 @@ def reap_orphans(work_dir: str) -> list[str]:
             alive = False
         if alive:
             kill_run_processes(run_dir, pid)
-            reaped.append(run_dir)
+        left.append((run_dir, alive))
         os.unlink(pid_file)
-    return reaped
+    return left
 
 
 def kill_run_processes(run_dir: str, supervisor_pid: int) -> None:

@@ -29,7 +29,7 @@ import threading
 import time
 from typing import Any, Callable, NamedTuple
 
-from workers.contract.events import ARTIFACT, EVENTS_FILE
+from workers.contract.events import ARTIFACT, EVENTS_FILE, LEAST_BATCH_EVENTS
 from workers.events import parse_line, read_batch, read_lines
 from workers.host.client import PlatformClient, PlatformRejected, PlatformUnavailable
 from workers.host.packing import pack
@@ -50,6 +50,11 @@ LINGER_S = 0.05
 POLL_MIN_S, POLL_MAX_S = 0.005, 0.1
 # The platform's answer to a body type it does not know: it predates the lines form.
 _UNSUPPORTED_MEDIA_TYPE = 415
+# An attempt's folder under its run's: runs/<run id>/attempt-<n>.
+ATTEMPT_PREFIX = "attempt-"
+# How long a restarted worker retries an unreachable platform with what an earlier
+# process left unsent, before it registers (``forward_left``).
+LEFT_GIVE_UP_S = 60.0
 
 
 class RunGone(Exception):
@@ -343,6 +348,55 @@ class Forwarder:
         with open(temporary, "w") as handle:
             handle.write(str(offset))
         os.replace(temporary, self.offset_path)
+
+
+def forward_left(
+    client: PlatformClient, run_dirs: list[str], give_up_after_s: float = LEFT_GIVE_UP_S
+) -> None:
+    """Send what the attempts an earlier worker process left (``reap_orphans``) had not.
+
+    Their runs wrote on after that process died, until this one killed them; those
+    lines would otherwise never reach the platform, which marks the runs lost once this
+    worker registers, so this comes first. Batches are the smallest a platform takes (the
+    claim that said how many this one may send was the earlier process's). A platform
+    that no longer wants an attempt's events ends that attempt's sending; one that cannot
+    be reached is retried for ``give_up_after_s`` in all, after which the lines stay
+    spooled on disk. Nothing is acted on: the earlier process's uploads are not resumed.
+    """
+    give_up = threading.Event()
+    timer = threading.Timer(give_up_after_s, give_up.set)
+    timer.daemon = True
+    timer.start()
+    try:
+        for run_dir in run_dirs:
+            attempt_dir = os.path.basename(run_dir)
+            run_id = os.path.basename(os.path.dirname(run_dir))
+            if not (attempt_dir.startswith(ATTEMPT_PREFIX) and run_id.isdigit()):
+                continue
+            attempt = attempt_dir[len(ATTEMPT_PREFIX) :]
+            if not attempt.isdigit():
+                continue
+            forwarder = Forwarder(
+                client, int(run_id), int(attempt), run_dir, max_events=LEAST_BATCH_EVENTS
+            )
+            if not forwarder.pending():
+                continue
+            before = forwarder.offset
+            try:
+                forwarder.drain(give_up=give_up)
+            except RunGone as exc:
+                log.info("run %s: the platform takes no more of its events: %s", run_id, exc)
+                continue
+            except PlatformUnavailable:
+                log.warning("run %s: platform unreachable, its last events stay spooled", run_id)
+                continue
+            log.warning(
+                "run %s: sent the %d bytes of events an earlier worker process had not",
+                run_id,
+                forwarder.offset - before,
+            )
+    finally:
+        timer.cancel()
 
 
 def _acted_on(data: bytes, needles: tuple[bytes, ...]) -> list[dict[str, Any]]:

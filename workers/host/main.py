@@ -14,6 +14,7 @@ from workers.host.celery_app import app, bind_agent
 from workers.host.client import PlatformClient, PlatformRejected
 from workers.host.config import HostConfig
 from workers.host.devices import DeviceDetectionError, detect
+from workers.host.forwarder import forward_left
 from workers.host.telemetry import start as start_telemetry
 from workers.processes import LockHeld, hold_lock
 
@@ -41,14 +42,19 @@ def main(argv: list[str] | None = None) -> int:
             config.work_dir,
         )
         return 1
-    for run_dir in reap_orphans(config.work_dir):
-        log.warning("killed a run left behind by an earlier worker process: %s", run_dir)
+    left = reap_orphans(config.work_dir)
+    for run_dir, killed in left:
+        if killed:
+            log.warning("killed a run left behind by an earlier worker process: %s", run_dir)
     try:
         run_users, run_sandbox = confine(config, len(detect(config.device_type, config.devices)[1]))
     except (runuser.RunUserError, sandbox.SandboxError, DeviceDetectionError) as exc:
         log.error("%s", exc)
         return 1
-    agent = HostAgent(config, PlatformClient(config.url, config.token), run_users, run_sandbox)
+    client = PlatformClient(config.url, config.token)
+    # Before registering, while the platform still takes those attempts' events.
+    forward_left(client, [run_dir for run_dir, _ in left])
+    agent = HostAgent(config, client, run_users, run_sandbox)
     try:
         agent.register()
     except PlatformRejected as exc:

@@ -11,10 +11,10 @@ import pytest
 
 from tests.waiting import wait_until
 from tests.workers.host.fakes import FakePlatform, checkpoint_steps
-from workers.contract.events import CHECKPOINT, EVENTS_FILE
+from workers.contract.events import CHECKPOINT, EVENTS_FILE, LEAST_BATCH_EVENTS
 from workers.events import EventWriter, iter_events
 from workers.host.client import PlatformUnavailable
-from workers.host.forwarder import OFFSET_FILE, Forwarder, RunGone
+from workers.host.forwarder import OFFSET_FILE, Forwarder, RunGone, forward_left
 
 RUN, ATTEMPT = 7, 1
 
@@ -356,3 +356,67 @@ def test_drain_seals_a_last_line_left_without_its_newline_and_ends(
     lines = [event["line"] for event in platform.stored[RUN]]
     assert lines[0] == "complete"
     assert "cut" in lines[1]  # kept, as the runner's note of a line that is not JSON
+
+
+def left_attempt(work: Path, run_id: int, attempt: int, *lines: str) -> Path:
+    run_dir = work / "runs" / str(run_id) / f"attempt-{attempt}"
+    run_dir.mkdir(parents=True)
+    write_logs(run_dir, *lines)
+    return run_dir
+
+
+def test_what_left_attempts_had_not_sent_goes_in_the_smallest_batches_a_platform_takes(
+    platform: FakePlatform, tmp_path: Path
+) -> None:
+    lines = [f"line {n}" for n in range(LEAST_BATCH_EVENTS * 2 + 1)]
+    first = left_attempt(tmp_path, RUN, ATTEMPT, *lines)
+    # Half of it sent by the earlier process, its offset persisted as it left it.
+    Forwarder(platform, RUN, ATTEMPT, str(first), max_events=LEAST_BATCH_EVENTS).pump()
+    sent_before = len(platform.batches(RUN))
+    second = left_attempt(tmp_path, 8, 3, "all of it")
+    # Not an attempt's folder: passed over.
+    stray = tmp_path / "runs" / "9" / "notes"
+    stray.mkdir(parents=True)
+
+    forward_left(platform, [str(first), str(stray), str(second)])
+
+    assert platform.stored_lines(RUN) == lines
+    assert platform.stored_lines(8) == ["all of it"]
+    assert all(events <= LEAST_BATCH_EVENTS for _, _, events in platform.batches(RUN))
+    assert len(platform.batches(RUN)) - sent_before == 2
+    assert persisted_offset(first) == file_size(first)
+
+
+def test_an_attempt_the_platform_no_longer_wants_is_passed_over(
+    platform: FakePlatform, tmp_path: Path
+) -> None:
+    refused = left_attempt(tmp_path, RUN, ATTEMPT, "refused")
+    platform.reject("send_events", 409, {"detail": "run 7 is lost; no more events are taken"})
+
+    forward_left(platform, [str(refused)])
+
+    assert platform.stored_events(RUN) == []
+    assert persisted_offset_or_none(refused) is None
+
+
+def test_an_unreachable_platform_is_given_up_on_and_the_spool_kept(
+    platform: FakePlatform, tmp_path: Path
+) -> None:
+    left = [left_attempt(tmp_path, RUN, ATTEMPT, "one"), left_attempt(tmp_path, 8, 1, "two")]
+    platform.go_down()
+    done = threading.Event()
+    thread = threading.Thread(
+        target=lambda: (forward_left(platform, [str(d) for d in left], 0.5), done.set()),
+        daemon=True,
+    )
+    thread.start()
+    # Each attempt is tried, and neither waits past the time given for all of them.
+    thread.join(timeout=60)
+    assert done.is_set()
+    assert {args[0] for name, args in platform.calls if name == "send_events"} == {RUN, 8}
+    assert all(persisted_offset_or_none(run_dir) is None for run_dir in left)
+    assert [e["line"] for e in file_events(left[0])] == ["one"]
+
+
+def persisted_offset_or_none(run_dir: Path) -> int | None:
+    return persisted_offset(run_dir) if (run_dir / OFFSET_FILE).exists() else None
