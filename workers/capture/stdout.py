@@ -42,7 +42,9 @@ _PAIR = re.compile(
 # key [N/M] (Epoch [1/10]), key:[N/M] (MindFormers' "{ Epoch:[  1/  2], step:[    5/  100]").
 _BRACKETED = re.compile(r"(?<![\w./-])([A-Za-z][\w]*)\s*[:=]?\s*\[\s*(\d+)\s*/\s*(\d+)\s*\]")
 # A MindSpore tensor as print() shows it in a tuple or a custom callback's line: its value.
-_MS_TENSOR = re.compile(r"\bTensor\(shape=\[[\d, ]*\], dtype=\w+, value=\s*([^()]*?)\s*\)")
+# No two parts may take the same characters: a line of 4,000 spaces after "value=" took
+# 36 s to fail with "value=\s*([^()]*?)\s*\)".
+_MS_TENSOR = re.compile(r"\bTensor\(shape=\[[\d, ]*\], dtype=\w+, value=([^()]*)\)")
 # A bare N/M counter (200/2983 batches, tqdm's 50/1000).
 _COUNTER = re.compile(r"(?<![\w./\[])(\d+)\s*/\s*(\d+)(?![\w./])")
 _SPACED = re.compile(r"^\s*(" + _KEY + r")\s+(" + _NUMBER + r")\s*$", re.IGNORECASE)
@@ -182,7 +184,7 @@ def _default(text: str) -> tuple[dict[str, float], int | None] | None:
     """The metrics and step of one line by the default shapes; None when it has none."""
     if _DIAGNOSTIC.search(text) or _ERROR_CODE.search(text):
         return None
-    text = _MS_TENSOR.sub(r"\1", text)
+    text = _MS_TENSOR.sub(lambda tensor: tensor.group(1).strip(), text)
     postfix = _TQDM_POSTFIX.search(text)
     if postfix is not None:
         values: dict[str, float] = {}

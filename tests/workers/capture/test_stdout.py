@@ -206,6 +206,9 @@ def test_metric_patterns_replace_the_default() -> None:
 def test_binary_garbage_and_very_long_lines_give_nothing() -> None:
     garbage = bytes(range(256)).decode("utf-8", errors="replace") * 4
     assert points([garbage, "x" * 1_000_000, "loss: 1" + "0" * 10_000]) == []
+    # A tensor's repr that never ends: matched in one pass, not tried at every split.
+    unended = "Tensor(shape=[], dtype=Float32, value=" + " " * 4000 + "x"
+    assert points([unended]) == []
 
 
 def test_keys_are_bounded_with_one_notice(tmp_path: Path) -> None:
