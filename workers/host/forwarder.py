@@ -52,8 +52,8 @@ POLL_MIN_S, POLL_MAX_S = 0.005, 0.1
 _UNSUPPORTED_MEDIA_TYPE = 415
 # An attempt's folder under its run's: runs/<run id>/attempt-<n>.
 ATTEMPT_PREFIX = "attempt-"
-# How long a restarted worker retries an unreachable platform with what an earlier
-# process left unsent, before it registers (``forward_left``).
+# The most a restarted worker spends sending what an earlier process left unsent, before
+# it registers (``forward_left``).
 LEFT_GIVE_UP_S = 60.0
 
 
@@ -282,8 +282,9 @@ class Forwarder:
         """True while the file holds bytes the platform has not acknowledged."""
         return self._size() > self.offset
 
-    def drain(self, give_up: threading.Event | None = None) -> None:
-        """Send everything, retrying through outages for as long as it takes.
+    def drain(self, give_up: threading.Event | None = None, until: float | None = None) -> bool:
+        """Send everything, retrying through outages for as long as it takes; True once
+        everything is sent.
 
         Called once the run's processes have exited: a last line they left
         without its newline (a writer killed mid-line, a script writing to
@@ -291,16 +292,19 @@ class Forwarder:
         out as the visible log line a malformed line becomes, rather than
         being waited for for ever. Once ``give_up`` is set (the worker is
         shutting down) the retries stop within a few seconds with
-        PlatformUnavailable; the events stay spooled on disk.
+        PlatformUnavailable; the events stay spooled on disk. At ``until`` (a
+        ``time.monotonic()`` value) it stops, sending or retrying, with False.
         """
         self._seal()
         stop = give_up or threading.Event()
         delay = 0.2
         while True:
+            if until is not None and time.monotonic() >= until:
+                return False
             try:
                 self.pump()
                 if not self.pending():
-                    return
+                    return True
                 delay = 0.2
             except PlatformUnavailable as exc:
                 if stop.is_set():
@@ -359,44 +363,39 @@ def forward_left(
     lines would otherwise never reach the platform, which marks the runs lost once this
     worker registers, so this comes first. Batches are the smallest a platform takes (the
     claim that said how many this one may send was the earlier process's). A platform
-    that no longer wants an attempt's events ends that attempt's sending; one that cannot
-    be reached is retried for ``give_up_after_s`` in all, after which the lines stay
-    spooled on disk. Nothing is acted on: the earlier process's uploads are not resumed.
+    that no longer wants an attempt's events ends that attempt's sending. All of it
+    takes ``give_up_after_s`` at most, whether the platform cannot be reached or a run
+    flooded its file meanwhile: what is not sent by then stays spooled on disk. Nothing
+    is acted on: the earlier process's uploads are not resumed.
     """
-    give_up = threading.Event()
-    timer = threading.Timer(give_up_after_s, give_up.set)
-    timer.daemon = True
-    timer.start()
-    try:
-        for run_dir in run_dirs:
-            attempt_dir = os.path.basename(run_dir)
-            run_id = os.path.basename(os.path.dirname(run_dir))
-            if not (attempt_dir.startswith(ATTEMPT_PREFIX) and run_id.isdigit()):
-                continue
-            attempt = attempt_dir[len(ATTEMPT_PREFIX) :]
-            if not attempt.isdigit():
-                continue
-            forwarder = Forwarder(
-                client, int(run_id), int(attempt), run_dir, max_events=LEAST_BATCH_EVENTS
-            )
-            if not forwarder.pending():
-                continue
-            before = forwarder.offset
-            try:
-                forwarder.drain(give_up=give_up)
-            except RunGone as exc:
-                log.info("run %s: the platform takes no more of its events: %s", run_id, exc)
-                continue
-            except PlatformUnavailable:
-                log.warning("run %s: platform unreachable, its last events stay spooled", run_id)
-                continue
-            log.warning(
-                "run %s: sent the %d bytes of events an earlier worker process had not",
-                run_id,
-                forwarder.offset - before,
-            )
-    finally:
-        timer.cancel()
+    until = time.monotonic() + give_up_after_s
+    for run_dir in run_dirs:
+        attempt_dir = os.path.basename(run_dir)
+        run_id = os.path.basename(os.path.dirname(run_dir))
+        if not (attempt_dir.startswith(ATTEMPT_PREFIX) and run_id.isdigit()):
+            continue
+        attempt = attempt_dir[len(ATTEMPT_PREFIX) :]
+        if not attempt.isdigit():
+            continue
+        forwarder = Forwarder(
+            client, int(run_id), int(attempt), run_dir, max_events=LEAST_BATCH_EVENTS
+        )
+        if not forwarder.pending():
+            continue
+        before = forwarder.offset
+        try:
+            sent = forwarder.drain(until=until)
+        except RunGone as exc:
+            log.info("run %s: the platform takes no more of its events: %s", run_id, exc)
+            continue
+        log.warning(
+            "run %s: sent %d bytes of events an earlier worker process had not%s",
+            run_id,
+            forwarder.offset - before,
+            ""
+            if sent
+            else f" in the {give_up_after_s:g} s a start gives them; the rest stays spooled",
+        )
 
 
 def _acted_on(data: bytes, needles: tuple[bytes, ...]) -> list[dict[str, Any]]:
