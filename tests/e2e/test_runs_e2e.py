@@ -133,6 +133,8 @@ def test_a_restarted_worker_kills_what_it_left_behind_and_the_run_is_lost(
     run = platform.wait(run_id, timeout=60)
     # ... until the new worker process kills it, and the platform hears why.
     assert (run["status"], run["exit_cause"]) == ("lost", "worker_lost")
+    assert run["exit_reason"] == f"the host worker on {HOST} is no longer running it (it restarted)"
+    assert run["infrastructure_failure"]
     # What it wrote meanwhile reached the platform first, the line cut short as a line.
     lines = [
         event["data"]["line"]
@@ -140,8 +142,6 @@ def test_a_restarted_worker_kills_what_it_left_behind_and_the_run_is_lost(
     ]
     assert "written while no worker forwarded it" in lines, lines
     assert any("cut sh" in line for line in lines), lines
-    assert run["exit_reason"] == f"the host worker on {HOST} is no longer running it (it restarted)"
-    assert run["infrastructure_failure"]
     # Killed; an orphan now, so init reaps it, when it gets to it.
     wait_until(lambda: not alive(child), f"the run's child {child} to die", 60)
     assert platform.api("GET", f"hosts/{HOST}/").json()["busy_devices"] == 0

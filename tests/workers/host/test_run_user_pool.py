@@ -467,19 +467,19 @@ def test_the_prepare_command_makes_the_pool_and_lets_each_user_through(top: Path
 # machine make the pool.
 RACERS = 4
 MAKE_AT_ONCE = """
-import sys
+import os, sys
 from workers.host import runuser
-print("ready", flush=True)
+open(os.path.join(sys.argv[2], str(os.getpid())), "w").close()
 sys.stdin.readline()
 print(runuser.ensure_user(sys.argv[1]).uid, flush=True)
 """
 
 
-def test_processes_making_the_same_new_user_at_once_all_get_it() -> None:
+def test_processes_making_the_same_new_user_at_once_all_get_it(tmp_path: Path) -> None:
     name = f"npulab-test-new-{os.getpid()}"
     racers = [
         subprocess.Popen(
-            [sys.executable, "-c", MAKE_AT_ONCE, name],
+            [sys.executable, "-c", MAKE_AT_ONCE, name, str(tmp_path)],
             cwd=PACKAGE_ROOT,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
@@ -490,7 +490,7 @@ def test_processes_making_the_same_new_user_at_once_all_get_it() -> None:
     ]
     try:
         # Every one imported and waiting; then all let go together.
-        assert [racer.stdout.readline() for racer in racers] == ["ready\n"] * RACERS
+        wait_until(lambda: len(list(tmp_path.iterdir())) == RACERS, "every racer", DEADLINE_S)
         for racer in racers:
             racer.stdin.write("go\n")
             racer.stdin.flush()
