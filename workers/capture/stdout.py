@@ -8,7 +8,10 @@ The default recogniser takes, from one line:
 - a tqdm bar's postfix (``50/1000 [00:01<00:20, 45.2it/s, loss=0.523]``);
 - ``Epoch [1/10], Step [100/600], Loss: 0.5234``, MindSpore's
   ``epoch: 1 step: 10, loss is 2.3012`` and MindFormers'
-  ``{ Epoch:[  1/  2], step:[    5/  100], loss:[9.876/10.012], ...``.
+  ``{ Epoch:[  1/  2], step:[    5/  100], loss:[9.876/10.012], ...``;
+- PyTorch's ImageNet example's meters (``Epoch: [0][  10/5005]\tLoss 6.9073e+00
+  (6.9091e+00)``) and timm's; a line that opens with a phase and its counter
+  (``Test: [ 10/196]``) gives that phase's metrics (``test_loss``).
 
 The step is the line's ``step``/``iter``/``batch`` field or its ``N/M`` counter (counted
 across epochs when the line also names one, ``(epoch - 1) * M + N``), else the number of
@@ -52,6 +55,20 @@ _SPACED = re.compile(r"^\s*(" + _KEY + r")\s+(" + _NUMBER + r")\s*$", re.IGNOREC
 _SPACED_PAIR = re.compile(
     r"(?<![\w./-])([A-Za-z][\w./-]*)\s+(" + _NUMBER + r")(?=\s*(?::\s|:$|$))", re.IGNORECASE
 )
+# PyTorch's ImageNet example and the scripts built on it (its ProgressMeter): "Epoch:
+# [0][  10/5005]" (the epoch from 0, then the batch of the epoch), then tab-separated
+# meters "Loss 6.9073e+00 (6.9091e+00)", each its value and (its average so far); timm's
+# "Loss:  0.4214 (0.4214)" too.
+_EPOCH_BATCH = re.compile(
+    r"(?<![\w./-])epoch\s*:?\s*\[\s*(\d+)\s*\]\s*\[\s*(\d+)\s*/\s*(\d+)\s*\]", re.IGNORECASE
+)
+_METER = re.compile(
+    r"^\s*([A-Za-z][\w./@-]*):?\s+(" + _NUMBER + r")\s*\(\s*" + _NUMBER + r"\s*\)\s*$",
+    re.IGNORECASE,
+)
+# A line that starts with its phase and counter ("Test: [ 10/196]", the ProgressMeter's
+# validation): its metrics are that phase's ("test_loss"), not the training's.
+_PHASE = re.compile(r"^\s*([A-Za-z]\w*)\s*:?\s*\[\s*\d+\s*/\s*\d+\s*\]")
 _BARE_NONFINITE = re.compile(r"(?<![\w'\"])(-?(?:nan|inf))(?![\w'\"])")
 _TQDM_POSTFIX = re.compile(r"\[[^\]]*?(?:it/s|s/it)\s*,\s*([^\]]*)\]")
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
@@ -184,7 +201,8 @@ def _default(text: str) -> tuple[dict[str, float], int | None] | None:
     """The metrics and step of one line by the default shapes; None when it has none."""
     if _DIAGNOSTIC.search(text) or _ERROR_CODE.search(text):
         return None
-    text = _MS_TENSOR.sub(lambda tensor: tensor.group(1).strip(), text)
+    if "Tensor(" in text:
+        text = _MS_TENSOR.sub(lambda tensor: tensor.group(1).strip(), text)
     postfix = _TQDM_POSTFIX.search(text)
     if postfix is not None:
         values: dict[str, float] = {}
@@ -199,21 +217,44 @@ def _default(text: str) -> tuple[dict[str, float], int | None] | None:
             return _with_step(parsed, None)
     values = {}
     counter: tuple[int, int] | None = None
-    for name, index, total in _BRACKETED.findall(text):
+    step = None
+    # Looked for only where it can be: most lines have no "][" and no "(".
+    epoch_batch = _EPOCH_BATCH.search(text) if "][" in text else None
+    if epoch_batch is not None:
+        epoch, index, total = (int(group) for group in epoch_batch.groups())
+        values[EPOCH] = float(epoch)
+        step = epoch * total + index
+        text = text[: epoch_batch.start()] + " " + text[epoch_batch.end() :]
+    phase = _PHASE.match(text) if "[" in text else None
+    prefix = ""
+    if phase is not None and phase.group(1).lower() not in (*STEP_KEYS, EPOCH):
+        prefix = phase.group(1).lower() + "_"
+        text = text[phase.end() :]
+    bracketed = _BRACKETED.findall(text) if "[" in text else []
+    for name, index, total in bracketed:
         if name.lower() in STEP_KEYS:
             counter = (int(index), int(total))
         else:
             values[_name(name)] = float(index)
-    # Read once: "step:[5/100]" would otherwise give its pair too, a step without its epoch.
-    text = _BRACKETED.sub(" ", text)
+    if bracketed:
+        # Read once: "step:[5/100]" would otherwise give its pair too, a step without its
+        # epoch.
+        text = _BRACKETED.sub(" ", text)
     segmented = "|" in text
     if segmented:
         segments = text.split("|")
+    elif "\t" in text:
+        segments = text.split("\t")
     elif "," in text:
         segments = text.split(",")
     else:
-        segments = re.split(r"\s{2,}", text)
+        # Not after a colon: timm pads its values ("Loss:  0.4214 (0.4214)").
+        segments = re.split(r"(?<!:)\s{2,}", text)
     for segment in segments:
+        meter = _METER.match(segment) if "(" in segment else None
+        if meter is not None:
+            _put(values, meter.group(1), meter.group(2))
+            continue
         spaced = _SPACED.match(segment) if segmented else None
         if spaced is not None:
             _put(values, spaced.group(1), spaced.group(2))
@@ -225,7 +266,6 @@ def _default(text: str) -> tuple[dict[str, float], int | None] | None:
             bare = _COUNTER.search(segment)
             if bare is not None and segmented:
                 counter = (int(bare.group(1)), int(bare.group(2)))
-    step = None
     for key in STEP_KEYS:
         if key in values:
             step = int(values.pop(key))
@@ -236,6 +276,8 @@ def _default(text: str) -> tuple[dict[str, float], int | None] | None:
             step = (int(epoch) - 1) * total + index
         else:
             step = index
+    if prefix:
+        values = {prefix + key: value for key, value in values.items()}
     return values, step
 
 

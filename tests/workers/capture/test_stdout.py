@@ -140,6 +140,49 @@ def test_a_mindspore_tensor_as_print_shows_it_gives_its_value() -> None:
     assert found == [("epoch", 3, 1.0), ("loss", 3, 2.05), ("epoch", 4, 1.0), ("loss", 4, 2.01)]
 
 
+def test_the_imagenet_examples_meters_and_validation_lines() -> None:
+    # PyTorch's examples/imagenet (its ProgressMeter): epochs from 0, tab-separated
+    # meters of value and (average); its validation lines are the "Test" phase's.
+    found = points(
+        [
+            "Epoch: [0][  10/5005]\tTime  0.512 ( 0.873)\tData  0.001 ( 0.254)\t"
+            "Loss 6.9073e+00 (6.9091e+00)\tAcc@1   0.00 (  0.14)\tAcc@5   0.39 (  0.50)",
+            "Test: [ 0/196]\tTime  1.234 ( 1.234)\tLoss 5.1234e+00 (5.1234e+00)\t"
+            "Acc@1   3.12 (  3.12)\tAcc@5  10.94 ( 10.94)",
+            " * Acc@1 3.120 Acc@5 10.940",
+            "Epoch: [1][  10/5005]\tTime  0.512 ( 0.873)\tData  0.001 ( 0.254)\t"
+            "Loss 5.9073e+00 (5.9091e+00)\tAcc@1   1.00 (  0.14)\tAcc@5   2.39 (  0.50)",
+        ]
+    )
+    assert ("loss", 10, 6.9073) in found
+    assert ("acc@1", 10, 0.0) in found
+    assert ("epoch", 10, 0.0) in found
+    # The validation's batch is no training step: its metrics belong to the last one.
+    assert ("test_loss", 10, 5.1234) in found
+    assert ("test_acc@5", 10, 10.94) in found
+    # 1 × 5005 + 10: the next epoch's batch 10.
+    assert ("loss", 5015, 5.9073) in found
+    # The phase is no metric, nor is the summary after the validation (a mean of its
+    # own that would land on the training's acc@1 and acc@5).
+    assert "test" not in {key for key, _, _ in found}
+    assert points([" * Acc@1 3.120 Acc@5 10.940"]) == []
+
+
+def test_timm_validation_lines_with_padded_values() -> None:
+    found = points(
+        [
+            "Test: [   0/48]  Time: 0.986 (0.986)  Loss:  0.4214 (0.4214)  "
+            "Acc@1: 91.4062 (91.4062)  Acc@5: 98.4375 (98.4375)"
+        ]
+    )
+    assert found == [
+        ("test_time", 1, 0.986),
+        ("test_loss", 1, 0.4214),
+        ("test_acc@1", 1, 91.4062),
+        ("test_acc@5", 1, 98.4375),
+    ]
+
+
 def test_key_value_segments_and_a_nanogpt_line() -> None:
     found = points(["iter 20: loss 1.2345, time 12.34ms, mfu 3.4%", "train loss=0.5 acc=0.9"])
     assert ("loss", 20, 1.2345) in found
