@@ -230,16 +230,16 @@ def _default(text: str) -> tuple[dict[str, float], int | None] | None:
     if phase is not None and phase.group(1).lower() not in (*STEP_KEYS, EPOCH):
         prefix = phase.group(1).lower() + "_"
         text = text[phase.end() :]
-    bracketed = _BRACKETED.findall(text) if "[" in text else []
+    bracketed: list[tuple[str, ...]] = []
+    if "[" in text:
+        # Read and taken out in one pass: "step:[5/100]" would otherwise give its pair too,
+        # a step without its epoch.
+        text = _BRACKETED.sub(lambda found: bracketed.append(found.groups()) or " ", text)
     for name, index, total in bracketed:
         if name.lower() in STEP_KEYS:
             counter = (int(index), int(total))
         else:
             values[_name(name)] = float(index)
-    if bracketed:
-        # Read once: "step:[5/100]" would otherwise give its pair too, a step without its
-        # epoch.
-        text = _BRACKETED.sub(" ", text)
     segmented = "|" in text
     if segmented:
         segments = text.split("|")
