@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import os
 import platform as host_platform
-import resource
 import shutil
 import statistics
 import subprocess
@@ -26,7 +25,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from bench.common import write_report  # noqa: E402
+from bench.common import run_for_cpu, write_report  # noqa: E402
 
 PROCESSES = {
     "a run's supervisor (import workers.run)": ["-c", "import workers.run"],
@@ -39,10 +38,7 @@ COPIED = ("platform", "workers", "manage.py")
 
 def cpu_of(arguments: list[str], cwd: Path, env: dict[str, str]) -> float:
     """The CPU seconds of one process of the venv's Python, run to its end."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    subprocess.run([sys.executable, *arguments], cwd=cwd, env=env, capture_output=True, check=True)
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return run_for_cpu([sys.executable, *arguments], cwd=cwd, env=env, capture_output=True)
 
 
 def set_state(checkout: Path, compiled: bool) -> None:

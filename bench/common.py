@@ -1,11 +1,14 @@
-"""What the benchmark scripts share: percentiles, where their reports go, their database."""
+"""What the benchmark scripts share: percentiles, where their reports go, their database,
+the CPU of the processes they run."""
 
 from __future__ import annotations
 
 import contextlib
 import json
 import os
+import resource
 import statistics
+import subprocess
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,6 +25,15 @@ def percentile(values: list[float], fraction: float) -> float:
     """The nearest-rank percentile: a value that was measured, not interpolated."""
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(fraction * (len(ordered) - 1)))]
+
+
+def run_for_cpu(command: list[str], **options: Any) -> float:
+    """Run ``command`` to its end (``subprocess.run``'s ``options``, ``check=True``); the
+    CPU seconds, user and system, of it and everything it waited for."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    subprocess.run(command, check=True, **options)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
 def write_report(name: str, report: dict[str, Any]) -> None:

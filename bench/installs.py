@@ -19,7 +19,6 @@ import argparse
 import os
 import platform as host_platform
 import re
-import resource
 import subprocess
 import sys
 import tempfile
@@ -29,19 +28,16 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from bench.common import write_report  # noqa: E402
+from bench.common import run_for_cpu, write_report  # noqa: E402
 
 PINS = dict(re.findall(r"^(TORCH|UV_RELEASE) \?= (\S+)$", (REPO / "Makefile").read_text(), re.M))
 INSTALLER = str(REPO / "deploy" / "uv_pip_install.py")
 
 
 def timed(command: list[str], env: dict[str, str]) -> dict[str, float]:
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.monotonic()
-    subprocess.run(command, env=env, check=True, stdout=subprocess.DEVNULL)
+    cpu = run_for_cpu(command, env=env, stdout=subprocess.DEVNULL)
     wall = time.monotonic() - started
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     return {"wall_s": round(wall, 1), "cpu_s": round(cpu, 1)}
 
 
