@@ -28,6 +28,7 @@ from workers.contract.events import (
     STEP,
     line_event,
 )
+from workers.safefiles import open_file
 
 # Metric keys whose JSON text is kept: a loop logs the same few keys each step,
 # and a program that invents keys without end must not grow the cache with them.
@@ -56,7 +57,8 @@ class EventWriter:
     def __init__(self, path: str, buffer_s: float = 0.0) -> None:
         self.path = path
         self.buffer_s = buffer_s
-        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        # Never through a link at the name: the host worker writes some of a run's lines.
+        self._fd = open_file(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
         self._lock = threading.Lock()
         self._pending: list[bytes] = []
         self._pending_bytes = 0
@@ -228,22 +230,33 @@ def _value_text(value: Any) -> str:
     return 'null, "nonfinite": "' + repr(value) + '"'
 
 
+def read_at(source: str | int, offset: int, size: int) -> bytes | None:
+    """Up to ``size`` bytes at ``offset`` of a file, by its path or an open descriptor
+    (one the host worker holds: what becomes of the name meanwhile does not matter);
+    None when there is no file at the path."""
+    if isinstance(source, int):
+        return os.pread(source, size, offset)
+    try:
+        with open(source, "rb") as handle:
+            handle.seek(offset)
+            return handle.read(size)
+    except FileNotFoundError:
+        return None
+
+
 def read_batch(
-    path: str, offset: int, max_events: int = 1000, max_bytes: int = 1 << 20
+    path: str | int, offset: int, max_events: int = 1000, max_bytes: int = 1 << 20
 ) -> tuple[list[dict[str, Any]], int]:
     """Complete events from ``offset`` on, and the offset just past the last one.
 
-    A trailing line without its newline is still being written and is left
-    for the next read. A line that is not a JSON object (a process killed
-    mid-write cannot produce one, but a hand-edited file can) becomes a log
-    event on the ``runner`` stream, so it is seen rather than lost.
+    ``path`` may be an open descriptor instead. A trailing line without its newline is
+    still being written and is left for the next read. A line that is not a JSON object
+    (a process killed mid-write cannot produce one, but a hand-edited file can) becomes
+    a log event on the ``runner`` stream, so it is seen rather than lost.
     """
     events: list[dict[str, Any]] = []
-    try:
-        with open(path, "rb") as handle:
-            handle.seek(offset)
-            data = handle.read(max_bytes)
-    except FileNotFoundError:
+    data = read_at(path, offset, max_bytes)
+    if data is None:
         return events, offset
     end = offset
     for raw in _complete_lines(data):
@@ -261,19 +274,17 @@ def read_batch(
 
 
 def read_lines(
-    path: str, offset: int, max_lines: int = 1000, max_bytes: int = 1 << 20
+    path: str | int, offset: int, max_lines: int = 1000, max_bytes: int = 1 << 20
 ) -> tuple[bytes, int]:
     """The complete lines from ``offset`` on, as they are in the file, and the offset past them.
 
-    At most ``max_lines`` lines and ``max_bytes`` bytes; a trailing line without
-    its newline is left for the next read. Nothing is parsed: b"" when no line
-    is complete (or the first is longer than ``max_bytes``: ``read_batch`` cuts it).
+    ``path`` may be an open descriptor instead. At most ``max_lines`` lines and
+    ``max_bytes`` bytes; a trailing line without its newline is left for the next read.
+    Nothing is parsed: b"" when no line is complete (or the first is longer than
+    ``max_bytes``: ``read_batch`` cuts it).
     """
-    try:
-        with open(path, "rb") as handle:
-            handle.seek(offset)
-            data = handle.read(max_bytes)
-    except FileNotFoundError:
+    data = read_at(path, offset, max_bytes)
+    if data is None:
         return b"", offset
     cut = data.rfind(b"\n") + 1
     if data.count(b"\n", 0, cut) > max_lines:
@@ -309,16 +320,14 @@ def parse_line(raw: bytes) -> dict[str, Any]:
     return line_event(raw, json.loads, time.time())
 
 
-def _line_length(path: str, offset: int) -> int | None:
+def _line_length(path: str | int, offset: int) -> int | None:
     """Bytes up to and including the next newline; None while it is unwritten."""
     length = 0
-    with open(path, "rb") as handle:
-        handle.seek(offset)
-        while True:
-            chunk = handle.read(1 << 20)
-            if not chunk:
-                return None
-            newline = chunk.find(b"\n")
-            if newline >= 0:
-                return length + newline + 1
-            length += len(chunk)
+    while True:
+        chunk = read_at(path, offset + length, 1 << 20)
+        if not chunk:
+            return None
+        newline = chunk.find(b"\n")
+        if newline >= 0:
+            return length + newline + 1
+        length += len(chunk)

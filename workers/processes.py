@@ -29,6 +29,7 @@ import time
 from typing import Callable, Iterable
 
 from workers.contract import script_env
+from workers.safefiles import write_whole
 
 GROUPS_FILE = "process-groups"
 # The supervisor's child, the kind's runner: its process group is the run's first.
@@ -147,11 +148,9 @@ def tie_rank_to_launcher(run_dir: str) -> None:
 
 def write_pid_file(path: str, pid: int) -> None:
     """``pid`` into ``path`` whole or not at all: whoever reads it (a test, the next host
-    worker killing what a dead one left) never sees the file empty."""
-    partial = f"{path}.{os.getpid()}.tmp"
-    with open(partial, "w", encoding="ascii") as handle:
-        handle.write(str(pid))
-    os.replace(partial, path)
+    worker killing what a dead one left) never sees the file empty; a link the run put at
+    the name is replaced, never written through (the worker writes the supervisor's)."""
+    write_whole(path, str(pid).encode("ascii"))
 
 
 def register_group(run_dir: str, pgid: int) -> None:

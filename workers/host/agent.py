@@ -13,7 +13,7 @@ import socket
 import subprocess
 import threading
 import time
-from typing import Any
+from typing import Any, Callable
 
 from workers import __version__
 from workers.contract import kinds, script_env
@@ -35,19 +35,36 @@ from workers.host.artifacts import ArtifactUploader
 from workers.host.client import PlatformClient, PlatformRejected, PlatformUnavailable
 from workers.host.config import HostConfig
 from workers.host.devices import detect
-from workers.host.forwarder import ATTEMPT_PREFIX, Forwarder, RunGone, max_batch_events
+from workers.host.forwarder import (
+    ATTEMPT_PREFIX,
+    OFFSET_FILE,
+    Forwarder,
+    RunGone,
+    max_batch_events,
+)
 from workers.host.preflight import preflight
 from workers.host.runenv import clean_env
 from workers.host.runuser import Lease, RunUser, RunUserError, RunUsers, SharedRunUser
 from workers.host.sandbox import Sandbox
 from workers.host.snapshots import SnapshotFailed, collect_and_send
 from workers.processes import CHILD_PID_FILE, kill_group, kill_registered, write_pid_file
+from workers.safefiles import drop_links, open_file, real_dir, write_whole
 
 log = logging.getLogger(__name__)
 
 _PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SUPERVISOR_LOG = "supervisor.log"
 SUPERVISOR_PID = "supervisor.pid"
+SPEC_FILE = "spec.json"
+# The files the worker itself writes in an attempt's folder.
+WORKER_FILES = (
+    SPEC_FILE,
+    EVENTS_FILE,
+    OFFSET_FILE,
+    SUPERVISOR_LOG,
+    SUPERVISOR_PID,
+    RANK_TABLE_NAME,
+)
 # Beyond the spec's timeout, which the supervisor enforces itself, the time
 # it gets to stop its child and write the result before it is killed.
 HARD_KILL_GRACE_S = 60.0
@@ -230,7 +247,10 @@ class RunExecution:
         self._stopping_since: float | None = None
 
     def run(self) -> None:
-        os.makedirs(self.run_dir, exist_ok=True)
+        # An earlier execution of this attempt (a requeue) may have left links in place of
+        # the folder or of the files the worker writes there: it writes none through them.
+        real_dir(self.run_dir)
+        drop_links(self.run_dir, WORKER_FILES)
         attempt = capabilities.Attempt(
             self.agent.client,
             self.run_id,
@@ -242,9 +262,12 @@ class RunExecution:
         self.capabilities = [
             capability(attempt) for capability in capabilities.for_kind(self.spec["kind"])
         ]
-        spec_path = os.path.join(self.run_dir, "spec.json")
-        with open(spec_path, "w", encoding="utf-8") as handle:
-            json.dump(self.spec, handle, indent=2)
+        # Before anything is fetched or written into them: shared with earlier attempts,
+        # whose user may have left a link in place of one.
+        for path in (*self._directories(), self._home()):
+            real_dir(path)
+        spec_path = os.path.join(self.run_dir, SPEC_FILE)
+        write_whole(spec_path, json.dumps(self.spec, indent=2).encode("utf-8"))
         python = self.agent.config.python_for(self.spec)
         if self.gang is not None:
             problems = preflight(self.gang, self.devices, self.spec["device_type"])
@@ -265,6 +288,13 @@ class RunExecution:
         finally:
             self._end_lease(lease)
 
+    def _directories(self) -> list[str]:
+        """The capabilities' directories the run writes (checkpoints, handoff)."""
+        return [path for c in self.capabilities for path in c.directories()]
+
+    def _home(self) -> str:
+        return os.path.join(os.path.dirname(self.run_dir), "home")
+
     def _end_lease(self, lease: Lease | None) -> None:
         """The run user is done with the run's folder: its leftover processes die, the
         folder is the worker's again (mode 700), and only then is the user free."""
@@ -275,10 +305,8 @@ class RunExecution:
         env = self._env()
         become = None
         run_user = lease.user if lease is not None else None
-        home = os.path.join(os.path.dirname(self.run_dir), "home")
-        directories = [path for c in self.capabilities for path in c.directories()]
-        for path in (*directories, home):
-            os.makedirs(path, exist_ok=True)
+        home = self._home()
+        directories = self._directories()
         if run_user is not None:
             # Its own directories, and a home of its own: never the worker's (the run's
             # folder above them too, for a host without the sandbox), closed to other users.
@@ -307,7 +335,32 @@ class RunExecution:
             self.run_dir,
             f" as {run_user.name}" if run_user is not None else "",
         )
-        with open(os.path.join(self.run_dir, SUPERVISOR_LOG), "ab") as output:
+        # Before the run can act on its folder: the forwarder holds the spool from here on.
+        forwarder = Forwarder(
+            self.agent.client,
+            self.run_id,
+            self.attempt,
+            self.run_dir,
+            max_events=self.max_events,
+            acted_on=tuple(t for c in self.capabilities for t in c.acted_on),
+        )
+        try:
+            self._run_supervisor(python, command, env, become, forwarder, lease)
+        finally:
+            forwarder.close()
+
+    def _run_supervisor(
+        self,
+        python: str,
+        command: list[str],
+        env: dict[str, str],
+        become: Callable[[], None] | None,
+        forwarder: Forwarder,
+        lease: Lease | None,
+    ) -> None:
+        log_path = os.path.join(self.run_dir, SUPERVISOR_LOG)
+        log_fd = open_file(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+        with os.fdopen(log_fd, "ab") as output:
             try:
                 self.process = subprocess.Popen(
                     command,
@@ -324,14 +377,6 @@ class RunExecution:
                 return
         pid_file = os.path.join(self.run_dir, SUPERVISOR_PID)
         write_pid_file(pid_file, self.process.pid)
-        forwarder = Forwarder(
-            self.agent.client,
-            self.run_id,
-            self.attempt,
-            self.run_dir,
-            max_events=self.max_events,
-            acted_on=tuple(t for c in self.capabilities for t in c.acted_on),
-        )
         self.artifacts = ArtifactUploader(self.agent.client, self.run_id, self.run_dir)
         exit_code = self._supervise(forwarder)
         # The run has ended: what it left is the worker's alone before the events and
@@ -390,7 +435,12 @@ class RunExecution:
             return False
         refusals = self.artifacts.take_refusals()
         if refusals:
-            events = EventWriter(os.path.join(self.run_dir, EVENTS_FILE))
+            try:
+                events = EventWriter(os.path.join(self.run_dir, EVENTS_FILE))
+            except OSError as exc:
+                # The run left a link in place of its spool: its log goes without them.
+                log.warning("run %s: refusals not written: %s", self.run_id, exc)
+                return True
             for line in refusals:
                 events.log(RUNNER, line)
             events.close()
@@ -479,8 +529,7 @@ class RunExecution:
             env.update(launch_env(self.gang))
             if self.gang.get("rank_table"):
                 path = os.path.join(self.run_dir, RANK_TABLE_NAME)
-                with open(path, "w", encoding="utf-8") as handle:
-                    handle.write(dumps_rank_table(self.gang["rank_table"]))
+                write_whole(path, dumps_rank_table(self.gang["rank_table"]).encode("utf-8"))
                 env[RANK_TABLE_FILE] = path
         return env
 

@@ -32,6 +32,7 @@ from workers.events import EventWriter
 from workers.host.capabilities import Attempt, AttemptCapability, register
 from workers.host.client import PlatformClient, PlatformRejected, PlatformUnavailable
 from workers.host.uploads import CHUNK_BYTES, ChunkedUpload, UploadRefused, UploadStopped
+from workers.safefiles import real_dir
 from workers.track import checkpoint as checkpoints
 
 log = logging.getLogger(__name__)
@@ -194,7 +195,8 @@ def _fetch(
         return f"{what} is on this host"
     except ValueError:
         pass
-    os.makedirs(directory, exist_ok=True)
+    # Written as root into a folder an earlier attempt's user wrote: not through its links.
+    real_dir(directory)
     temporary = os.path.join(directory, f".{checkpoints.step_dir_name(step)}.tmp-{os.getpid()}")
     shutil.rmtree(temporary, ignore_errors=True)
     os.makedirs(temporary)

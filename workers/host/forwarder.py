@@ -23,6 +23,7 @@ JSON array.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import threading
@@ -30,9 +31,10 @@ import time
 from typing import Any, Callable, NamedTuple
 
 from workers.contract.events import ARTIFACT, EVENTS_FILE, LEAST_BATCH_EVENTS
-from workers.events import parse_line, read_batch, read_lines
+from workers.events import parse_line, read_at, read_batch, read_lines
 from workers.host.client import PlatformClient, PlatformRejected, PlatformUnavailable
 from workers.host.packing import pack
+from workers.safefiles import open_dir, open_file, read_text, write_whole
 
 log = logging.getLogger(__name__)
 
@@ -103,8 +105,17 @@ class Forwarder:
         self.client = client
         self.run_id = run_id
         self.attempt = attempt
-        self.events_path = os.path.join(run_dir, EVENTS_FILE)
-        self.offset_path = os.path.join(run_dir, OFFSET_FILE)
+        # The folder and the spool are held from here on (OSError if either name is a
+        # link): the run's user may rename, replace or link them while it runs, and the
+        # worker, often root, must read only the spool the supervisor writes.
+        self._dir = open_dir(run_dir)
+        try:
+            self._spool = open_file(
+                EVENTS_FILE, os.O_RDWR | os.O_APPEND | os.O_CREAT, dir_fd=self._dir
+            )
+        except OSError:
+            os.close(self._dir)
+            raise
         self.poll_s = poll_s
         self.max_events = max_events
         self.max_bytes = max_bytes
@@ -149,7 +160,7 @@ class Forwarder:
         if not data:
             # The JSON form: an empty poll, a platform without the lines form, or one
             # line longer than a batch (it goes cut, as a log line says).
-            events, end = read_batch(self.events_path, self.offset, self.max_events, self.max_bytes)
+            events, end = read_batch(self._spool, self.offset, self.max_events, self.max_bytes)
         if end == start:
             # Only an unfinished line waits: not worth a look again until the file grows.
             self._unfinished_at = self._size()
@@ -174,7 +185,7 @@ class Forwarder:
         return end > start
 
     def _batch(self, start: int) -> Batch:
-        data, end = read_lines(self.events_path, start, self.max_events, self.max_bytes)
+        data, end = read_lines(self._spool, start, self.max_events, self.max_bytes)
         frames, packed = pack(data) if self.compact and data else (b"", 0)
         return Batch(start, end, data, frames, packed)
 
@@ -313,45 +324,35 @@ class Forwarder:
                 stop.wait(delay)
                 delay = min(delay * 2, 2.0)
 
+    def close(self) -> None:
+        """Let go of the folder and the spool (once the attempt is done with)."""
+        for descriptor in (self._spool, self._dir):
+            with contextlib.suppress(OSError):
+                os.close(descriptor)
+        self._spool = self._dir = -1
+
     def _seal(self) -> None:
-        try:
-            with open(self.events_path, "rb") as handle:
-                handle.seek(0, os.SEEK_END)
-                if handle.tell() <= self.offset:
-                    return
-                handle.seek(-1, os.SEEK_END)
-                if handle.read(1) == b"\n":
-                    return
-        except FileNotFoundError:
+        size = self._size()
+        if size <= self.offset or os.pread(self._spool, 1, size - 1) == b"\n":
             return
         log.warning("run %s: the last line of %s had no newline", self.run_id, EVENTS_FILE)
-        with open(self.events_path, "ab") as handle:
-            handle.write(b"\n")
+        os.write(self._spool, b"\n")
 
     def _size(self) -> int:
-        try:
-            return os.path.getsize(self.events_path)
-        except FileNotFoundError:
-            return 0
+        return os.fstat(self._spool).st_size
 
     def _read(self, start: int, stop: int) -> bytes:
-        with open(self.events_path, "rb") as handle:
-            handle.seek(start)
-            return handle.read(stop - start)
+        return read_at(self._spool, start, stop - start) or b""
 
     def _load_offset(self) -> int:
         try:
-            with open(self.offset_path) as handle:
-                return int(handle.read().strip() or 0)
+            return int(read_text(OFFSET_FILE, dir_fd=self._dir).strip() or 0)
         except (OSError, ValueError):
             return 0
 
     def _save_offset(self, offset: int) -> None:
         self.offset = offset
-        temporary = self.offset_path + ".tmp"
-        with open(temporary, "w") as handle:
-            handle.write(str(offset))
-        os.replace(temporary, self.offset_path)
+        write_whole(OFFSET_FILE, str(offset).encode("ascii"), dir_fd=self._dir)
 
 
 def forward_left(
@@ -377,17 +378,24 @@ def forward_left(
         attempt = attempt_dir[len(ATTEMPT_PREFIX) :]
         if not attempt.isdigit():
             continue
-        forwarder = Forwarder(
-            client, int(run_id), int(attempt), run_dir, max_events=LEAST_BATCH_EVENTS
-        )
-        if not forwarder.pending():
-            continue
-        before = forwarder.offset
         try:
+            forwarder = Forwarder(
+                client, int(run_id), int(attempt), run_dir, max_events=LEAST_BATCH_EVENTS
+            )
+        except OSError as exc:
+            # The run left a link in place of its folder or its spool: nothing to send.
+            log.warning("run %s: its events cannot be read: %s", run_id, exc)
+            continue
+        try:
+            if not forwarder.pending():
+                continue
+            before = forwarder.offset
             sent = forwarder.drain(until=until)
         except RunGone as exc:
             log.info("run %s: the platform takes no more of its events: %s", run_id, exc)
             continue
+        finally:
+            forwarder.close()
         log.warning(
             "run %s: sent %d bytes of events an earlier worker process had not%s",
             run_id,

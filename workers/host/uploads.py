@@ -20,6 +20,7 @@ import threading
 from typing import Any
 
 from workers.host.client import PlatformClient, PlatformRejected, PlatformUnavailable
+from workers.safefiles import open_file, read_text, write_whole
 
 log = logging.getLogger(__name__)
 
@@ -128,9 +129,12 @@ class ChunkedUpload:
 
     def _send(self, upload: dict[str, Any]) -> dict[str, Any]:
         offset = int(upload["offset"])
-        with open(self.path, "rb") as handle:
-            handle.seek(offset)
-            data = handle.read(self.chunk_bytes)
+        # Not through a link the run put at the name since it was announced.
+        descriptor = open_file(self.path, os.O_RDONLY)
+        try:
+            data = os.pread(descriptor, self.chunk_bytes, offset)
+        finally:
+            os.close(descriptor)
         if not data:
             # The file is shorter than declared: it changed since; the platform cannot finish.
             raise UploadRefused(
@@ -169,8 +173,8 @@ class ChunkedUpload:
         if not self.state_path:
             return None
         try:
-            with open(self.state_path, encoding="utf-8") as handle:
-                state = json.load(handle)
+            # The state sits in the run's folder: never read through a link the run left.
+            state = json.loads(read_text(self.state_path))
         except (OSError, ValueError):
             return None
         same_file = isinstance(state, dict) and all(
@@ -186,10 +190,7 @@ class ChunkedUpload:
             "bytes": self.declaration["bytes"],
             "sha256": self.declaration["sha256"],
         }
-        temporary = f"{self.state_path}.tmp-{os.getpid()}"
-        with open(temporary, "w", encoding="utf-8") as handle:
-            json.dump(state, handle)
-        os.replace(temporary, self.state_path)
+        write_whole(self.state_path, json.dumps(state).encode("utf-8"))
 
     def _clear_state(self) -> None:
         if self.state_path:

@@ -25,6 +25,7 @@ from contextlib import contextmanager, suppress
 from typing import Any, Callable, Iterator
 
 from workers.contract import script_env
+from workers.safefiles import touch, write_whole
 
 FORMAT = 1
 STATE_FILE = "state.pt"
@@ -276,8 +277,7 @@ def _settled_path(directory: str, step: int) -> str:
 
 def settle(directory: str, step: int) -> None:
     """The host worker is done with this checkpoint: retention may prune it now."""
-    with open(_settled_path(directory, step), "w"):
-        pass
+    touch(_settled_path(directory, step))
 
 
 def settled(directory: str, step: int) -> bool:
@@ -323,12 +323,8 @@ def _alive(pid: int) -> bool:
 
 
 def _write_json(path: str, data: Any) -> None:
-    temporary = path + ".tmp"
-    with open(temporary, "w", encoding="utf-8") as handle:
-        json.dump(data, handle)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(temporary, path)
+    # The host worker writes the pins (as root, in a folder the run's user writes too).
+    write_whole(path, json.dumps(data).encode("utf-8"), durable=True)
 
 
 def _fsync_dir(path: str) -> None:

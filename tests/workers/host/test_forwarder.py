@@ -432,3 +432,99 @@ def test_a_flooded_spool_holds_the_start_no_longer_than_the_time_given(
 
 def persisted_offset_or_none(run_dir: Path) -> int | None:
     return persisted_offset(run_dir) if (run_dir / OFFSET_FILE).exists() else None
+
+
+# -- a run's links: the worker, often root, reads and writes only the run's own files ------
+
+
+def secret_file(tmp_path: Path) -> tuple[Path, str]:
+    """A file the run has no business reading, long enough to reach past any offset here."""
+    secret = "SECRET-" + os.urandom(8).hex()
+    path = tmp_path / "outside" / "shadow"
+    path.parent.mkdir()
+    path.write_text("".join(f"{secret} {n}\n" for n in range(2000)))
+    return path, secret
+
+
+def test_a_spool_swapped_for_a_link_is_never_read_and_the_runs_lines_still_go(
+    platform: FakePlatform, tmp_path: Path
+) -> None:
+    run_dir = tmp_path / "attempt-1"
+    run_dir.mkdir()
+    outside, secret = secret_file(tmp_path)
+    supervisor = EventWriter(str(run_dir / EVENTS_FILE))
+    supervisor.log("stdout", "before")
+    fw = forwarder(platform, run_dir)
+    # The run's user moves its spool aside and leaves a link in its place.
+    (run_dir / EVENTS_FILE).rename(run_dir / "aside.jsonl")
+    (run_dir / EVENTS_FILE).symlink_to(outside)
+    supervisor.log("stdout", "after")
+    supervisor.close()
+
+    assert fw.drain() is True
+    fw.close()
+
+    assert platform.stored_lines(RUN) == ["before", "after"]
+    assert secret not in str(platform.stored_events(RUN))
+
+
+def test_links_at_the_offset_files_names_are_replaced_not_written_through(
+    platform: FakePlatform, tmp_path: Path
+) -> None:
+    run_dir = tmp_path / "attempt-1"
+    run_dir.mkdir()
+    write_logs(run_dir, "one")
+    fw = forwarder(platform, run_dir)
+    victims = []
+    for name in (OFFSET_FILE, OFFSET_FILE + ".tmp"):
+        victim = tmp_path / f"victim-{name}"
+        victim.write_text("untouched")
+        (run_dir / name).symlink_to(victim)
+        victims.append(victim)
+    fw.pump()
+    fw.close()
+
+    assert [victim.read_text() for victim in victims] == ["untouched", "untouched"]
+    assert not (run_dir / OFFSET_FILE).is_symlink()
+    assert persisted_offset(run_dir) == file_size(run_dir)
+
+
+def test_a_folder_swapped_for_a_link_keeps_the_forwarder_on_the_runs_own(
+    platform: FakePlatform, tmp_path: Path
+) -> None:
+    run_dir = tmp_path / "attempt-1"
+    run_dir.mkdir()
+    write_logs(run_dir, "own")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    write_logs(elsewhere, "planted")
+    fw = forwarder(platform, run_dir)
+    run_dir.rename(tmp_path / "moved")
+    run_dir.symlink_to(elsewhere)
+
+    assert fw.drain() is True
+    fw.close()
+
+    assert platform.stored_lines(RUN) == ["own"]
+    assert not (elsewhere / OFFSET_FILE).exists()
+    assert persisted_offset(tmp_path / "moved") == file_size(tmp_path / "moved")
+
+
+def test_a_left_attempt_with_a_link_for_a_spool_or_a_folder_sends_nothing_of_it(
+    platform: FakePlatform, tmp_path: Path
+) -> None:
+    outside, secret = secret_file(tmp_path)
+    linked_spool = tmp_path / "runs" / str(RUN) / "attempt-1"
+    linked_spool.mkdir(parents=True)
+    (linked_spool / EVENTS_FILE).symlink_to(outside)
+    linked_folder = tmp_path / "runs" / "8" / "attempt-1"
+    linked_folder.parent.mkdir(parents=True)
+    linked_folder.symlink_to(outside.parent)
+    (outside.parent / EVENTS_FILE).symlink_to(outside)
+    fine = left_attempt(tmp_path, 9, 1, "fine")
+
+    forward_left(platform, [str(linked_spool), str(linked_folder), str(fine)])
+
+    assert platform.stored_events(RUN) == platform.stored_events(8) == []
+    assert platform.stored_lines(9) == ["fine"]
+    assert secret not in str(platform.stored)

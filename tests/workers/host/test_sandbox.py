@@ -114,6 +114,26 @@ print("MLFLOW answered", flush=True)
 """
 
 
+# Links in place of the files the worker, as root, reads and writes in the run's folder:
+# the spool to a file only root may read, the offset files and the log to one it must not
+# write. The lines printed after the swap still reach the platform.
+LINKS = r"""
+import json, os
+
+targets = json.loads(os.environ["TARGETS"])
+run_dir = os.environ["NPULAB_RUN_DIR"]
+print("before the swap", flush=True)
+os.rename(os.path.join(run_dir, "events.jsonl"), os.path.join(run_dir, "aside.jsonl"))
+os.symlink(targets["root_only"], os.path.join(run_dir, "events.jsonl"))
+for name in ("forwarded.offset", "forwarded.offset.tmp", "supervisor.log", "supervisor.pid"):
+    path = os.path.join(run_dir, name)
+    if os.path.lexists(path):
+        os.unlink(path)
+    os.symlink(targets["victim"], path)
+print("after the swap", flush=True)
+"""
+
+
 def make_layout(top: Path) -> dict[str, Any]:
     """``var/`` as ``make run`` leaves it, every file readable by every user."""
     var = top / "checkout" / "var"
@@ -140,6 +160,7 @@ def make_layout(top: Path) -> dict[str, Any]:
     job.mkdir()
     (job / "hostile.py").write_text(HOSTILE)
     (job / "network.py").write_text(NETWORK_PROBE)
+    (job / "links.py").write_text(LINKS)
     targets = {
         "database": str(database),
         "host_token": str(var / "local-host.token"),
@@ -242,6 +263,29 @@ def test_a_run_kept_off_the_network_reaches_only_its_own_loopback(
     assert "MLFLOW answered" in lines, lines
     metrics = [event for event in events if event["type"] == "metric"]
     assert [(event["key"], event["value"]) for event in metrics] == [("probe", 1.0)]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the root layout needs root")
+def test_links_a_run_puts_in_its_folder_neither_show_nor_change_root_only_files(
+    top: Path,
+) -> None:
+    layout = make_layout(top)
+    secret = "root-only-" + secrets.token_hex(8)
+    root_only, victim = top / "root-only", top / "victim"
+    root_only.write_text("".join(f"{secret} {n}\n" for n in range(2000)))
+    root_only.chmod(0o600)
+    victim.write_text("untouched")
+    victim.chmod(0o644)
+    layout["targets"].update(root_only=str(root_only), victim=str(victim))
+
+    events = drive(layout, "links.py")
+
+    lines = [str(event.get("line", "")) for event in events if event["type"] != "supervisor"]
+    assert "before the swap" in lines, lines[-5:]
+    assert "after the swap" in lines, lines[-5:]
+    assert secret not in json.dumps(events)
+    assert victim.read_text() == "untouched"
+    assert [event for event in events if event["type"] == "result"][-1]["status"] == "succeeded"
 
 
 @pytest.fixture

@@ -1,0 +1,81 @@
+"""Files a root worker writes in a run's folders: never through a link the run put there."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from workers.processes import write_pid_file
+from workers.safefiles import drop_links, read_text, real_dir, touch, write_whole
+from workers.track import checkpoint
+
+
+@pytest.fixture
+def victim(tmp_path: Path) -> Path:
+    path = tmp_path / "victim"
+    path.write_text("untouched")
+    return path
+
+
+def plant(folder: Path, name: str, target: Path) -> Path:
+    """A link the run leaves at ``name``, and at the names a writer of it used to take."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for each in (name, f"{name}.tmp", f"{name}.{os.getpid()}.tmp"):
+        (folder / each).symlink_to(target)
+    return folder / name
+
+
+def test_a_whole_write_replaces_a_link_at_its_name_and_writes_nothing_through_it(
+    tmp_path: Path, victim: Path
+) -> None:
+    path = plant(tmp_path / "run", "state.json", victim)
+    write_whole(str(path), b"mine", durable=True)
+    touch(str(tmp_path / "run" / "state.json.tmp"))
+    assert victim.read_text() == "untouched"
+    assert not path.is_symlink()
+    assert path.read_bytes() == b"mine"
+    assert not [p.name for p in (tmp_path / "run").iterdir() if p.name.startswith(".state")]
+
+
+def test_reading_through_a_link_is_refused(tmp_path: Path, victim: Path) -> None:
+    path = plant(tmp_path / "run", "forwarded.offset", victim)
+    with pytest.raises(OSError, match="Too many levels of symbolic links"):
+        read_text(str(path))
+
+
+def test_a_link_in_place_of_a_folder_or_a_file_is_dropped_and_its_target_kept(
+    tmp_path: Path, victim: Path
+) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "runs" / "attempt-2").symlink_to(elsewhere)
+    folder = Path(real_dir(str(tmp_path / "runs" / "attempt-2")))
+    assert folder.is_dir()
+    assert not folder.is_symlink()
+    assert elsewhere.is_dir()
+    (folder / "spec.json").symlink_to(victim)
+    (folder / "events.jsonl").write_text("kept\n")
+    assert drop_links(str(folder), ("spec.json", "events.jsonl", "absent")) == ["spec.json"]
+    assert victim.read_text() == "untouched"
+    assert (folder / "events.jsonl").read_text() == "kept\n"
+
+
+def test_pid_files_and_checkpoint_marks_the_worker_writes_go_through_no_link(
+    tmp_path: Path, victim: Path
+) -> None:
+    run_dir = tmp_path / "attempt-1"
+    write_pid_file(str(plant(run_dir, "supervisor.pid", victim)), 1234)
+    assert (run_dir / "supervisor.pid").read_text() == "1234"
+    directory = tmp_path / "checkpoints"
+    plant(directory, checkpoint.PINS_FILE, victim)
+    checkpoint.set_pinned(str(directory), {5, 10})
+    assert checkpoint.pinned(str(directory)) == {5, 10}
+    mark = Path(checkpoint._settled_path(str(directory), 5))
+    mark.symlink_to(victim)
+    checkpoint.settle(str(directory), 5)
+    assert checkpoint.settled(str(directory), 5)
+    assert not mark.is_symlink()
+    assert victim.read_text() == "untouched"
