@@ -534,11 +534,13 @@ class RunExecution:
         return env
 
     def _supervisor_output(self) -> str:
+        """The end of the supervisor's log (what the platform shows as the run's error)."""
         try:
-            with open(os.path.join(self.run_dir, SUPERVISOR_LOG), encoding="utf-8") as handle:
-                return handle.read()[-2000:]
+            descriptor = open_file(os.path.join(self.run_dir, SUPERVISOR_LOG), os.O_RDONLY)
         except OSError:
             return ""
+        with os.fdopen(descriptor, encoding="utf-8", errors="replace") as handle:
+            return handle.read()[-2000:]
 
     def _finish(self, report: dict[str, Any]) -> None:
         delay = 0.5
