@@ -14,7 +14,8 @@ from harness.stack import HOST, Platform
 from tests.reliability.stacks import ECHO_RUN, LONG_ECHO_RUN, start_long_echo_run
 from tests.waiting import alive, wait_until
 from workers.contract.events import EVENTS_FILE
-from workers.events import EventWriter
+from workers.events import EventWriter, iter_events
+from workers.host.agent import SUPERVISOR_PID
 
 pytestmark = pytest.mark.e2e
 FAST = {"matmul_size": 256, "train_steps": 20}
@@ -113,6 +114,31 @@ def test_a_run_no_host_can_take_waits_with_the_reason(platform: Platform) -> Non
         assert time.monotonic() < deadline, platform.run(run_id)
         time.sleep(next(pause))
     assert platform.api("POST", f"runs/{run_id}/cancel/").json()["status"] == "cancelled"
+
+
+def test_a_run_that_ended_while_its_worker_was_down_is_finished_by_the_next_not_lost(
+    platform: Platform,
+) -> None:
+    run_id = platform.submit(**{**ECHO_RUN, "hold_s": 3})["id"]
+    platform.wait(run_id, {"running"})
+    supervisor = platform.run_dir(run_id) / SUPERVISOR_PID
+    wait_until(lambda: supervisor.exists() and supervisor.read_text(), "the supervisor's pid", 60)
+    platform.kill_worker()
+    # With no worker, the run ends by itself: its supervisor writes the result and exits.
+    spool = str(platform.run_dir(run_id) / EVENTS_FILE)
+    pid = int(supervisor.read_text())
+    wait_until(lambda: not alive(pid), f"run {run_id}'s supervisor {pid} to end", 60)
+    assert [event["status"] for event in iter_events(spool) if event["type"] == "result"] == [
+        "succeeded"
+    ]
+    platform.start_worker()
+    run = platform.wait(run_id, timeout=120)
+    # Reported as it ended, by the next worker process: not lost, and not to run again.
+    assert (run["status"], run["exit_cause"]) == ("succeeded", "completed"), run
+    assert run["exit_reason"] == "echoed 3 words"
+    assert run["exit_code"] == 0
+    assert not run["infrastructure_failure"]
+    assert run["attempt"] == 1
 
 
 def test_a_restarted_worker_kills_what_it_left_behind_and_the_run_is_lost(

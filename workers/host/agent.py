@@ -95,6 +95,9 @@ class HostAgent:
         self.shutting_down = threading.Event()
         self._snapshot_lock = threading.Lock()
         self._running: dict[int, RunExecution] = {}
+        # Runs whose attempt an earlier worker process left ended but unreported
+        # (``workers.host.left``): listed as running until reported.
+        self._finishing: set[int] = set()
         self._lock = threading.Lock()
 
     # -- registration and liveness ---------------------------------------
@@ -168,7 +171,15 @@ class HostAgent:
 
     def running_ids(self) -> list[int]:
         with self._lock:
-            return sorted(self._running)
+            return sorted({*self._running, *self._finishing})
+
+    def list_as_running(self, run_ids: list[int]) -> None:
+        with self._lock:
+            self._finishing.update(run_ids)
+
+    def unlist(self, run_id: int) -> None:
+        with self._lock:
+            self._finishing.discard(run_id)
 
     def cancel(self, run_id: int) -> None:
         with self._lock:
@@ -240,6 +251,7 @@ class RunExecution:
         )
         # What the run's kind declares beyond a plain run (checkpoints), made in ``run``.
         self.capabilities: list[capabilities.AttemptCapability] = []
+        self.artifacts = ArtifactUploader(agent.client, run_id, self.run_dir)
         self.process: subprocess.Popen | None = None
         self.stop_reason = ""
         # The CANN error tables the run's snapshot found (None: no snapshot was taken).
@@ -251,17 +263,7 @@ class RunExecution:
         # the folder or of the files the worker writes there: it writes none through them.
         real_dir(self.run_dir)
         drop_links(self.run_dir, WORKER_FILES)
-        attempt = capabilities.Attempt(
-            self.agent.client,
-            self.run_id,
-            self.attempt,
-            self.run_dir,
-            os.path.dirname(self.run_dir),
-            self.claim,
-        )
-        self.capabilities = [
-            capability(attempt) for capability in capabilities.for_kind(self.spec["kind"])
-        ]
+        self.capabilities = self.make_capabilities()
         # Before anything is fetched or written into them: shared with earlier attempts,
         # whose user may have left a link in place of one.
         for path in (*self._directories(), self._home()):
@@ -287,6 +289,18 @@ class RunExecution:
             self._execute(python, spec_path, lease)
         finally:
             self._end_lease(lease)
+
+    def make_capabilities(self) -> list[capabilities.AttemptCapability]:
+        """The host sides of the capabilities the run's kind declares, for this attempt."""
+        attempt = capabilities.Attempt(
+            self.agent.client,
+            self.run_id,
+            self.attempt,
+            self.run_dir,
+            os.path.dirname(self.run_dir),
+            self.claim,
+        )
+        return [capability(attempt) for capability in capabilities.for_kind(self.spec["kind"])]
 
     def _directories(self) -> list[str]:
         """The capabilities' directories the run writes (checkpoints, handoff)."""
@@ -375,14 +389,18 @@ class RunExecution:
             except OSError as exc:
                 self._finish({"exit_code": None, "error": f"cannot start {python}: {exc}"})
                 return
-        pid_file = os.path.join(self.run_dir, SUPERVISOR_PID)
-        write_pid_file(pid_file, self.process.pid)
-        self.artifacts = ArtifactUploader(self.agent.client, self.run_id, self.run_dir)
+        write_pid_file(os.path.join(self.run_dir, SUPERVISOR_PID), self.process.pid)
         exit_code = self._supervise(forwarder)
         # The run has ended: what it left is the worker's alone before the events and
         # artifacts go (the worker reads them as itself).
         self._end_lease(lease)
-        report: dict[str, Any] = {"exit_code": exit_code, "exited_at": time.time()}
+        self.end(forwarder, {"exit_code": exit_code, "exited_at": time.time()})
+
+    def end(self, forwarder: Forwarder, report: dict[str, Any]) -> None:
+        """The supervisor has exited: the rest of its events, then the capabilities' and the
+        artifacts' uploads, then how it ended, reported. A shutdown first leaves the rest to
+        the next worker process (``workers.host.left``)."""
+        exit_code = report.get("exit_code")
         try:
             forwarder.drain(give_up=self.agent.shutting_down)
         except RunGone as exc:
@@ -403,7 +421,8 @@ class RunExecution:
             # (a busy directory is the host's leftover: start_failed, restartable).
             report["error"] = self._supervisor_output()
         self._finish(report)
-        os.unlink(pid_file)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(os.path.join(self.run_dir, SUPERVISOR_PID))
 
     def _prepare(self, python: str) -> None:
         """Snapshot the run's interpreter, then what its capabilities prepare (fetch the

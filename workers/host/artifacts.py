@@ -19,8 +19,13 @@ from typing import Any
 
 from workers.host.client import PlatformClient
 from workers.host.uploads import CHUNK_BYTES, ChunkedUpload, UploadRefused, UploadStopped
+from workers.safefiles import touch
 
 log = logging.getLogger(__name__)
+
+# Beside the upload's state in the run's folder: the artifact is done with (stored, or
+# refused for good), never to be sent again.
+DONE_MARK = ".upload-artifact-{key}.done"
 
 
 def artifact_path_problem(run_dir: str, path: Any) -> str | None:
@@ -34,6 +39,12 @@ def artifact_path_problem(run_dir: str, path: Any) -> str | None:
     if not os.path.isfile(real):
         return "it is not a file in the run directory"
     return None
+
+
+def upload_key(event: dict[str, Any]) -> str:
+    """What names an announced artifact's upload state and mark: its name and content."""
+    name = str(event.get("name") or "")
+    return hashlib.sha256(f"{name}\0{event.get('sha256')}".encode()).hexdigest()[:16]
 
 
 class ArtifactUploader:
@@ -95,7 +106,12 @@ class ArtifactUploader:
             "sha256": event.get("sha256"),
             "step": event.get("step"),
         }
-        key = hashlib.sha256(f"{name}\0{event.get('sha256')}".encode()).hexdigest()[:16]
+        key = upload_key(event)
+        done = os.path.join(self.run_dir, DONE_MARK.format(key=key))
+        if os.path.lexists(done):
+            # Stored or refused before: an event acknowledged twice, or a later worker
+            # process finishing what an earlier one left.
+            return
         upload = ChunkedUpload(
             self.client,
             self.run_id,
@@ -114,3 +130,5 @@ class ArtifactUploader:
             log.warning("run %s: artifact %s not stored: %s", self.run_id, name, exc)
         except UploadStopped:
             log.info("run %s: artifact %s upload stopped; it resumes later", self.run_id, name)
+            return
+        touch(done)

@@ -170,7 +170,7 @@ class Forwarder:
             self._compact_sent = False
             if data:
                 reply = self._send(batch)
-                events = _acted_on(data, self._needles)
+                events = events_among(data, self._needles)
             else:
                 reply = self.client.send_events(self.run_id, self.attempt, start, end, events)
         except PlatformRejected as exc:
@@ -239,7 +239,7 @@ class Forwarder:
             log.info("run %s: resuming events from offset %s", self.run_id, expected)
             if expected > self.offset:
                 # It stored those bytes from us: their events are acknowledged.
-                self._collect(_acted_on(self._read(self.offset, expected), self._needles))
+                self._collect(events_among(self._read(self.offset, expected), self._needles))
             self._save_offset(expected)
             return True
         raise RunGone(str(exc)) from exc
@@ -367,21 +367,17 @@ def forward_left(
     that no longer wants an attempt's events ends that attempt's sending. All of it
     takes ``give_up_after_s`` at most, whether the platform cannot be reached or a run
     flooded its file meanwhile: what is not sent by then stays spooled on disk. Nothing
-    is acted on: the earlier process's uploads are not resumed.
+    is acted on here: what else an attempt that had ended left undone is
+    ``workers.host.left``'s.
     """
     until = time.monotonic() + give_up_after_s
     for run_dir in run_dirs:
-        attempt_dir = os.path.basename(run_dir)
-        run_id = os.path.basename(os.path.dirname(run_dir))
-        if not (attempt_dir.startswith(ATTEMPT_PREFIX) and run_id.isdigit()):
+        ids = attempt_of(run_dir)
+        if ids is None:
             continue
-        attempt = attempt_dir[len(ATTEMPT_PREFIX) :]
-        if not attempt.isdigit():
-            continue
+        run_id, attempt = ids
         try:
-            forwarder = Forwarder(
-                client, int(run_id), int(attempt), run_dir, max_events=LEAST_BATCH_EVENTS
-            )
+            forwarder = Forwarder(client, run_id, attempt, run_dir, max_events=LEAST_BATCH_EVENTS)
         except OSError as exc:
             # The run left a link in place of its folder or its spool: nothing to send.
             log.warning("run %s: its events cannot be read: %s", run_id, exc)
@@ -406,8 +402,19 @@ def forward_left(
         )
 
 
-def _acted_on(data: bytes, needles: tuple[bytes, ...]) -> list[dict[str, Any]]:
-    """The events among ``data``'s lines that may be of the acted-on types, parsed.
+def attempt_of(run_dir: str) -> tuple[int, int] | None:
+    """The run id and attempt number of an attempt's folder (``runs/<id>/attempt-<n>``)."""
+    run_id = os.path.basename(os.path.dirname(run_dir))
+    attempt = os.path.basename(run_dir)[len(ATTEMPT_PREFIX) :]
+    named = os.path.basename(run_dir).startswith(ATTEMPT_PREFIX)
+    if not (named and run_id.isdigit() and attempt.isdigit()):
+        return None
+    return int(run_id), int(attempt)
+
+
+def events_among(data: bytes, needles: tuple[bytes, ...]) -> list[dict[str, Any]]:
+    """The events among ``data``'s lines that may be of the acted-on types, parsed (the
+    caller checks each one's type).
 
     Only a line with one of ``needles`` (``"artifact"``, ``"checkpoint"``) in it can be
     one; the others (almost all: metrics, logs) are never decoded.

@@ -15,6 +15,7 @@ from workers.host.client import PlatformClient, PlatformRejected
 from workers.host.config import HostConfig
 from workers.host.devices import DeviceDetectionError, detect
 from workers.host.forwarder import forward_left
+from workers.host.left import finish_left
 from workers.host.telemetry import start as start_telemetry
 from workers.processes import LockHeld, hold_lock
 
@@ -64,6 +65,7 @@ def main(argv: list[str] | None = None) -> int:
         log.error("%s", exc)
         return 1
     bind_agent(agent)
+    finish_left(agent, [run_dir for run_dir, killed in left if not killed])
     agent.send_snapshot_soon()
     stop = threading.Event()
     threading.Thread(

@@ -47,7 +47,7 @@ def file_digest(path: str) -> tuple[int, str]:
     """Size and SHA-256 of a file, read in blocks."""
     digest = hashlib.sha256()
     size = 0
-    with open(path, "rb") as handle:
+    with os.fdopen(open_file(path, os.O_RDONLY), "rb") as handle:
         for block in iter(lambda: handle.read(1 << 20), b""):
             digest.update(block)
             size += len(block)
