@@ -24,7 +24,7 @@ from tests.runs.test_attempts import started
 from tests.workers.test_run_cli import by_type, run
 from workers.contract.events import TRACE
 from workers.contract.tasks import CONTROL_QUEUE, SUMMARISE_PROFILE
-from workers.host.artifacts import ArtifactUploader, artifact_path_problem
+from workers.host.artifacts import DONE_MARK, ArtifactUploader, artifact_path_problem
 from workers.host.client import PlatformClient
 
 pytestmark = pytest.mark.django_db
@@ -45,6 +45,14 @@ def captured(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, 
     assert code == 0, stderr
     (event,) = [e for e in by_type(events, "artifact") if e["kind"] == TRACE]
     return run_dir, event
+
+
+@pytest.fixture(autouse=True)
+def as_a_new_run(captured: tuple[Path, dict[str, Any]]) -> None:
+    """Each test uploads the module's one capture as a run of its own: the marks an upload
+    for the test before left (stored, refused) are not this run's."""
+    for mark in captured[0].glob(DONE_MARK.format(key="*")):
+        mark.unlink()
 
 
 def upload(host_api: Any, run_id: int, run_dir: Path, events: list[dict]) -> ArtifactUploader:

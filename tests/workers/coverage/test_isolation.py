@@ -69,6 +69,20 @@ def test_the_op_that_corrupts_the_process_is_blamed_not_the_one_that_crashes(
     assert [run.row(op)["status"] for op in ("add", "mul", "sub", "neg")] == ["pass"] * 4
 
 
+def _forks_of(pid: int) -> list[int]:
+    """The children of ``pid`` that are forks of it, not a program it runs for a moment (an
+    import may run ``ldconfig``, which a loaded machine lets a poll see)."""
+    own = _cmdline(pid)
+    return [child for child in _children_of(pid) if _cmdline(child) == own]
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
 def _children_of(pid: int) -> list[int]:
     found = []
     for entry in Path("/proc").iterdir():
@@ -113,8 +127,8 @@ def test_a_killed_runner_takes_its_children_with_it(tmp_path: Path) -> None:
         pid_file = run_dir / "child.pid"
         _wait_for(pid_file.exists, "the runner to start")
         runner = int(pid_file.read_text())
-        _wait_for(lambda: _children_of(runner), "the runner to fork a child for the hanging op")
-        (child,) = _children_of(runner)
+        _wait_for(lambda: _forks_of(runner), "the runner to fork a child for the hanging op")
+        (child,) = _forks_of(runner)
         os.kill(runner, signal.SIGKILL)
         _wait_for(lambda: not Path(f"/proc/{child}").exists(), "the orphaned child to die")
         assert supervisor.wait(timeout=RUN_DEADLINE_S) == 1
