@@ -48,7 +48,7 @@ from workers.host.runuser import Lease, RunUser, RunUserError, RunUsers, SharedR
 from workers.host.sandbox import Sandbox
 from workers.host.snapshots import SnapshotFailed, collect_and_send
 from workers.processes import CHILD_PID_FILE, kill_group, kill_registered, write_pid_file
-from workers.safefiles import drop_links, open_file, real_dir, write_whole
+from workers.safefiles import drop_links, open_file, read_text, real_dir, write_whole
 
 log = logging.getLogger(__name__)
 
@@ -593,10 +593,12 @@ def reap_orphans(work_dir: str) -> list[tuple[str, bool]]:
     for pid_file in glob.glob(pattern):
         run_dir = os.path.dirname(pid_file)
         try:
-            with open(pid_file) as handle:
-                pid = int(handle.read().strip())
+            # The run's user could write this file: the pid counts only if it is a
+            # supervisor of this very folder, not another worker's run it names.
+            pid = int(read_text(pid_file).strip())
             with open(f"/proc/{pid}/cmdline", "rb") as handle:
-                alive = b"workers.run" in handle.read()
+                arguments = handle.read().split(b"\0")
+            alive = b"workers.run" in arguments and os.fsencode(run_dir) in arguments
         except (OSError, ValueError):
             alive = False
         if alive:

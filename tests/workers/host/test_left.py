@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import hashlib
 import json
+import signal
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
-from tests.waiting import wait_until
+from tests.waiting import alive, wait_until
 from tests.workers.host.fakes import FakePlatform
 from workers.contract.events import EVENTS_FILE
 from workers.events import EventWriter
-from workers.host.agent import SPEC_FILE, HostAgent
+from workers.host.agent import SPEC_FILE, SUPERVISOR_PID, HostAgent, reap_orphans
 from workers.host.artifacts import DONE_MARK, upload_key
 from workers.host.forwarder import Forwarder
 from workers.host.left import ended_attempt, finish_left
@@ -143,3 +146,36 @@ def test_a_shutdown_while_finishing_leaves_the_rest_for_the_next_start(
     assert agent.running_ids() == []
     # Still to be found by the next worker process.
     assert ended_attempt(str(run_dir)) is not None
+
+
+def a_supervisor_of(run_dir: Path) -> subprocess.Popen:
+    """A process whose command line is a supervisor's of ``run_dir`` (it only sleeps)."""
+    sleeper = [sys.executable, "-c", "import time; time.sleep(120)"]
+    return subprocess.Popen(
+        [*sleeper, "-m", "workers.run", "spec.json", "--run-dir", str(run_dir)],
+        start_new_session=True,
+    )
+
+
+def test_a_start_kills_only_supervisors_of_its_own_folders(work_dir: Path, tmp_path: Path) -> None:
+    own, events = left_attempt(work_dir, RUN)
+    events.close()
+    named, events = left_attempt(work_dir, 8)
+    events.close()
+    mine = a_supervisor_of(own)
+    # A run may write its supervisor.pid: it names another worker's run here.
+    elsewhere = a_supervisor_of(tmp_path / "other-worker" / "runs" / "3" / "attempt-1")
+    try:
+        (own / SUPERVISOR_PID).write_text(str(mine.pid))
+        (named / SUPERVISOR_PID).write_text(str(elsewhere.pid))
+
+        left = sorted(reap_orphans(str(work_dir)))
+
+        assert left == [(str(own), True), (str(named), False)]
+        assert mine.wait(timeout=30) == -signal.SIGKILL
+        assert alive(elsewhere.pid)
+        assert not (own / SUPERVISOR_PID).exists()
+    finally:
+        for process in (mine, elsewhere):
+            process.kill()
+            process.wait()
