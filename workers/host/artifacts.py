@@ -13,11 +13,11 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
-import queue
 import threading
 from typing import Any
 
 from workers.host.client import PlatformClient
+from workers.host.serial import Serial
 from workers.host.uploads import CHUNK_BYTES, ChunkedUpload, UploadRefused, UploadStopped
 from workers.safefiles import touch
 
@@ -48,7 +48,7 @@ def upload_key(event: dict[str, Any]) -> str:
 
 
 class ArtifactUploader:
-    """Uploads announced artifacts one after another in a thread; ``drain`` waits for them."""
+    """Uploads announced artifacts one after another beside the run; ``drain`` waits for them."""
 
     def __init__(
         self, client: PlatformClient, run_id: int, run_dir: str, chunk_bytes: int = CHUNK_BYTES
@@ -59,19 +59,15 @@ class ArtifactUploader:
         self.chunk_bytes = chunk_bytes
         # Why each refused artifact was not stored, for the run's log.
         self.refusals: list[str] = []
-        self._queue: queue.Queue[dict[str, Any]] = queue.Queue()
-        self._idle = threading.Event()
-        self._idle.set()
+        self._serial = Serial(self.upload, f"artifacts-{run_id}")
         self._give_up = threading.Event()
-        threading.Thread(target=self._work, name=f"artifacts-{run_id}", daemon=True).start()
 
     def add(self, event: dict[str, Any]) -> None:
-        self._idle.clear()
-        self._queue.put(event)
+        self._serial.add(event)
 
     def drain(self, give_up: threading.Event) -> bool:
         """Wait until every queued artifact is uploaded; False if ``give_up`` came first."""
-        while not self._idle.wait(0.5):
+        while not self._serial.idle.wait(0.5):
             if give_up.is_set():
                 self._give_up.set()
                 return False
@@ -80,16 +76,6 @@ class ArtifactUploader:
     def take_refusals(self) -> list[str]:
         refusals, self.refusals = self.refusals, []
         return refusals
-
-    def _work(self) -> None:
-        while True:
-            event = self._queue.get()
-            try:
-                self.upload(event)
-            except Exception:  # a bad event must not stop the uploads after it
-                log.exception("run %s: artifact upload failed", self.run_id)
-            if self._queue.empty():
-                self._idle.set()
 
     def upload(self, event: dict[str, Any]) -> None:
         """Upload one announced artifact now, in this thread (``add`` queues it instead)."""

@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import queue
 import shutil
 import threading
 import time
@@ -31,6 +30,7 @@ from workers.contract.ranks import rank_file
 from workers.events import EventWriter
 from workers.host.capabilities import Attempt, AttemptCapability, register
 from workers.host.client import PlatformClient, PlatformRejected, PlatformUnavailable
+from workers.host.serial import Serial
 from workers.host.uploads import CHUNK_BYTES, ChunkedUpload, UploadRefused, UploadStopped
 from workers.safefiles import real_dir
 from workers.track import checkpoint as checkpoints
@@ -44,7 +44,7 @@ FETCH_FIRST_DELAY_S = 1.0
 
 
 class CheckpointUploader:
-    """Uploads checkpoints one after another in a thread; ``drain`` waits for the queue."""
+    """Uploads checkpoints one after another beside the run; ``drain`` waits for them."""
 
     def __init__(
         self, client: PlatformClient, run_id: int, directory: str, chunk_bytes: int = CHUNK_BYTES
@@ -54,15 +54,11 @@ class CheckpointUploader:
         self.directory = directory
         self.chunk_bytes = chunk_bytes
         # (step, rank): rank 0's checkpoints, or a rank's shards of sharded ones.
-        self._queue: queue.Queue[tuple[int, int]] = queue.Queue()
-        self._idle = threading.Event()
-        self._idle.set()
+        self._serial = Serial(lambda item: self._upload(*item), f"upload-{run_id}")
         self._give_up = threading.Event()
-        threading.Thread(target=self._work, name=f"upload-{run_id}", daemon=True).start()
 
     def add(self, step: int, rank: int = 0) -> None:
-        self._idle.clear()
-        self._queue.put((step, rank))
+        self._serial.add((step, rank))
 
     def sweep(self) -> list[tuple[int, int]]:
         """Queue every checkpoint and shard here not yet uploaded; returns (step, rank)s.
@@ -83,18 +79,11 @@ class CheckpointUploader:
 
     def drain(self, give_up: threading.Event) -> bool:
         """Wait until every queued checkpoint is uploaded; False if ``give_up`` came first."""
-        while not self._idle.wait(0.5):
+        while not self._serial.idle.wait(0.5):
             if give_up.is_set():
                 self._give_up.set()
                 return False
         return True
-
-    def _work(self) -> None:
-        while True:
-            step, rank = self._queue.get()
-            self._upload(step, rank)
-            if self._queue.empty():
-                self._idle.set()
 
     def _upload(self, step: int, rank: int = 0) -> None:
         directory = checkpoints.shard_dir(self.directory, rank)
