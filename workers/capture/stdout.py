@@ -43,7 +43,7 @@ _PAIR = re.compile(
     re.IGNORECASE,
 )
 # key [N/M] (Epoch [1/10]), key:[N/M] (MindFormers' "{ Epoch:[  1/  2], step:[    5/  100]").
-_BRACKETED = re.compile(r"(?<![\w./-])([A-Za-z][\w]*)\s*[:=]?\s*\[\s*(\d+)\s*/\s*(\d+)\s*\]")
+_BRACKETED = re.compile(r"(?<![\w./-])([A-Za-z][\w]*)\s*(?:[:=]\s*)?\[\s*(\d+)\s*/\s*(\d+)\s*\]")
 # A MindSpore tensor as print() shows it in a tuple or a custom callback's line: its value.
 # No two parts may take the same characters: a line of 4,000 spaces after "value=" took
 # 36 s to fail with "value=\s*([^()]*?)\s*\)".
@@ -60,15 +60,25 @@ _SPACED_PAIR = re.compile(
 # meters "Loss 6.9073e+00 (6.9091e+00)", each its value and (its average so far); timm's
 # "Loss:  0.4214 (0.4214)" too.
 _EPOCH_BATCH = re.compile(
-    r"(?<![\w./-])epoch\s*:?\s*\[\s*(\d+)\s*\]\s*\[\s*(\d+)\s*/\s*(\d+)\s*\]", re.IGNORECASE
+    r"(?<![\w./-])epoch\s*(?::\s*)?\[\s*(\d+)\s*\]\s*\[\s*(\d+)\s*/\s*(\d+)\s*\]", re.IGNORECASE
 )
+# PyTorch's MNIST example and the many scripts made from it: "Train Epoch: 1 [640/60000
+# (1%)]\tLoss: 1.359780", the epoch from 1, then the samples of it seen so far. As in
+# every pattern here, no two parts may take the same spaces: with "epoch\s*:?\s*", a line
+# of 4,000 spaces after "epoch" took 0.4 s.
+_EPOCH_PROGRESS = re.compile(
+    r"(?<![\w./-])epoch\s*(?::\s*)?(\d+)\s*\[\s*(\d+)\s*/\s*(\d+)(?:\s*\(\s*[\d.]+\s*%\s*\))?\s*\]",
+    re.IGNORECASE,
+)
+# The word before such an epoch that makes its line a validation's ("Val Epoch: 1 [...]").
+_VALIDATION = frozenset(("test", "val", "valid", "validation", "eval", "evaluation"))
 _METER = re.compile(
     r"^\s*([A-Za-z][\w./@-]*):?\s+(" + _NUMBER + r")\s*\(\s*" + _NUMBER + r"\s*\)\s*$",
     re.IGNORECASE,
 )
 # A line that starts with its phase and counter ("Test: [ 10/196]", the ProgressMeter's
 # validation): its metrics are that phase's ("test_loss"), not the training's.
-_PHASE = re.compile(r"^\s*([A-Za-z]\w*)\s*:?\s*\[\s*\d+\s*/\s*\d+\s*\]")
+_PHASE = re.compile(r"^\s*([A-Za-z]\w*)\s*(?::\s*)?\[\s*\d+\s*/\s*\d+\s*\]")
 _BARE_NONFINITE = re.compile(r"(?<![\w'\"])(-?(?:nan|inf))(?![\w'\"])")
 _TQDM_POSTFIX = re.compile(r"\[[^\]]*?(?:it/s|s/it)\s*,\s*([^\]]*)\]")
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
@@ -225,8 +235,20 @@ def _default(text: str) -> tuple[dict[str, float], int | None] | None:
         values[EPOCH] = float(epoch)
         step = epoch * total + index
         text = text[: epoch_batch.start()] + " " + text[epoch_batch.end() :]
-    phase = _PHASE.match(text) if "[" in text else None
     prefix = ""
+    progress = _EPOCH_PROGRESS.search(text) if epoch_batch is None and "[" in text else None
+    if progress is not None:
+        epoch, index, total = (int(group) for group in progress.groups())
+        before = text[: progress.start()].split()
+        if before and before[-1].lower() in _VALIDATION:
+            # A validation's progress is no training step: its metrics keep the last one.
+            prefix = before[-1].lower() + "_"
+        else:
+            values[EPOCH] = float(epoch)
+            step = (epoch - 1) * total + index if epoch >= 1 else index
+        # The phase word and what leads the line (a time, a logger's name) go with it.
+        text = text[progress.end() :]
+    phase = _PHASE.match(text) if "[" in text else None
     if phase is not None and phase.group(1).lower() not in (*STEP_KEYS, EPOCH):
         prefix = phase.group(1).lower() + "_"
         text = text[phase.end() :]

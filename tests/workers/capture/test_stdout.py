@@ -168,6 +168,30 @@ def test_the_imagenet_examples_meters_and_validation_lines() -> None:
     assert points([" * Acc@1 3.120 Acc@5 10.940"]) == []
 
 
+def test_the_mnist_examples_lines_count_samples_across_epochs() -> None:
+    # PyTorch's examples/mnist and the scripts made from it: epochs from 1, then the
+    # samples of the epoch seen so far.
+    found = points(
+        [
+            "Train Epoch: 1 [0/60000 (0%)]\tLoss: 2.305115",
+            "Train Epoch: 1 [640/60000 (1%)]\tLoss: 1.359780",
+            "Val Epoch: 1 [1000/10000 (10%)]\tLoss: 0.412000",
+            "Train Epoch: 2 [640/60000 (1%)]\tLoss: 0.259780",
+            "2026-12-06 10:00:00 INFO Epoch: 3 [128/60000] loss: 0.1",
+        ]
+    )
+    assert ("loss", 0, 2.305115) in found
+    assert ("loss", 640, 1.35978) in found
+    assert ("epoch", 640, 1.0) in found
+    # Its validation lines keep the training's step; they are no part of its series.
+    assert ("val_loss", 640, 0.412) in found
+    # 60,000 samples of the first epoch, then 640 of the second.
+    assert ("loss", 60640, 0.25978) in found
+    assert ("loss", 120128, 0.1) in found
+    keys = {key for key, _, _ in found}
+    assert keys == {"loss", "epoch", "val_loss"}
+
+
 def test_timm_validation_lines_with_padded_values() -> None:
     found = points(
         [
