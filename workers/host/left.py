@@ -112,16 +112,16 @@ def _last_result(spool: int) -> dict[str, Any] | None:
     return None
 
 
-def _announced(spool: int, kind: str) -> list[dict[str, Any]]:
-    """Every event of type ``kind`` in the spool, in order; the rest is never decoded."""
+def _announced(spool: int, event_type: str) -> list[dict[str, Any]]:
+    """Every event of ``event_type`` in the spool, in order; the rest is never decoded."""
     found: list[dict[str, Any]] = []
-    needles = (f'"{kind}"'.encode(),)
+    needles = (f'"{event_type}"'.encode(),)
     offset = 0
     while True:
         data, end = read_lines(spool, offset, max_lines=SCAN_BYTES, max_bytes=SCAN_BYTES)
         if not data:
             return found
-        found += [event for event in events_among(data, needles) if event.get("type") == kind]
+        found += [e for e in events_among(data, needles) if e.get("type") == event_type]
         offset = end
 
 
