@@ -60,7 +60,9 @@ def test_an_attempt_that_ended_unreported_is_finished_its_uploads_done_and_liste
     run_dir, events = left_attempt(work_dir)
     checkpoint_at(work_dir, 5)
     # The earlier process had sent the start of the spool, then died.
-    Forwarder(platform, RUN, ATTEMPT, str(run_dir)).pump()
+    earlier = Forwarder(platform, RUN, ATTEMPT, str(run_dir))
+    earlier.pump()
+    earlier.close()
     events.log("stdout", "step 2")
     events.result("succeeded", "trained")
     events.close()
@@ -98,7 +100,9 @@ def test_a_failed_result_is_reported_with_the_failed_exit_code_and_stored_artifa
     stored = {"name": "trace.json", "sha256": hashlib.sha256(trace).hexdigest()}
     (run_dir / DONE_MARK.format(key=upload_key(stored))).touch()
     # The worker's own notes may follow the result (artifacts it could not store).
-    EventWriter(str(run_dir / EVENTS_FILE)).log("runner", "artifact 'x' not stored")
+    notes = EventWriter(str(run_dir / EVENTS_FILE))
+    notes.log("runner", "artifact 'x' not stored")
+    notes.close()
 
     thread = finish_left(agent, [str(run_dir)])
     assert thread is not None
