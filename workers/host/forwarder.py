@@ -52,6 +52,8 @@ LINGER_S = 0.05
 POLL_MIN_S, POLL_MAX_S = 0.005, 0.1
 # The platform's answer to a body type it does not know: it predates the lines form.
 _UNSUPPORTED_MEDIA_TYPE = 415
+# How much of the spool ``events_of`` reads at a time.
+SCAN_BYTES = 8 << 20
 # An attempt's folder under its run's: runs/<run id>/attempt-<n>.
 ATTEMPT_PREFIX = "attempt-"
 # The most a restarted worker spends sending what an earlier process left unsent, before
@@ -324,6 +326,19 @@ class Forwarder:
                 stop.wait(delay)
                 delay = min(delay * 2, 2.0)
 
+    def events_of(self, event_type: str) -> list[dict[str, Any]]:
+        """Every event of ``event_type`` in the whole spool, in order; the other lines are
+        never decoded (an attempt an earlier worker process left: its artifacts)."""
+        found: list[dict[str, Any]] = []
+        needles = (f'"{event_type}"'.encode(),)
+        offset = 0
+        while True:
+            data, end = read_lines(self._spool, offset, SCAN_BYTES, SCAN_BYTES)
+            if not data:
+                return found
+            found += [e for e in events_among(data, needles) if e.get("type") == event_type]
+            offset = end
+
     def close(self) -> None:
         """Let go of the folder and the spool (once the attempt is done with)."""
         for descriptor in (self._spool, self._dir):
@@ -404,10 +419,10 @@ def forward_left(
 
 def attempt_of(run_dir: str) -> tuple[int, int] | None:
     """The run id and attempt number of an attempt's folder (``runs/<id>/attempt-<n>``)."""
+    folder = os.path.basename(run_dir)
     run_id = os.path.basename(os.path.dirname(run_dir))
-    attempt = os.path.basename(run_dir)[len(ATTEMPT_PREFIX) :]
-    named = os.path.basename(run_dir).startswith(ATTEMPT_PREFIX)
-    if not (named and run_id.isdigit() and attempt.isdigit()):
+    attempt = folder[len(ATTEMPT_PREFIX) :]
+    if not (folder.startswith(ATTEMPT_PREFIX) and run_id.isdigit() and attempt.isdigit()):
         return None
     return int(run_id), int(attempt)
 

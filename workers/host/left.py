@@ -27,17 +27,15 @@ from typing import Any
 
 from workers.contract import exits
 from workers.contract.events import ARTIFACT, EVENTS_FILE, LEAST_BATCH_EVENTS, LOG, RESULT, RUNNER
-from workers.events import parse_line, read_at, read_lines
+from workers.events import parse_line, read_at
 from workers.host.agent import SPEC_FILE, HostAgent, RunExecution
-from workers.host.forwarder import Forwarder, attempt_of, events_among
+from workers.host.forwarder import Forwarder, attempt_of
 from workers.safefiles import open_dir, open_file, read_text
 
 log = logging.getLogger(__name__)
 
-# How much of the spool's end is read for the supervisor's result, and how much of the
-# spool at a time for the artifacts it announced.
+# How much of the spool's end is read for the supervisor's result.
 TAIL_BYTES = 64 * 1024
-SCAN_BYTES = 8 << 20
 
 
 class Ended:
@@ -50,7 +48,6 @@ class Ended:
         self.spec = spec
         self.result: dict[str, Any] = {}
         self.exited_at = 0.0
-        self.artifacts: list[dict[str, Any]] = []
 
 
 def finish_left(agent: HostAgent, run_dirs: list[str]) -> threading.Thread | None:
@@ -89,7 +86,6 @@ def ended_attempt(run_dir: str) -> Ended | None:
         found = Ended(run_dir, *ids, spec)
         found.result = result
         found.exited_at = os.fstat(spool).st_mtime
-        found.artifacts = _announced(spool, ARTIFACT)
         return found
     finally:
         os.close(spool)
@@ -110,19 +106,6 @@ def _last_result(spool: int) -> dict[str, Any] | None:
             continue
         return event if event.get("type") == RESULT else None
     return None
-
-
-def _announced(spool: int, event_type: str) -> list[dict[str, Any]]:
-    """Every event of ``event_type`` in the spool, in order; the rest is never decoded."""
-    found: list[dict[str, Any]] = []
-    needles = (f'"{event_type}"'.encode(),)
-    offset = 0
-    while True:
-        data, end = read_lines(spool, offset, max_lines=SCAN_BYTES, max_bytes=SCAN_BYTES)
-        if not data:
-            return found
-        found += [e for e in events_among(data, needles) if e.get("type") == event_type]
-        offset = end
 
 
 def _finish_all(agent: HostAgent, ended: list[Ended]) -> None:
@@ -154,7 +137,8 @@ def _finish(agent: HostAgent, ended: Ended) -> None:
         acted_on=tuple(t for c in execution.capabilities for t in c.acted_on),
     )
     try:
-        for event in ended.artifacts:
+        # Read here, in the background, not at the start: a spool may be gigabytes.
+        for event in forwarder.events_of(ARTIFACT):
             execution.artifacts.add(event)
         succeeded = ended.result.get("status") == exits.SUCCEEDED
         code = exits.EXIT_SUCCEEDED if succeeded else exits.EXIT_FAILED
