@@ -59,12 +59,14 @@ $(UV):
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet "$(UV_RELEASE)"
 
+# An interpreter that has torch keeps it (an NPU host's torch matches its torch_npu).
+# The local CPU worker's runs use this interpreter: coverage runs read PyTorch's operator
+# database, which imports expecttest. One install for all of it: uv compiles the bytecode
+# of the whole environment after each install, torch's 0.7 GB included.
+RUN_REQUIREMENTS = $$($(PY) -c "import torch" 2>/dev/null || echo "$(TORCH) numpy") expecttest
+
 $(VENV)/.run-deps: pyproject.toml $(UV)
-	# An interpreter that has torch keeps it (an NPU host's torch matches its torch_npu).
-	$(PY) -c "import torch" 2>/dev/null || $(PY) $(INSTALL) "$(TORCH)" numpy
-	# The local CPU worker's runs use this interpreter: coverage runs read PyTorch's
-	# operator database, which imports expecttest.
-	$(PY) $(INSTALL) expecttest -e .
+	$(PY) $(INSTALL) $(RUN_REQUIREMENTS) -e .
 	touch $@
 
 $(MS_VENV)/.deps: $(UV)
@@ -75,9 +77,10 @@ $(MS_VENV)/.deps: $(UV)
 
 mindspore: $(MS_VENV)/.deps
 
-$(VENV)/.test-deps: $(VENV)/.run-deps
-	$(PY) $(INSTALL) -e ".[dev,parity]"
-	touch $@
+# What the tests need includes what `make run` needs, in the same one install.
+$(VENV)/.test-deps: pyproject.toml $(UV)
+	$(PY) $(INSTALL) $(RUN_REQUIREMENTS) -e ".[dev,parity]"
+	touch $@ $(VENV)/.run-deps
 
 # Written aside and moved, so that a failed write never leaves an empty key behind.
 var/secret_key:
