@@ -54,11 +54,17 @@ class EventWriter:
     the events that matter on a crash (checkpoint, result) flush at once.
     """
 
-    def __init__(self, path: str, buffer_s: float = 0.0) -> None:
+    def __init__(self, path: str, buffer_s: float = 0.0, descriptor: int = -1) -> None:
+        """``descriptor``: a spool opened for appending, which the writer then owns and
+        closes; ``path`` is opened otherwise."""
         self.path = path
         self.buffer_s = buffer_s
         # Never through a link at the name: the host worker writes some of a run's lines.
-        self._fd = open_file(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+        self._fd = (
+            descriptor
+            if descriptor >= 0
+            else open_file(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+        )
         self._lock = threading.Lock()
         self._pending: list[bytes] = []
         self._pending_bytes = 0

@@ -454,12 +454,7 @@ class RunExecution:
             return False
         refusals = self.artifacts.take_refusals()
         if refusals:
-            try:
-                events = EventWriter(os.path.join(self.run_dir, EVENTS_FILE))
-            except OSError as exc:
-                # The run left a link in place of its spool: its log goes without them.
-                log.warning("run %s: refusals not written: %s", self.run_id, exc)
-                return True
+            events = forwarder.writer()
             for line in refusals:
                 events.log(RUNNER, line)
             events.close()

@@ -31,7 +31,7 @@ import time
 from typing import Any, Callable, NamedTuple
 
 from workers.contract.events import ARTIFACT, EVENTS_FILE, LEAST_BATCH_EVENTS
-from workers.events import parse_line, read_at, read_batch, read_lines
+from workers.events import EventWriter, parse_line, read_at, read_batch, read_lines
 from workers.host.client import PlatformClient, PlatformRejected, PlatformUnavailable
 from workers.host.packing import pack
 from workers.safefiles import open_dir, open_file, read_text, write_whole
@@ -338,6 +338,11 @@ class Forwarder:
                 return found
             found += [e for e in events_among(data, needles) if e.get("type") == event_type]
             offset = end
+
+    def writer(self) -> EventWriter:
+        """A writer of the worker's own lines into the spool this forwarder reads, whatever
+        the run did to its name."""
+        return EventWriter(EVENTS_FILE, descriptor=os.dup(self._spool))
 
     def close(self) -> None:
         """Let go of the folder and the spool (once the attempt is done with)."""

@@ -361,6 +361,26 @@ def test_announced_artifacts_are_uploaded_and_what_is_not_is_said_in_the_runs_lo
     assert names.index("finish") > names.index("upload_chunk")
 
 
+def test_the_workers_notes_go_into_the_spool_it_reads_though_the_run_swapped_its_name(
+    agent: HostAgent, platform: FakePlatform, tmp_path: Path
+) -> None:
+    outside = tmp_path / "secret.json.gz"
+    outside.write_bytes(b"not the run's")
+    # The run moves its spool aside and leaves an empty file of its own under the name.
+    swaps = ANNOUNCES + (
+        "spool = os.path.join(run_dir, 'events.jsonl')\n"
+        "os.rename(spool, spool + '.moved')\n"
+        "open(spool, 'w').close()\n"
+    )
+    platform.claims[9] = training_claim(tmp_path, swaps, str(outside))
+    agent.execute(9, ATTEMPT)
+
+    lines = platform.stored_lines(9)
+    assert "artifact 'outside.json.gz' not uploaded: it is outside the run directory" in lines
+    assert platform.stored_events(9)[-1]["type"] == "log"
+    assert [report["exit_code"] for _, _, report in platform.finished] == [0]
+
+
 def test_an_artifact_the_platform_refuses_is_a_line_in_the_runs_log(
     agent: HostAgent, platform: FakePlatform, tmp_path: Path
 ) -> None:
