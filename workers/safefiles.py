@@ -14,15 +14,43 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
-from typing import Iterable
+from typing import Iterable, Iterator
 
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 
 
-def open_dir(path: str) -> int:
+def open_dir(path: str, dir_fd: int | None = None) -> int:
     """A descriptor of the folder ``path`` (OSError if it is a link or no folder)."""
-    return os.open(path, os.O_RDONLY | os.O_DIRECTORY | _NOFOLLOW | _CLOEXEC)
+    return os.open(path, os.O_RDONLY | os.O_DIRECTORY | _NOFOLLOW | _CLOEXEC, dir_fd=dir_fd)
+
+
+def open_beneath(root: str, names: Iterable[str]) -> int:
+    """A descriptor of the folder ``root``/``names``…, where neither ``root``'s last part nor
+    any of ``names`` is followed if it is a link (OSError: ELOOP, ENOTDIR or ENOENT).
+
+    Each folder is opened inside the one before it, so a rename or a link the run makes
+    meanwhile cannot lead the walk elsewhere; the folders above ``root`` are trusted.
+    """
+    descriptor = open_dir(root)
+    for name in names:
+        try:
+            inner = open_dir(name, dir_fd=descriptor)
+        finally:
+            os.close(descriptor)
+        descriptor = inner
+    return descriptor
+
+
+@contextlib.contextmanager
+def held(root: str, *names: str) -> Iterator[str]:
+    """``root``/``names``… held open (``open_beneath``) for the block, as a path (Linux's
+    ``/proc/self/fd``) that leads to that folder whatever becomes of its names meanwhile."""
+    descriptor = open_beneath(root, names)
+    try:
+        yield f"/proc/self/fd/{descriptor}"
+    finally:
+        os.close(descriptor)
 
 
 def open_file(path: str, flags: int, mode: int = 0o644, dir_fd: int | None = None) -> int:

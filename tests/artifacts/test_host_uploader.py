@@ -15,7 +15,7 @@ from npulab.checkpoints.services import record_checkpoint
 from npulab.hosts.services import do_issue_host_token
 from tests.artifacts.test_uploads import PAYLOAD, sha
 from tests.runs.test_attempts import started
-from workers.host.checkpoints import CheckpointUploader
+from workers.host.checkpoints import CheckpointUploader, apply_pins
 from workers.host.client import PlatformClient, PlatformUnavailable
 from workers.host.uploads import ChunkedUpload, UploadRefused, UploadStopped, upload_file
 from workers.track import checkpoint as checkpoints
@@ -205,6 +205,42 @@ def test_the_sweep_sends_the_checkpoints_whose_events_the_uploader_never_saw(
     # Refused for good, 30 is settled too: the host's retention may prune it.
     assert all(checkpoints.settled(directory, step) for step in (10, 20, 30))
     assert uploader.sweep() == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_worker_reads_and_marks_nothing_through_a_link_the_run_left_in_its_checkpoints(
+    local_store, live_server, owner, cpu_host, tmp_path
+) -> None:
+    run = started(owner, cpu_host)
+    # Another run's checkpoints on this host: closed to this run's user, not to the worker.
+    other = tmp_path / "other" / "checkpoints"
+    payload = os.urandom(5000)
+    write_checkpoint(str(other), 99, payload)
+    write_checkpoint(str(other / "rank-1"), 99, payload)
+    before = sorted(str(path.relative_to(other)) for path in other.rglob("*"))
+    # This run links its step folder, and a shard folder, to the other run's.
+    directory = tmp_path / "checkpoints"
+    directory.mkdir()
+    (directory / checkpoints.step_dir_name(99)).symlink_to(other / checkpoints.step_dir_name(99))
+    (directory / "rank-1").symlink_to(other / "rank-1")
+    record_checkpoint(run, {"step": 99, "bytes": len(payload), "sha256": sha(payload)})
+    client = PlatformClient(live_server.url, do_issue_host_token(cpu_host))
+    client._headers["Connection"] = "close"
+    uploader = CheckpointUploader(client, run.pk, str(directory), chunk_bytes=3000)
+    uploader.add(99)
+    uploader.add(99, rank=1)
+    assert uploader.drain(threading.Event())
+    apply_pins(str(directory), [99])
+    # The whole folder a link, after the worker made it a real one before the run.
+    swapped = tmp_path / "swapped"
+    swapped.symlink_to(other)
+    apply_pins(str(swapped), [99])
+    swept = CheckpointUploader(client, run.pk, str(swapped)).sweep()
+
+    assert local_store.keys() == []
+    assert run.checkpoints.get(step=99).status == Checkpoint.Status.ON_HOST
+    assert sorted(str(path.relative_to(other)) for path in other.rglob("*")) == before
+    assert swept == []
 
 
 @pytest.mark.django_db

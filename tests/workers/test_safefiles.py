@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import errno
 import os
 from pathlib import Path
 
 import pytest
 
 from workers.processes import write_pid_file
-from workers.safefiles import drop_links, read_text, real_dir, touch, write_whole
+from workers.safefiles import drop_links, held, read_text, real_dir, touch, write_whole
 from workers.track import checkpoint
 
 
@@ -79,3 +80,25 @@ def test_pid_files_and_checkpoint_marks_the_worker_writes_go_through_no_link(
     assert checkpoint.settled(str(directory), 5)
     assert not mark.is_symlink()
     assert victim.read_text() == "untouched"
+
+
+def test_a_held_folder_is_walked_to_past_no_link_and_stays_itself_when_renamed(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "top" / "rank-1").mkdir(parents=True)
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "top" / "rank-2").symlink_to(tmp_path / "elsewhere")
+    (tmp_path / "link").symlink_to(tmp_path / "top")
+    for root, names in ((tmp_path / "top", ["rank-2"]), (tmp_path / "link", [])):
+        with pytest.raises(OSError) as refused, held(str(root), *names):  # noqa: PT011
+            pass
+        assert refused.value.errno in (errno.ELOOP, errno.ENOTDIR)
+    with held(str(tmp_path / "top"), "rank-1") as folder:
+        # The run moves the folder and puts a link to another in its place: the worker's
+        # mark still lands in the folder it walked to.
+        (tmp_path / "top" / "rank-1").rename(tmp_path / "top" / "moved")
+        (tmp_path / "top" / "rank-1").symlink_to(tmp_path / "elsewhere")
+        touch(os.path.join(folder, ".mark"))
+        write_whole(os.path.join(folder, "pins.json"), b"[1]")
+    assert sorted(os.listdir(tmp_path / "top" / "moved")) == [".mark", "pins.json"]
+    assert os.listdir(tmp_path / "elsewhere") == []

@@ -32,7 +32,7 @@ from workers.host.capabilities import Attempt, AttemptCapability, register
 from workers.host.client import PlatformClient, PlatformRejected, PlatformUnavailable
 from workers.host.serial import Serial
 from workers.host.uploads import CHUNK_BYTES, ChunkedUpload, UploadRefused, UploadStopped
-from workers.safefiles import real_dir
+from workers.safefiles import drop_links, held, read_text, real_dir
 from workers.track import checkpoint as checkpoints
 
 log = logging.getLogger(__name__)
@@ -68,11 +68,13 @@ class CheckpointUploader:
         lost reply) and those an earlier worker process left unsent.
         """
         found = []
-        for rank in (0, *checkpoints.shard_ranks(self.directory)):
-            directory = checkpoints.shard_dir(self.directory, rank)
-            for step in checkpoints.complete(directory):
-                if not checkpoints.settled(directory, step):
-                    found.append((step, rank))
+        for rank in _ranks_here(self.directory):
+            try:
+                with held(self.directory, *_shard_names(rank)) as folder:
+                    steps = checkpoints.complete(folder)
+                    found += [(s, rank) for s in steps if not checkpoints.settled(folder, s)]
+            except OSError as exc:
+                log.warning("run %s: rank %s's checkpoints skipped: %s", self.run_id, rank, exc)
         for step, rank in found:
             self.add(step, rank)
         return found
@@ -86,9 +88,24 @@ class CheckpointUploader:
         return True
 
     def _upload(self, step: int, rank: int = 0) -> None:
-        directory = checkpoints.shard_dir(self.directory, rank)
+        """Send one checkpoint (a shard of ``rank``'s): its folders are held open, and none
+        is followed where the run left a link (it could lead to another run's)."""
+        shard = _shard_names(rank)
         name = checkpoints.step_dir_name(step)
-        path = os.path.join(directory, name, checkpoints.STATE_FILE)
+        try:
+            # Two walks from the top: a held folder's /proc path is a link itself.
+            with held(self.directory, *shard) as folder, held(
+                self.directory, *shard, name
+            ) as saved:
+                self._send(step, rank, folder, saved)
+        except FileNotFoundError:
+            log.info("run %s: checkpoint %s is gone before its upload", self.run_id, step)
+        except OSError as exc:
+            log.warning("run %s: checkpoint %s not uploaded: %s", self.run_id, step, exc)
+
+    def _send(self, step: int, rank: int, folder: str, saved: str) -> None:
+        name = checkpoints.step_dir_name(step)
+        path = os.path.join(saved, checkpoints.STATE_FILE)
         if not os.path.exists(path):
             log.info("run %s: checkpoint %s is gone before its upload", self.run_id, step)
             return
@@ -96,23 +113,24 @@ class CheckpointUploader:
             self.client,
             self.run_id,
             path,
-            _declaration(directory, step, rank),
+            _declaration(saved, step, rank),
             # Beside the step directories, where workers.track's retention never looks.
-            state_path=os.path.join(directory, f".upload-{name}.json"),
+            state_path=os.path.join(folder, f".upload-{name}.json"),
             chunk_bytes=self.chunk_bytes,
             give_up=self._give_up,
+            shown=os.path.join(self.directory, *_shard_names(rank), name, checkpoints.STATE_FILE),
         )
-        if checkpoints.settled(directory, step):
+        if checkpoints.settled(folder, step):
             return  # queued twice (its event, then a sweep): sent already
         try:
             upload.run()
             log.info("run %s: checkpoint %s stored on the platform", self.run_id, step)
-            checkpoints.settle(directory, step)
+            checkpoints.settle(folder, step)
         except UploadRefused as exc:
             # Refused for good (too large, damaged): holding it back from retention would
             # only fill the disk.
             log.warning("run %s: checkpoint %s not stored: %s", self.run_id, step, exc)
-            checkpoints.settle(directory, step)
+            checkpoints.settle(folder, step)
         except OSError as exc:
             # Deleted meanwhile (by hand: retention holds what is not uploaded).
             log.warning("run %s: checkpoint %s not stored: %s", self.run_id, step, exc)
@@ -120,20 +138,31 @@ class CheckpointUploader:
             log.info("run %s: checkpoint %s upload stopped; it resumes later", self.run_id, step)
 
 
-def _declaration(directory: str, step: int, rank: int = 0) -> dict[str, Any]:
-    """The checkpoint's artifact as its manifest (the source of its event) describes it; a
-    shard's is named for its rank."""
+def _shard_names(rank: int) -> tuple[str, ...]:
+    """The folders under the checkpoint directory that hold ``rank``'s checkpoints."""
+    return (checkpoints.SHARD_DIR.format(rank=rank),) if rank else ()
+
+
+def _ranks_here(directory: str) -> list[int]:
+    """Rank 0 and the ranks with a shard folder in ``directory``; none if it is a link."""
+    try:
+        with held(directory) as folder:
+            return [0, *checkpoints.shard_ranks(folder)]
+    except OSError:
+        return []
+
+
+def _declaration(saved: str, step: int, rank: int = 0) -> dict[str, Any]:
+    """The checkpoint in the folder ``saved`` as its manifest (the source of its event)
+    describes it; a shard's is named for its rank."""
     declaration: dict[str, Any] = {
         "name": rank_file(checkpoints.STATE_FILE, rank),
         "kind": "checkpoint",
         "step": step,
     }
-    manifest_path = os.path.join(
-        directory, checkpoints.step_dir_name(step), checkpoints.MANIFEST_FILE
-    )
     try:
-        with open(manifest_path, encoding="utf-8") as handle:
-            described = json.load(handle)["files"][checkpoints.STATE_FILE]
+        manifest = read_text(os.path.join(saved, checkpoints.MANIFEST_FILE))
+        described = json.loads(manifest)["files"][checkpoints.STATE_FILE]
         declaration.update(bytes=int(described["bytes"]), sha256=str(described["sha256"]))
     except (OSError, ValueError, KeyError, TypeError):
         pass  # ChunkedUpload hashes the file itself
@@ -143,10 +172,13 @@ def _declaration(directory: str, step: int, rank: int = 0) -> dict[str, Any]:
 def apply_pins(directory: str, steps: list[int]) -> None:
     """Keep the steps the platform pinned out of the host's own retention (each rank's
     shards of them too)."""
-    for rank in (0, *checkpoints.shard_ranks(directory)):
-        folder = checkpoints.shard_dir(directory, rank)
-        if set(steps) != checkpoints.pinned(folder):
-            checkpoints.set_pinned(folder, set(steps))
+    for rank in _ranks_here(directory):
+        try:
+            with held(directory, *_shard_names(rank)) as folder:
+                if set(steps) != checkpoints.pinned(folder):
+                    checkpoints.set_pinned(folder, set(steps))
+        except OSError as exc:
+            log.warning("pins of %s's rank %s not kept: %s", directory, rank, exc)
 
 
 def fetch_for_resume(
@@ -179,13 +211,14 @@ def _fetch(
     described: dict[str, Any],
 ) -> str:
     what = f"checkpoint of step {step}" + (f" (rank {rank}'s shard)" if rank else "")
+    # Written as root into a folder an earlier attempt's user wrote: not through its links.
+    real_dir(directory)
+    drop_links(directory, [checkpoints.step_dir_name(step)])
     try:
         checkpoints.verify(directory, step)
         return f"{what} is on this host"
     except ValueError:
         pass
-    # Written as root into a folder an earlier attempt's user wrote: not through its links.
-    real_dir(directory)
     temporary = os.path.join(directory, f".{checkpoints.step_dir_name(step)}.tmp-{os.getpid()}")
     shutil.rmtree(temporary, ignore_errors=True)
     os.makedirs(temporary)

@@ -68,10 +68,14 @@ class ChunkedUpload:
         give_up: threading.Event | None = None,
         delay_s: float = 1.0,
         max_delay_s: float = MAX_DELAY_S,
+        shown: str = "",
     ) -> None:
+        """``shown``: the file's name in messages, where ``path`` leads through a held
+        folder (``/proc/self/fd/N/...``, workers.safefiles.held)."""
         self.client = client
         self.run_id = run_id
         self.path = path
+        self.shown = shown or path
         self.declaration = dict(declaration)
         if "bytes" not in self.declaration or "sha256" not in self.declaration:
             size, sha256 = file_digest(path)
@@ -99,13 +103,13 @@ class ChunkedUpload:
                 upload = self._send(upload)
                 delay = self.delay_s
             except PlatformUnavailable as exc:
-                log.warning("run %s: upload of %s waits: %s", self.run_id, self.path, exc)
+                log.warning("run %s: upload of %s waits: %s", self.run_id, self.shown, exc)
                 self.give_up.wait(delay)
                 delay = min(delay * 2, self.max_delay_s)
                 stale = upload is not None
             except PlatformRejected as exc:
                 upload = self._rejected(upload, exc)
-        raise UploadStopped(f"upload of {self.path} stopped before it finished")
+        raise UploadStopped(f"upload of {self.shown} stopped before it finished")
 
     def _open(self) -> dict[str, Any]:
         """The upload this file already has on the platform, else a new one."""
@@ -138,7 +142,7 @@ class ChunkedUpload:
         if not data:
             # The file is shorter than declared: it changed since; the platform cannot finish.
             raise UploadRefused(
-                f"{self.path} ends at byte {offset}, {self.declaration['bytes']} were declared",
+                f"{self.shown} ends at byte {offset}, {self.declaration['bytes']} were declared",
                 0,
                 upload,
             )
@@ -166,7 +170,7 @@ class ChunkedUpload:
         self._clear_state()
         if upload.get("status") != STORED:
             reason = upload.get("status_reason") or upload.get("status")
-            raise UploadRefused(f"the platform did not store {self.path}: {reason}", 422, upload)
+            raise UploadRefused(f"the platform did not store {self.shown}: {reason}", 422, upload)
         return upload
 
     def _load_state(self) -> dict[str, Any] | None:

@@ -25,7 +25,7 @@ from contextlib import contextmanager, suppress
 from typing import Any, Callable, Iterator
 
 from workers.contract import script_env
-from workers.safefiles import touch, write_whole
+from workers.safefiles import open_dir, open_file, read_text, touch, write_whole
 
 FORMAT = 1
 STATE_FILE = "state.pt"
@@ -215,16 +215,29 @@ def complete(directory: str) -> list[int]:
 def verify(directory: str, step: int) -> CheckpointInfo:
     """The checkpoint of ``step`` if its manifest and checksum hold; ValueError says why not."""
     path = os.path.join(directory, step_dir_name(step))
+    # Neither the step's folder nor its files through a link: the host worker verifies a
+    # run's checkpoints too, and a link could lead it to another run's.
     try:
-        with open(os.path.join(path, MANIFEST_FILE), encoding="utf-8") as handle:
-            manifest = json.load(handle)
+        folder = open_dir(path)
+    except OSError as exc:
+        raise ValueError(f"no checkpoint folder ({exc.strerror})") from None
+    try:
+        return _verified(step, path, folder)
+    finally:
+        os.close(folder)
+
+
+def _verified(step: int, path: str, folder: int) -> CheckpointInfo:
+    try:
+        manifest = json.loads(read_text(MANIFEST_FILE, dir_fd=folder))
         expected = manifest["files"][STATE_FILE]
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise ValueError(f"no readable manifest ({type(exc).__name__})") from None
     digest = hashlib.sha256()
     size = 0
     try:
-        with open(os.path.join(path, STATE_FILE), "rb") as handle:
+        descriptor = open_file(STATE_FILE, os.O_RDONLY, dir_fd=folder)
+        with os.fdopen(descriptor, "rb") as handle:
             for chunk in iter(lambda: handle.read(_CHUNK), b""):
                 digest.update(chunk)
                 size += len(chunk)
@@ -260,8 +273,7 @@ def load(info: CheckpointInfo, torch: Any) -> dict[str, Any]:
 
 def pinned(directory: str) -> set[int]:
     try:
-        with open(os.path.join(directory, PINS_FILE), encoding="utf-8") as handle:
-            return {int(step) for step in json.load(handle)}
+        return {int(step) for step in json.loads(read_text(os.path.join(directory, PINS_FILE)))}
     except (OSError, ValueError, TypeError):
         return set()
 

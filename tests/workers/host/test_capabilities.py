@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from tests.workers.host.fakes import FakePlatform
@@ -39,6 +40,7 @@ def test_the_checkpoint_directory_is_shared_by_the_runs_attempts_and_named_to_th
 
 def test_the_pins_of_the_platforms_reply_are_kept_on_the_host(tmp_path: Path) -> None:
     hooks = CheckpointsOnHost(attempt(tmp_path))
+    os.makedirs(hooks.directory)  # as the worker makes it before the run starts
     hooks.acknowledged([], {PINNED: [100, 300]})
     assert checkpoints.pinned(hooks.directory) == {100, 300}
     # A reply without pins (a platform that predates them) changes nothing.

@@ -56,3 +56,24 @@ def test_an_outage_longer_than_the_tries_is_said_and_leaves_nothing_half_written
     assert note.startswith("could not fetch the checkpoint of step 10: ConnectionError")
     assert client.calls == host_checkpoints.FETCH_TRIES
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_link_an_earlier_attempt_left_in_place_of_the_step_is_replaced_not_taken(
+    tmp_path: Path,
+) -> None:
+    # Another run's checkpoint of the same step, whole: the earlier attempt's user linked it.
+    other = tmp_path / "other"
+    (other / checkpoints.step_dir_name(10)).mkdir(parents=True)
+    (other / checkpoints.step_dir_name(10) / checkpoints.STATE_FILE).write_bytes(DATA)
+    checkpoints.settle(str(other), 99)  # any file, to see that nothing else lands there
+    before = sorted(path.name for path in other.rglob("*"))
+    directory = tmp_path / "checkpoints"
+    directory.mkdir()
+    (directory / checkpoints.step_dir_name(10)).symlink_to(other / checkpoints.step_dir_name(10))
+
+    note = fetch_for_resume(FlakyClient(failures=0), 7, str(directory), resume())
+
+    assert note == "fetched the checkpoint of step 10 from the platform"
+    assert not (directory / checkpoints.step_dir_name(10)).is_symlink()
+    checkpoints.verify(str(directory), 10)
+    assert sorted(path.name for path in other.rglob("*")) == before
