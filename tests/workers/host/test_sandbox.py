@@ -11,6 +11,7 @@ prints what it got in the forms log redaction did not catch (reversed, base64).
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import os
 import secrets
@@ -26,8 +27,9 @@ from typing import Any
 
 import pytest
 
-from tests.workers.host.fakes import revoke_traverse
+from tests.workers.host.fakes import FakePlatform, revoke_traverse
 from workers.host import runuser, sandbox
+from workers.track import checkpoint
 
 PACKAGE_ROOT = Path(__file__).resolve().parents[3]
 UNPRIVILEGED = "nobody"
@@ -130,6 +132,14 @@ for name in ("forwarded.offset", "forwarded.offset.tmp", "supervisor.log", "supe
     if os.path.lexists(path):
         os.unlink(path)
     os.symlink(targets["victim"], path)
+# Its checkpoint of step 99 is another run's, closed to this run's user, and announced.
+from workers.events import EventWriter
+from workers.track import checkpoint
+step = os.path.join(os.environ["NPULAB_CHECKPOINT_DIR"], checkpoint.step_dir_name(99))
+os.symlink(targets["other_checkpoint"], step)
+spool = EventWriter(os.path.join(run_dir, "aside.jsonl"))
+spool.emit("checkpoint", step=99, path=step, bytes=targets["other_bytes"], sha256="0" * 64)
+spool.close()
 print("after the swap", flush=True)
 """
 
@@ -173,10 +183,13 @@ def make_layout(top: Path) -> dict[str, Any]:
 
 
 def drive(
-    layout: dict[str, Any], script: str = "hostile.py", **config: Any
+    layout: dict[str, Any],
+    script: str = "hostile.py",
+    platform: FakePlatform | None = None,
+    **config: Any,
 ) -> list[dict[str, Any]]:
     """The host worker's part: confine as the worker would, execute the run, its events."""
-    from tests.workers.host.fakes import FakePlatform, host_config
+    from tests.workers.host.fakes import host_config
     from workers.host.agent import HostAgent
     from workers.host.main import confine
 
@@ -191,7 +204,7 @@ def drive(
 
     run_users, run_sandbox = confine(host)
     assert run_sandbox is not None
-    platform = FakePlatform()
+    platform = platform or FakePlatform()
     platform.claims[1] = {
         "spec": {
             "kind": "training",
@@ -276,15 +289,32 @@ def test_links_a_run_puts_in_its_folder_neither_show_nor_change_root_only_files(
     root_only.chmod(0o600)
     victim.write_text("untouched")
     victim.chmod(0o644)
-    layout["targets"].update(root_only=str(root_only), victim=str(victim))
+    other = top / "checkout" / "var" / "worker" / "runs" / "7" / "checkpoints"
+    weights = ("other-weights-" + secrets.token_hex(8)).encode()
+    folder = other / checkpoint.step_dir_name(99)
+    folder.mkdir(parents=True)
+    (folder / checkpoint.STATE_FILE).write_bytes(weights)
+    digest = hashlib.sha256(weights).hexdigest()
+    files = {checkpoint.STATE_FILE: {"bytes": len(weights), "sha256": digest}}
+    (folder / checkpoint.MANIFEST_FILE).write_text(json.dumps({"step": 99, "files": files}))
+    other.chmod(0o700)
+    layout["targets"].update(
+        root_only=str(root_only),
+        victim=str(victim),
+        other_checkpoint=str(folder),
+        other_bytes=len(weights),
+    )
+    platform = FakePlatform()
 
-    events = drive(layout, "links.py")
+    events = drive(layout, "links.py", platform)
 
     lines = [str(event.get("line", "")) for event in events if event["type"] != "supervisor"]
     assert "before the swap" in lines, lines[-5:]
     assert "after the swap" in lines, lines[-5:]
     assert secret not in json.dumps(events)
     assert victim.read_text() == "untouched"
+    assert not [u for u in platform.artifacts.values() if weights in u["data"]]
+    assert sorted(path.name for path in folder.iterdir()) == ["manifest.json", "state.pt"]
     assert [event for event in events if event["type"] == "result"][-1]["status"] == "succeeded"
 
 
