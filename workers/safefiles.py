@@ -12,6 +12,7 @@ of the name no longer matters. Standard library only, Python 3.8.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import secrets
 from typing import Iterable, Iterator
@@ -27,19 +28,34 @@ def open_dir(path: str, dir_fd: int | None = None) -> int:
 
 def open_beneath(root: str, names: Iterable[str]) -> int:
     """A descriptor of the folder ``root``/``names``…, where neither ``root``'s last part nor
-    any of ``names`` is followed if it is a link (OSError: ELOOP, ENOTDIR or ENOENT).
+    any of ``names`` is followed if it is a link (OSError: ELOOP, ENOTDIR or ENOENT; EINVAL
+    for a name that is no folder's own, such as ``..``).
 
     Each folder is opened inside the one before it, so a rename or a link the run makes
     meanwhile cannot lead the walk elsewhere; the folders above ``root`` are trusted.
     """
-    descriptor = open_dir(root)
+    names = list(names)
+    for name in names:
+        if name in ("", ".", "..") or os.sep in name:
+            raise OSError(errno.EINVAL, "not a folder's own name", name)
+    descriptor = _folder(root)
     for name in names:
         try:
-            inner = open_dir(name, dir_fd=descriptor)
+            inner = _folder(name, descriptor)
         finally:
             os.close(descriptor)
         descriptor = inner
     return descriptor
+
+
+def _folder(path: str, dir_fd: int | None = None) -> int:
+    try:
+        return open_dir(path, dir_fd)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+            name = os.path.basename(path)
+            raise OSError(exc.errno, f"{name} is a link or no folder", path) from None
+        raise
 
 
 @contextlib.contextmanager

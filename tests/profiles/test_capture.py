@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import threading
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,7 @@ from tests.runs.test_attempts import started
 from tests.workers.test_run_cli import by_type, run
 from workers.contract.events import TRACE
 from workers.contract.tasks import CONTROL_QUEUE, SUMMARISE_PROFILE
+from workers.host import artifacts
 from workers.host.artifacts import DONE_MARK, ArtifactUploader, artifact_path_problem
 from workers.host.client import PlatformClient
 
@@ -133,6 +135,30 @@ def test_the_host_sends_nothing_from_outside_the_run_directory(
     assert Artifact.objects.count() == 0
     assert artifact_path_problem(str(run_dir), event["path"]) is None
     assert "outside the run directory" in artifact_path_problem(str(run_dir), str(escape))
+
+
+def test_a_folder_the_run_swaps_for_a_link_after_the_check_leads_nowhere(
+    profile_store, attempt, host_api, captured, tmp_path, monkeypatch
+) -> None:
+    run_dir, event = captured
+    # Elsewhere, the very bytes the event declares: only the path keeps them from going.
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    shutil.copy(event["path"], elsewhere / "trace-1.json.gz")
+    # The worker resolved the path while the folder was the run's own; the run, which goes
+    # on meanwhile, swaps it for a link to elsewhere before the file is opened.
+    before = os.path.realpath(event["path"])
+    monkeypatch.setattr(artifacts, "_resolved", lambda run_dir, path: before)
+    (run_dir / "profiles").rename(run_dir / "profiles.moved")
+    (run_dir / "profiles").symlink_to(elsewhere)
+    try:
+        uploader = upload(host_api, attempt.pk, run_dir, [event])
+    finally:  # the module's tests share the run's folder
+        (run_dir / "profiles").unlink()
+        (run_dir / "profiles.moved").rename(run_dir / "profiles")
+    (refusal,) = uploader.take_refusals()
+    assert refusal == "artifact 'trace-1.json.gz' not stored: profiles is a link or no folder"
+    assert Artifact.objects.count() == 0
 
 
 def store_trace(run: Run, name: str, data: bytes) -> Artifact:

@@ -19,7 +19,7 @@ from typing import Any
 from workers.host.client import PlatformClient
 from workers.host.serial import Serial
 from workers.host.uploads import CHUNK_BYTES, ChunkedUpload, UploadRefused, UploadStopped
-from workers.safefiles import touch
+from workers.safefiles import held, touch
 
 log = logging.getLogger(__name__)
 
@@ -33,12 +33,16 @@ def artifact_path_problem(run_dir: str, path: Any) -> str | None:
     if not isinstance(path, str) or not path:
         return "the event names no path"
     root = os.path.realpath(run_dir)
-    real = os.path.realpath(path if os.path.isabs(path) else os.path.join(run_dir, path))
+    real = _resolved(run_dir, path)
     if os.path.commonpath([root, real]) != root:
         return "it is outside the run directory"
     if not os.path.isfile(real):
         return "it is not a file in the run directory"
     return None
+
+
+def _resolved(run_dir: str, path: str) -> str:
+    return os.path.realpath(path if os.path.isabs(path) else os.path.join(run_dir, path))
 
 
 def upload_key(event: dict[str, Any]) -> str:
@@ -84,7 +88,34 @@ class ArtifactUploader:
         if problem:
             self.refusals.append(f"artifact {name!r} not uploaded: {problem}")
             return
-        path = os.path.realpath(event["path"])
+        # The run directory, and the folders from it down to the file as the check found
+        # them, each opened inside the one before and held: a folder the run swaps for a
+        # link since (it runs while its artifacts go up) fails the walk, never leads out.
+        inside = os.path.relpath(
+            _resolved(self.run_dir, event["path"]), os.path.realpath(self.run_dir)
+        )
+        if inside.split(os.sep)[0] == os.pardir:
+            # Swapped for a link since the check: the second look leads out.
+            self.refusals.append(f"artifact {name!r} not uploaded: it is outside the run directory")
+            return
+        folders, filename = os.path.split(inside)
+        try:
+            with held(self.run_dir) as top, held(
+                self.run_dir, *(folders.split(os.sep) if folders else ())
+            ) as folder:
+                self._send(event, name, top, os.path.join(folder, filename), inside)
+        except OSError as exc:
+            # A folder on the way is a link now, or gone.
+            self.refusals.append(f"artifact {name!r} not stored: {exc.strerror or exc}")
+            log.warning("run %s: artifact %s not stored: %s", self.run_id, name, exc)
+
+    def _send(self, event: dict[str, Any], name: str, top: str, path: str, inside: str) -> None:
+        key = upload_key(event)
+        done = os.path.join(top, DONE_MARK.format(key=key))
+        if os.path.lexists(done):
+            # Stored or refused before: an event acknowledged twice, or a later worker
+            # process finishing what an earlier one left.
+            return
         declaration = {
             "name": name,
             "kind": event.get("kind") or "file",
@@ -92,27 +123,25 @@ class ArtifactUploader:
             "sha256": event.get("sha256"),
             "step": event.get("step"),
         }
-        key = upload_key(event)
-        done = os.path.join(self.run_dir, DONE_MARK.format(key=key))
-        if os.path.lexists(done):
-            # Stored or refused before: an event acknowledged twice, or a later worker
-            # process finishing what an earlier one left.
-            return
         upload = ChunkedUpload(
             self.client,
             self.run_id,
             path,
             declaration,
-            state_path=os.path.join(self.run_dir, f".upload-artifact-{key}.json"),
+            state_path=os.path.join(top, f".upload-artifact-{key}.json"),
             chunk_bytes=self.chunk_bytes,
             give_up=self._give_up,
+            shown=os.path.join(self.run_dir, inside),
         )
         try:
             upload.run()
             log.info("run %s: artifact %s stored on the platform", self.run_id, name)
         except (UploadRefused, OSError) as exc:
-            detail = exc.body.get("detail") if isinstance(exc, UploadRefused) else None
-            self.refusals.append(f"artifact {name!r} not stored: {detail or exc}")
+            if isinstance(exc, UploadRefused):
+                detail = exc.body.get("detail") or str(exc)
+            else:  # the path leads through the held folder: not worth showing
+                detail = exc.strerror or str(exc)
+            self.refusals.append(f"artifact {name!r} not stored: {detail}")
             log.warning("run %s: artifact %s not stored: %s", self.run_id, name, exc)
         except UploadStopped:
             log.info("run %s: artifact %s upload stopped; it resumes later", self.run_id, name)
