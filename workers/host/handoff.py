@@ -34,6 +34,7 @@ from workers.contract.capabilities import (
 from workers.contract.events import ARTIFACT
 from workers.host.capabilities import Attempt, AttemptCapability, register
 from workers.host.client import PlatformRejected, PlatformUnavailable
+from workers.safefiles import open_beneath
 
 log = logging.getLogger(__name__)
 
@@ -149,13 +150,9 @@ def plain_name(name: Any) -> bool:
 def _held_folder(work_dir: str, run_dir: str) -> Any:
     """The run's handoff folder as a descriptor, opened from the worker's own ``runs/``
     folder down without following a symbolic link the run may have put in its place."""
-    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
-    fd = os.open(os.path.dirname(work_dir), os.O_RDONLY | os.O_DIRECTORY)
+    parts = (os.path.basename(work_dir), os.path.basename(run_dir), HANDOFF_DIR_NAME)
+    fd = open_beneath(os.path.dirname(work_dir), parts)
     try:
-        for part in (os.path.basename(work_dir), os.path.basename(run_dir), HANDOFF_DIR_NAME):
-            inner = os.open(part, flags, dir_fd=fd)
-            os.close(fd)
-            fd = inner
         yield fd
     finally:
         os.close(fd)
