@@ -48,7 +48,7 @@ from workers.host.runuser import Lease, RunUser, RunUserError, RunUsers, SharedR
 from workers.host.sandbox import Sandbox
 from workers.host.snapshots import SnapshotFailed, collect_and_send
 from workers.processes import CHILD_PID_FILE, kill_group, kill_registered, write_pid_file
-from workers.safefiles import drop_links, open_file, read_text, real_dir, write_whole
+from workers.safefiles import drop_links, open_beneath, open_file, read_text, real_dir, write_whole
 
 log = logging.getLogger(__name__)
 
@@ -584,23 +584,37 @@ def reap_orphans(work_dir: str) -> list[tuple[str, bool]]:
     again; the platform marks their runs lost.
     """
     left = []
-    pattern = os.path.join(work_dir, "runs", "*", f"{ATTEMPT_PREFIX}*", SUPERVISOR_PID)
+    runs = os.path.join(work_dir, "runs")
+    pattern = os.path.join(runs, "*", f"{ATTEMPT_PREFIX}*", SUPERVISOR_PID)
     for pid_file in glob.glob(pattern):
         run_dir = os.path.dirname(pid_file)
+        run, attempt = os.path.basename(os.path.dirname(run_dir)), os.path.basename(run_dir)
         try:
-            # The run's user could write this file: the pid counts only if it is a
-            # supervisor of this very folder, not another worker's run it names.
-            pid = int(read_text(pid_file).strip())
-            with open(f"/proc/{pid}/cmdline", "rb") as handle:
-                arguments = handle.read().split(b"\0")
-            alive = b"workers.run" in arguments and os.fsencode(run_dir) in arguments
-        except (OSError, ValueError):
-            alive = False
-        if alive:
-            kill_run_processes(run_dir, pid)
-        left.append((run_dir, alive))
-        os.unlink(pid_file)
+            # A run's user could make its attempt's folder a link to another: no attempt.
+            folder = open_beneath(runs, (run, attempt))
+        except OSError:
+            continue
+        try:
+            alive, pid = _supervisor_alive(run_dir, folder)
+            if alive:
+                kill_run_processes(run_dir, pid)
+            left.append((run_dir, alive))
+            os.unlink(SUPERVISOR_PID, dir_fd=folder)
+        finally:
+            os.close(folder)
     return left
+
+
+def _supervisor_alive(run_dir: str, folder: int) -> tuple[bool, int]:
+    """Whether the pid the attempt's pid file names is alive and a supervisor of this very
+    folder (the run's user could write the file: it may name another worker's run)."""
+    try:
+        pid = int(read_text(SUPERVISOR_PID, dir_fd=folder).strip())
+        with open(f"/proc/{pid}/cmdline", "rb") as handle:
+            arguments = handle.read().split(b"\0")
+    except (OSError, ValueError):
+        return False, 0
+    return b"workers.run" in arguments and os.fsencode(run_dir) in arguments, pid
 
 
 def kill_run_processes(run_dir: str, supervisor_pid: int) -> None:

@@ -169,6 +169,12 @@ def test_a_start_kills_only_supervisors_of_its_own_folders(work_dir: Path, tmp_p
     mine = a_supervisor_of(own)
     # A run may write its supervisor.pid: it names another worker's run here.
     elsewhere = a_supervisor_of(tmp_path / "other-worker" / "runs" / "3" / "attempt-1")
+    # And a run here made its attempt's folder a link to that other worker's attempt.
+    other = tmp_path / "other-worker" / "runs" / "3" / "attempt-1"
+    other.mkdir(parents=True)
+    (other / SUPERVISOR_PID).write_text(str(elsewhere.pid))
+    (work_dir / "runs" / "9").mkdir()
+    (work_dir / "runs" / "9" / "attempt-1").symlink_to(other)
     try:
         (own / SUPERVISOR_PID).write_text(str(mine.pid))
         (named / SUPERVISOR_PID).write_text(str(elsewhere.pid))
@@ -179,6 +185,7 @@ def test_a_start_kills_only_supervisors_of_its_own_folders(work_dir: Path, tmp_p
         assert mine.wait(timeout=30) == -signal.SIGKILL
         assert alive(elsewhere.pid)
         assert not (own / SUPERVISOR_PID).exists()
+        assert (other / SUPERVISOR_PID).read_text() == str(elsewhere.pid)
     finally:
         for process in (mine, elsewhere):
             process.kill()
