@@ -29,7 +29,7 @@ import time
 from typing import Callable, Iterable
 
 from workers.contract import script_env
-from workers.safefiles import write_whole
+from workers.safefiles import read_text, write_whole
 
 GROUPS_FILE = "process-groups"
 # The supervisor's child, the kind's runner: its process group is the run's first.
@@ -159,11 +159,12 @@ def register_group(run_dir: str, pgid: int) -> None:
 
 
 def registered_groups(run_dir: str) -> list[int]:
+    # The host worker reads it too, as it stops the run: a regular file only, bounded.
     try:
-        with open(os.path.join(run_dir, GROUPS_FILE), encoding="ascii") as handle:
-            return [int(line) for line in handle if line.strip().isdigit()]
+        lines = read_text(os.path.join(run_dir, GROUPS_FILE)).splitlines()
     except OSError:
         return []
+    return [int(line) for line in lines if line.strip().isdigit()]
 
 
 def kill_group(pgid: int, signum: int = signal.SIGKILL) -> None:

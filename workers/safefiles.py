@@ -15,6 +15,7 @@ import contextlib
 import errno
 import os
 import secrets
+import stat
 from typing import Iterable, Iterator
 
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
@@ -70,12 +71,20 @@ def held(root: str, *names: str) -> Iterator[str]:
 
 
 def open_file(path: str, flags: int, mode: int = 0o644, dir_fd: int | None = None) -> int:
-    """``os.open`` that fails (ELOOP) where ``path`` names a link."""
-    return os.open(path, flags | _NOFOLLOW | _CLOEXEC, mode, dir_fd=dir_fd)
+    """``os.open`` of a regular file: it fails (ELOOP) where ``path`` names a link, and
+    (EINVAL) where it names no regular file. A fifo the run left there would block the
+    open for good, and a device (``/dev/zero``) never end a read; ``O_NONBLOCK`` changes
+    nothing for a regular file."""
+    descriptor = os.open(path, flags | _NOFOLLOW | _CLOEXEC | os.O_NONBLOCK, mode, dir_fd=dir_fd)
+    if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+        os.close(descriptor)
+        raise OSError(errno.EINVAL, "not a regular file", path)
+    return descriptor
 
 
 def read_text(path: str, dir_fd: int | None = None, limit: int = 1 << 20) -> str:
-    """The start of a small file, decoded; OSError if it is missing or a link."""
+    """The start of a small file, decoded; OSError if it is missing, a link, or no regular
+    file (``open_file``)."""
     descriptor = open_file(path, os.O_RDONLY, dir_fd=dir_fd)
     with os.fdopen(descriptor, "rb") as handle:
         return handle.read(limit).decode("utf-8", "replace")

@@ -4,12 +4,22 @@ from __future__ import annotations
 
 import errno
 import os
+import threading
 from pathlib import Path
 
 import pytest
 
-from workers.processes import write_pid_file
-from workers.safefiles import drop_links, held, read_text, real_dir, touch, write_whole
+from workers.host.agent import kill_run_processes
+from workers.processes import CHILD_PID_FILE, GROUPS_FILE, write_pid_file
+from workers.safefiles import (
+    drop_links,
+    held,
+    open_file,
+    read_text,
+    real_dir,
+    touch,
+    write_whole,
+)
 from workers.track import checkpoint
 
 
@@ -102,3 +112,25 @@ def test_a_held_folder_is_walked_to_past_no_link_and_stays_itself_when_renamed(
         write_whole(os.path.join(folder, "pins.json"), b"[1]")
     assert sorted(os.listdir(tmp_path / "top" / "moved")) == [".mark", "pins.json"]
     assert os.listdir(tmp_path / "elsewhere") == []
+
+
+def test_a_fifo_the_run_leaves_in_place_of_its_process_files_does_not_hang_the_worker(
+    tmp_path: Path,
+) -> None:
+    # The worker reads these as it stops a run; a fifo would block its open for good.
+    run_dir = tmp_path / "attempt-1"
+    run_dir.mkdir()
+    os.mkfifo(run_dir / GROUPS_FILE)
+    os.mkfifo(run_dir / CHILD_PID_FILE)
+    stopper = threading.Thread(target=kill_run_processes, args=(str(run_dir), 2**22 + 1))
+    stopper.daemon = True
+    stopper.start()
+    stopper.join(timeout=60)
+    assert not stopper.is_alive()
+    with pytest.raises(OSError) as refused:  # noqa: PT011
+        read_text(str(run_dir / GROUPS_FILE))
+    assert refused.value.errno == errno.EINVAL
+    # Nor one in place of a file it appends to (its log, the spool) with no one reading.
+    with pytest.raises(OSError) as refused:  # noqa: PT011
+        open_file(str(run_dir / GROUPS_FILE), os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+    assert refused.value.errno in (errno.ENXIO, errno.EINVAL)

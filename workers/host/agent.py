@@ -621,7 +621,6 @@ def kill_run_processes(run_dir: str, supervisor_pid: int) -> None:
     """SIGKILL a run's supervisor, its child and every process group they registered."""
     kill_group(supervisor_pid)
     child: tuple[int, ...] = ()
-    path = os.path.join(run_dir, CHILD_PID_FILE)
-    with contextlib.suppress(OSError, ValueError), open(path) as handle:
-        child = (int(handle.read().strip()),)
+    with contextlib.suppress(OSError, ValueError):
+        child = (int(read_text(os.path.join(run_dir, CHILD_PID_FILE), limit=64).strip()),)
     kill_registered(run_dir, also=child)
