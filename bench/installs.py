@@ -1,16 +1,21 @@
 """The main environment's install, pip against uv, as a fresh clone's `make` does it.
 
-Two new venvs in a temporary directory, each given what `.run-deps` and `.test-deps`
-install (torch, numpy, expecttest, this checkout editable with its ``dev`` and ``parity``
-extras): one with pip, one command after the other as the Makefile did before uv; one with
-``deploy/uv_pip_install.py`` as it does now, uv itself installed by pip first and its cache
-empty unless ``--uv-cache`` names one. Wall time and CPU (user + system) per step, and
-whether both venvs hold the same packages at the same versions.
+New venvs in a temporary directory, each given what `.test-deps` installs (torch, numpy,
+expecttest, this checkout editable with its ``dev`` and ``parity`` extras):
+- ``pip``: one command after the other, as the Makefile did before uv;
+- ``uv, three commands``: ``deploy/uv_pip_install.py`` once for torch, once for expecttest
+  and the checkout, once for the extras, as it did before 2026-12-06 (uv compiles the
+  bytecode of the whole environment after each);
+- ``uv, one command``: all of it in one, as it does now.
+uv itself is installed by pip first; its cache is empty unless ``--uv-cache`` names one
+(the first uv venv then fills it for the second: name a warm one to compare the two).
+Wall time and CPU (user + system) per step, and whether the venvs hold the same packages
+at the same versions.
 
-    .venv/bin/python bench/installs.py [--uv-cache DIR]
+    .venv/bin/python bench/installs.py [--uv-cache DIR] [--no-pip]
 
-It takes some 5 minutes on the 2-core machine, and pip's downloads come from its cache or
-index as configured there.
+It takes some 5 minutes on the 2-core machine (about 2 without pip), and pip's downloads
+come from its cache or index as configured there.
 """
 
 from __future__ import annotations
@@ -51,31 +56,50 @@ def freeze(python: Path) -> set[str]:
     return {line for line in listing.splitlines() if line and not line.startswith("uv==")}
 
 
+UV_STEPS, UV_ONE = "uv, three commands", "uv, one command"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--uv-cache", help="uv's cache (default: a new, empty one)")
+    parser.add_argument("--no-pip", action="store_true", help="only the two uv installs")
     args = parser.parse_args()
+    methods = ([] if args.no_pip else ["pip"]) + [UV_STEPS, UV_ONE]
     with tempfile.TemporaryDirectory(prefix="npulab-installs-") as scratch:
         root = Path(scratch)
         env = {**os.environ, "UV_CACHE_DIR": args.uv_cache or str(root / "uv-cache")}
-        pip_python, uv_python = root / "pip" / "bin" / "python", root / "uv" / "bin" / "python"
-        uv = str(root / "uv" / "bin" / "uv")
-        steps: dict[str, dict[str, dict[str, float]]] = {"pip": {}, "uv": {}}
-        for name in ("pip", "uv"):
-            steps[name]["venv"] = timed([sys.executable, "-m", "venv", str(root / name)], env)
-        pip = [str(pip_python), "-m", "pip", "install", "--quiet"]
-        steps["pip"]["run-deps"] = timed([*pip, PINS["TORCH"], "numpy"], env)
-        steps["pip"]["run-deps, expecttest"] = timed([*pip, "expecttest"], env)
-        steps["pip"]["run-deps, -e ."] = timed([*pip, "-e", str(REPO)], env)
-        steps["pip"]["test-deps"] = timed([*pip, "-e", f"{REPO}[dev,parity]"], env)
-        steps["uv"]["uv itself"] = timed(
-            [str(uv_python), "-m", "pip", "install", "--quiet", PINS["UV_RELEASE"]], env
-        )
-        install = [str(uv_python), INSTALLER, uv]
-        steps["uv"]["run-deps"] = timed([*install, PINS["TORCH"], "numpy"], env)
-        steps["uv"]["run-deps, -e ."] = timed([*install, "expecttest", "-e", str(REPO)], env)
-        steps["uv"]["test-deps"] = timed([*install, "-e", f"{REPO}[dev,parity]"], env)
-        by_pip, by_uv = freeze(pip_python), freeze(uv_python)
+        folders = {method: root / f"venv-{index}" for index, method in enumerate(methods)}
+        pythons = {method: folder / "bin" / "python" for method, folder in folders.items()}
+        steps: dict[str, dict[str, dict[str, float]]] = {method: {} for method in methods}
+        for method, folder in folders.items():
+            steps[method]["venv"] = timed([sys.executable, "-m", "venv", str(folder)], env)
+        if "pip" in steps:
+            pip = [str(pythons["pip"]), "-m", "pip", "install", "--quiet"]
+            steps["pip"]["torch, numpy"] = timed([*pip, PINS["TORCH"], "numpy"], env)
+            steps["pip"]["expecttest"] = timed([*pip, "expecttest"], env)
+            steps["pip"]["-e ."] = timed([*pip, "-e", str(REPO)], env)
+            steps["pip"]["-e .[dev,parity]"] = timed([*pip, "-e", f"{REPO}[dev,parity]"], env)
+        for method in (UV_STEPS, UV_ONE):
+            python = str(pythons[method])
+            steps[method]["uv itself"] = timed(
+                [python, "-m", "pip", "install", "--quiet", PINS["UV_RELEASE"]], env
+            )
+            install = [python, INSTALLER, str(folders[method] / "bin" / "uv")]
+            if method == UV_STEPS:
+                steps[method]["torch, numpy"] = timed([*install, PINS["TORCH"], "numpy"], env)
+                steps[method]["expecttest, -e ."] = timed(
+                    [*install, "expecttest", "-e", str(REPO)], env
+                )
+                steps[method]["-e .[dev,parity]"] = timed(
+                    [*install, "-e", f"{REPO}[dev,parity]"], env
+                )
+            else:
+                steps[method]["all of it"] = timed(
+                    [*install, PINS["TORCH"], "numpy", "expecttest", "-e", f"{REPO}[dev,parity]"],
+                    env,
+                )
+        frozen = {method: freeze(python) for method, python in pythons.items()}
+    first = frozen[methods[0]]
     write_report(
         "installs",
         {
@@ -84,16 +108,17 @@ def main() -> None:
             "uv_cache": args.uv_cache or "empty",
             "steps": steps,
             "total": {
-                name: {
+                method: {
                     unit: round(sum(step[unit] for step in by_step.values()), 1)
                     for unit in ("wall_s", "cpu_s")
                 }
-                for name, by_step in steps.items()
+                for method, by_step in steps.items()
             },
-            "packages": len(by_pip),
-            "same_packages_and_versions": by_pip == by_uv,
-            "only_pip": sorted(by_pip - by_uv),
-            "only_uv": sorted(by_uv - by_pip),
+            "packages": len(first),
+            "same_packages_and_versions": all(found == first for found in frozen.values()),
+            "differences": {
+                method: sorted(found ^ first) for method, found in frozen.items() if found != first
+            },
         },
     )
 
