@@ -70,12 +70,12 @@ class ArtifactUploader:
         self._serial.add(event)
 
     def drain(self, give_up: threading.Event) -> bool:
-        """Wait until every queued artifact is uploaded; False if ``give_up`` came first."""
-        while not self._serial.idle.wait(0.5):
-            if give_up.is_set():
-                self._give_up.set()
-                return False
-        return True
+        """Wait until every queued artifact is uploaded; False if ``give_up`` came first
+        (the upload under way then stops)."""
+        if self._serial.wait_idle(give_up):
+            return True
+        self._give_up.set()
+        return False
 
     def take_refusals(self) -> list[str]:
         refusals, self.refusals = self.refusals, []

@@ -80,12 +80,12 @@ class CheckpointUploader:
         return found
 
     def drain(self, give_up: threading.Event) -> bool:
-        """Wait until every queued checkpoint is uploaded; False if ``give_up`` came first."""
-        while not self._serial.idle.wait(0.5):
-            if give_up.is_set():
-                self._give_up.set()
-                return False
-        return True
+        """Wait until every queued checkpoint is uploaded; False if ``give_up`` came first
+        (the upload under way then stops)."""
+        if self._serial.wait_idle(give_up):
+            return True
+        self._give_up.set()
+        return False
 
     def _upload(self, step: int, rank: int = 0) -> None:
         """Send one checkpoint (a shard of ``rank``'s): its folders are held open, and none

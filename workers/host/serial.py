@@ -28,6 +28,13 @@ class Serial:
         self.idle = threading.Event()
         self.idle.set()
 
+    def wait_idle(self, give_up: threading.Event) -> bool:
+        """Wait until no item waits; False if ``give_up`` came first."""
+        while not self.idle.wait(0.5):
+            if give_up.is_set():
+                return False
+        return True
+
     def add(self, item: Any) -> None:
         with self._lock:
             self._items.append(item)
