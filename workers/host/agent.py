@@ -302,6 +302,18 @@ class RunExecution:
         )
         return [capability(attempt) for capability in capabilities.for_kind(self.spec["kind"])]
 
+    def make_forwarder(self) -> Forwarder:
+        """The forwarder of this attempt's spool, which holds it and its folder from now on,
+        acting on what the capabilities act on."""
+        return Forwarder(
+            self.agent.client,
+            self.run_id,
+            self.attempt,
+            self.run_dir,
+            max_events=self.max_events,
+            acted_on=tuple(t for c in self.capabilities for t in c.acted_on),
+        )
+
     def _directories(self) -> list[str]:
         """The capabilities' directories the run writes (checkpoints, handoff)."""
         return [path for c in self.capabilities for path in c.directories()]
@@ -350,14 +362,7 @@ class RunExecution:
             f" as {run_user.name}" if run_user is not None else "",
         )
         # Before the run can act on its folder: the forwarder holds the spool from here on.
-        forwarder = Forwarder(
-            self.agent.client,
-            self.run_id,
-            self.attempt,
-            self.run_dir,
-            max_events=self.max_events,
-            acted_on=tuple(t for c in self.capabilities for t in c.acted_on),
-        )
+        forwarder = self.make_forwarder()
         try:
             self._run_supervisor(python, command, env, become, forwarder, lease)
         finally:

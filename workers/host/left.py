@@ -29,7 +29,7 @@ from workers.contract import exits
 from workers.contract.events import ARTIFACT, EVENTS_FILE, LEAST_BATCH_EVENTS, LOG, RESULT, RUNNER
 from workers.events import parse_line, read_at
 from workers.host.agent import SPEC_FILE, HostAgent, RunExecution
-from workers.host.forwarder import Forwarder, attempt_of
+from workers.host.forwarder import attempt_of
 from workers.safefiles import open_dir, open_file, read_text
 
 log = logging.getLogger(__name__)
@@ -128,14 +128,7 @@ def _finish(agent: HostAgent, ended: Ended) -> None:
     claim = {"spec": ended.spec, "max_events": LEAST_BATCH_EVENTS}
     execution = RunExecution(agent, ended.run_id, ended.attempt, claim)
     execution.capabilities = execution.make_capabilities()
-    forwarder = Forwarder(
-        agent.client,
-        ended.run_id,
-        ended.attempt,
-        ended.run_dir,
-        max_events=LEAST_BATCH_EVENTS,
-        acted_on=tuple(t for c in execution.capabilities for t in c.acted_on),
-    )
+    forwarder = execution.make_forwarder()
     try:
         # Read here, in the background, not at the start: a spool may be gigabytes.
         for event in forwarder.events_of(ARTIFACT):
