@@ -159,7 +159,7 @@ def test_the_checkpoint_uploader_sends_checkpoints_in_chunks_over_http(
     client._headers["Connection"] = "close"
     uploader = CheckpointUploader(client, run.pk, directory, chunk_bytes=3000)
     uploader.add(99)
-    assert uploader.drain(threading.Event())
+    assert uploader.drain()
     stored = Checkpoint.objects.get(run=run, step=99)
     assert stored.status == Checkpoint.Status.STORED
     assert local_store.keys() == [f"runs/{run.pk}/checkpoints/99/state.pt"]
@@ -195,7 +195,7 @@ def test_the_sweep_sends_the_checkpoints_whose_events_the_uploader_never_saw(
     uploader = CheckpointUploader(client, run.pk, directory, chunk_bytes=3000)
 
     assert uploader.sweep() == [(20, 0), (30, 0)]
-    assert uploader.drain(threading.Event())
+    assert uploader.drain()
 
     assert list(run.checkpoints.order_by("step").values_list("step", "status")) == [
         (10, "on_host"),
@@ -229,7 +229,7 @@ def test_the_worker_reads_and_marks_nothing_through_a_link_the_run_left_in_its_c
     uploader = CheckpointUploader(client, run.pk, str(directory), chunk_bytes=3000)
     uploader.add(99)
     uploader.add(99, rank=1)
-    assert uploader.drain(threading.Event())
+    assert uploader.drain()
     apply_pins(str(directory), [99])
     # The whole folder a link, after the worker made it a real one before the run.
     swapped = tmp_path / "swapped"

@@ -3,7 +3,6 @@ checkpoint is stored, a resume point, only once every shard has arrived."""
 
 from __future__ import annotations
 
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -204,7 +203,7 @@ def test_each_host_sends_its_ranks_shards_and_fetches_them_to_resume(
         uploader = CheckpointUploader(client, run.pk, str(tmp_path / name), chunk_bytes=300)
         # What the forwarder's acknowledgement had not handed over yet, the sweep finds.
         assert sorted(uploader.sweep()) == sorted((10, rank) for rank in ranks_of[name])
-        assert uploader.drain(threading.Event())
+        assert uploader.drain()
     assert Checkpoint.objects.get(run=run, step=10).status == Checkpoint.Status.STORED
     run.refresh_from_db()
     resume = CHECKPOINTS.claim_reply(run)[RESUME_POINT]

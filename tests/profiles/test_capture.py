@@ -6,7 +6,6 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -76,7 +75,7 @@ def test_the_host_uploads_an_announced_trace_and_it_becomes_a_ready_profile(
     client._headers["Connection"] = "close"
     uploader = ArtifactUploader(client, attempt.pk, str(run_dir))
     uploader.add(event)
-    assert uploader.drain(threading.Event())
+    assert uploader.drain()
     assert uploader.take_refusals() == []
     profile = Profile.objects.select_related("artifact").get()
     assert (profile.source, profile.format, profile.status, profile.name) == (

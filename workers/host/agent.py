@@ -251,7 +251,9 @@ class RunExecution:
         )
         # What the run's kind declares beyond a plain run (checkpoints), made in ``run``.
         self.capabilities: list[capabilities.AttemptCapability] = []
-        self.artifacts = ArtifactUploader(agent.client, run_id, self.run_dir)
+        self.artifacts = ArtifactUploader(
+            agent.client, run_id, self.run_dir, give_up=agent.shutting_down
+        )
         self.process: subprocess.Popen | None = None
         self.stop_reason = ""
         # The CANN error tables the run's snapshot found (None: no snapshot was taken).
@@ -299,6 +301,7 @@ class RunExecution:
             self.run_dir,
             os.path.dirname(self.run_dir),
             self.claim,
+            give_up=self.agent.shutting_down,
         )
         return [capability(attempt) for capability in capabilities.for_kind(self.spec["kind"])]
 
@@ -415,7 +418,7 @@ class RunExecution:
             return
         self._hand_over(forwarder)
         for capability in self.capabilities:
-            if not capability.finish(self.agent.shutting_down):
+            if not capability.finish():
                 return
         if not self._send_artifacts(forwarder):
             return
@@ -454,7 +457,7 @@ class RunExecution:
         False when the worker shuts down first (the uploads resume with the next start).
         """
         self._hand_over(forwarder)
-        if not self.artifacts.drain(give_up=self.agent.shutting_down):
+        if not self.artifacts.drain():
             log.warning("run %s: shutting down with artifacts not uploaded", self.run_id)
             return False
         refusals = self.artifacts.take_refusals()

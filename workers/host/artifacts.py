@@ -55,8 +55,15 @@ class ArtifactUploader:
     """Uploads announced artifacts one after another beside the run; ``drain`` waits for them."""
 
     def __init__(
-        self, client: PlatformClient, run_id: int, run_dir: str, chunk_bytes: int = CHUNK_BYTES
+        self,
+        client: PlatformClient,
+        run_id: int,
+        run_dir: str,
+        chunk_bytes: int = CHUNK_BYTES,
+        give_up: threading.Event | None = None,
     ) -> None:
+        """``give_up``: set, the upload under way and those queued stop (the worker shuts
+        down; its next start finishes the attempt)."""
         self.client = client
         self.run_id = run_id
         self.run_dir = run_dir
@@ -64,18 +71,16 @@ class ArtifactUploader:
         # Why each refused artifact was not stored, for the run's log.
         self.refusals: list[str] = []
         self._serial = Serial(self.upload, f"artifacts-{run_id}")
-        self._give_up = threading.Event()
+        self._give_up = give_up or threading.Event()
+        # An upload stopped by ``give_up``: not done, though nothing waits any more.
+        self._stopped = False
 
     def add(self, event: dict[str, Any]) -> None:
         self._serial.add(event)
 
-    def drain(self, give_up: threading.Event) -> bool:
-        """Wait until every queued artifact is uploaded; False if ``give_up`` came first
-        (the upload under way then stops)."""
-        if self._serial.wait_idle(give_up):
-            return True
-        self._give_up.set()
-        return False
+    def drain(self) -> bool:
+        """Wait until every queued artifact is uploaded; False if ``give_up`` came first."""
+        return self._serial.wait_idle(self._give_up) and not self._stopped
 
     def take_refusals(self) -> list[str]:
         refusals, self.refusals = self.refusals, []
@@ -144,6 +149,7 @@ class ArtifactUploader:
             self.refusals.append(f"artifact {name!r} not stored: {detail}")
             log.warning("run %s: artifact %s not stored: %s", self.run_id, name, exc)
         except UploadStopped:
+            self._stopped = True
             log.info("run %s: artifact %s upload stopped; it resumes later", self.run_id, name)
             return
         touch(done)

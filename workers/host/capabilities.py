@@ -14,6 +14,9 @@ points, naming no capability itself:
 | ``acknowledged`` | the platform stored events of ``acted_on`` types; its last reply |
 | ``finish`` | every event is stored, before the end is reported (uploads drained) |
 
+What a capability does in the background (an upload, a fetch) stops when the attempt's
+``give_up`` is set: the host worker is shutting down, and its next start takes it up.
+
 Standard library only, Python 3.8.
 """
 
@@ -46,7 +49,9 @@ class Attempt:
         run_dir: str,
         work_dir: str,
         claim: dict[str, Any],
+        give_up: threading.Event | None = None,
     ) -> None:
+        """``give_up``: set when the worker shuts down (never, where none is given)."""
         self.client = client
         self.run_id = run_id
         self.attempt = attempt
@@ -54,6 +59,7 @@ class Attempt:
         # Shared by every attempt of the run on this host.
         self.work_dir = work_dir
         self.claim = claim
+        self.give_up = give_up or threading.Event()
 
 
 class AttemptCapability:
@@ -78,8 +84,9 @@ class AttemptCapability:
     def acknowledged(self, events: list[dict[str, Any]], reply: dict[str, Any]) -> None:
         """The platform stored ``events`` (of ``acted_on`` types); ``reply``: its last reply."""
 
-    def finish(self, give_up: threading.Event) -> bool:
-        """Once every event is stored; False when ``give_up`` came first (resumed later)."""
+    def finish(self) -> bool:
+        """Once every event is stored; False when the attempt's ``give_up`` came first (the
+        next worker start finishes it)."""
         return True
 
 

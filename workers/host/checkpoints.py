@@ -47,15 +47,24 @@ class CheckpointUploader:
     """Uploads checkpoints one after another beside the run; ``drain`` waits for them."""
 
     def __init__(
-        self, client: PlatformClient, run_id: int, directory: str, chunk_bytes: int = CHUNK_BYTES
+        self,
+        client: PlatformClient,
+        run_id: int,
+        directory: str,
+        chunk_bytes: int = CHUNK_BYTES,
+        give_up: threading.Event | None = None,
     ) -> None:
+        """``give_up``: set, the upload under way and those queued stop (the worker shuts
+        down; its next start's sweep sends them)."""
         self.client = client
         self.run_id = run_id
         self.directory = directory
         self.chunk_bytes = chunk_bytes
         # (step, rank): rank 0's checkpoints, or a rank's shards of sharded ones.
         self._serial = Serial(lambda item: self._upload(*item), f"upload-{run_id}")
-        self._give_up = threading.Event()
+        self._give_up = give_up or threading.Event()
+        # An upload stopped by ``give_up``: not done, though nothing waits any more.
+        self._stopped = False
 
     def add(self, step: int, rank: int = 0) -> None:
         self._serial.add((step, rank))
@@ -79,13 +88,9 @@ class CheckpointUploader:
             self.add(step, rank)
         return found
 
-    def drain(self, give_up: threading.Event) -> bool:
-        """Wait until every queued checkpoint is uploaded; False if ``give_up`` came first
-        (the upload under way then stops)."""
-        if self._serial.wait_idle(give_up):
-            return True
-        self._give_up.set()
-        return False
+    def drain(self) -> bool:
+        """Wait until every queued checkpoint is uploaded; False if ``give_up`` came first."""
+        return self._serial.wait_idle(self._give_up) and not self._stopped
 
     def _upload(self, step: int, rank: int = 0) -> None:
         """Send one checkpoint (a shard of ``rank``'s): its folders are held open, and none
@@ -135,6 +140,7 @@ class CheckpointUploader:
             # Deleted meanwhile (by hand: retention holds what is not uploaded).
             log.warning("run %s: checkpoint %s not stored: %s", self.run_id, step, exc)
         except UploadStopped:
+            self._stopped = True
             log.info("run %s: checkpoint %s upload stopped; it resumes later", self.run_id, step)
 
 
@@ -275,7 +281,9 @@ class CheckpointsOnHost(AttemptCapability):
         super().__init__(attempt)
         # Shared by the run's attempts on this host: a restart resumes from it.
         self.directory = os.path.join(attempt.work_dir, "checkpoints")
-        self.uploader = CheckpointUploader(attempt.client, attempt.run_id, self.directory)
+        self.uploader = CheckpointUploader(
+            attempt.client, attempt.run_id, self.directory, give_up=attempt.give_up
+        )
 
     def directories(self) -> list[str]:
         return [self.directory]
@@ -318,10 +326,10 @@ class CheckpointsOnHost(AttemptCapability):
         if isinstance(pinned, list):
             apply_pins(self.directory, pinned)
 
-    def finish(self, give_up: threading.Event) -> bool:
+    def finish(self) -> bool:
         """A new attempt, perhaps on another host, resumes from what is stored."""
         self.uploader.sweep()
-        if not self.uploader.drain(give_up=give_up):
+        if not self.uploader.drain():
             log.warning("run %s: shutting down with checkpoints not uploaded", self.attempt.run_id)
             return False
         return True

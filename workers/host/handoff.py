@@ -85,7 +85,7 @@ class HandoffOnHost(AttemptCapability):
                 daemon=True,
             ).start()
 
-    def finish(self, give_up: threading.Event) -> bool:
+    def finish(self) -> bool:
         # The run has ended: a fetch still under way has no one left to wait for it.
         self._over.set()
         return True
@@ -94,7 +94,8 @@ class HandoffOnHost(AttemptCapability):
         """Bring one file here, retrying while the platform is unreachable; else a note."""
         attempt = self.attempt
         delay, tries = 1.0, 0
-        while not self._over.is_set():
+        # Or the worker shuts down: the file is fetched again by the next attempt's worker.
+        while not (self._over.is_set() or attempt.give_up.is_set()):
             try:
                 with _held_folder(attempt.work_dir, attempt.run_dir) as folder:
                     _write_whole(

@@ -7,6 +7,7 @@ import json
 import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -150,6 +151,15 @@ def test_a_shutdown_while_finishing_leaves_the_rest_for_the_next_start(
     assert agent.running_ids() == []
     # Still to be found by the next worker process.
     assert ended_attempt(str(run_dir)) is not None
+    # The artifact's upload, started from the spool, stops too: it retried for the
+    # process's life, its next start uploading the same file again beside it.
+    wait_until(lambda: not threads_of(RUN), "the run's uploads to stop", timeout=60)
+
+
+def threads_of(run_id: int) -> list[threading.Thread]:
+    """The threads uploading the run's artifacts and checkpoints."""
+    names = (f"artifacts-{run_id}", f"upload-{run_id}")
+    return [thread for thread in threading.enumerate() if thread.name in names]
 
 
 def a_supervisor_of(run_dir: Path) -> subprocess.Popen:
