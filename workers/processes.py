@@ -187,13 +187,17 @@ def run_groups(run_dir: str, pgids: Iterable[int]) -> set[int]:
     """Those of ``pgids`` that still hold a process of the run in ``run_dir``.
 
     Every process of a run has the run directory in its environment (the supervisor sets
-    it for its child, and the rest inherit it). Without /proc (not Linux) there is no
-    telling, and all are taken as the run's.
+    it for its child, and the rest inherit it): a process is the run's if that path leads
+    to the very folder ``run_dir`` does, not merely one of the same name, since the run
+    may have moved its folder and put a link to another run's in its place. Without /proc
+    (not Linux) there is no telling, and all are taken as the run's.
     """
     wanted = set(pgids)
     if not wanted or not os.path.isdir(_PROC):
         return wanted
-    target = os.path.realpath(run_dir)
+    target = _folder_identity(run_dir)
+    if target is None:
+        return set()
     prefix = f"{script_env.RUN_DIR}=".encode()
     found: set[int] = set()
     for name in os.listdir(_PROC):
@@ -207,10 +211,18 @@ def run_groups(run_dir: str, pgids: Iterable[int]) -> set[int]:
             continue
         for entry in _environ(name, zombie=state == b"Z"):
             if entry.startswith(prefix):
-                if os.path.realpath(os.fsdecode(entry[len(prefix) :])) == target:
+                if _folder_identity(os.fsdecode(entry[len(prefix) :])) == target:
                     found.add(pgrp)
                 break
     return found
+
+
+def _folder_identity(path: str) -> tuple[int, int] | None:
+    try:
+        info = os.stat(path)
+    except (OSError, ValueError):  # gone, or a name with a NUL byte
+        return None
+    return info.st_dev, info.st_ino
 
 
 def _stat_fields(pid: str) -> tuple[bytes, int] | None:

@@ -65,9 +65,15 @@ def held(root: str, *names: str) -> Iterator[str]:
     ``/proc/self/fd``) that leads to that folder whatever becomes of its names meanwhile."""
     descriptor = open_beneath(root, names)
     try:
-        yield f"/proc/self/fd/{descriptor}"
+        yield fd_path(descriptor)
     finally:
         os.close(descriptor)
+
+
+def fd_path(descriptor: int) -> str:
+    """A path to the folder open as ``descriptor``: the same folder whatever becomes of its
+    names (Linux's ``/proc/self/fd``)."""
+    return f"/proc/self/fd/{descriptor}"
 
 
 def open_file(path: str, flags: int, mode: int = 0o644, dir_fd: int | None = None) -> int:

@@ -48,7 +48,15 @@ from workers.host.runuser import Lease, RunUser, RunUserError, RunUsers, SharedR
 from workers.host.sandbox import Sandbox
 from workers.host.snapshots import SnapshotFailed, collect_and_send
 from workers.processes import CHILD_PID_FILE, kill_group, kill_registered, write_pid_file
-from workers.safefiles import drop_links, open_beneath, open_file, read_text, real_dir, write_whole
+from workers.safefiles import (
+    drop_links,
+    fd_path,
+    open_beneath,
+    open_file,
+    read_text,
+    real_dir,
+    write_whole,
+)
 
 log = logging.getLogger(__name__)
 
@@ -515,7 +523,7 @@ class RunExecution:
             if now > hard_deadline:
                 self.stop("supervisor exceeded its timeout")
             if self._stopping_since is not None and now - self._stopping_since > CANCEL_GRACE_S:
-                self._kill_everything()
+                self._kill_everything(forwarder)
             # Both wake as soon as the process exits, so its end is reported at once.
             if back_off:
                 with contextlib.suppress(subprocess.TimeoutExpired):
@@ -528,9 +536,11 @@ class RunExecution:
     def _exited(self) -> bool:
         return self.process is not None and self.process.poll() is not None
 
-    def _kill_everything(self) -> None:
+    def _kill_everything(self, forwarder: Forwarder) -> None:
         assert self.process is not None
-        kill_run_processes(self.run_dir, self.process.pid)
+        # Through the folder the forwarder holds: the run may have put a link to another
+        # run's folder in place of its own.
+        kill_run_processes(forwarder.folder, self.process.pid)
 
     def _env(self) -> dict[str, str]:
         # The host worker's own credentials and settings never reach user code.
@@ -605,7 +615,7 @@ def reap_orphans(work_dir: str) -> list[tuple[str, bool]]:
         try:
             alive, pid = _supervisor_alive(run_dir, folder)
             if alive:
-                kill_run_processes(run_dir, pid)
+                kill_run_processes(fd_path(folder), pid)
             left.append((run_dir, alive))
             os.unlink(SUPERVISOR_PID, dir_fd=folder)
         finally:
@@ -626,7 +636,12 @@ def _supervisor_alive(run_dir: str, folder: int) -> tuple[bool, int]:
 
 
 def kill_run_processes(run_dir: str, supervisor_pid: int) -> None:
-    """SIGKILL a run's supervisor, its child and every process group they registered."""
+    """SIGKILL a run's supervisor, its child and every process group they registered.
+
+    ``run_dir``: the attempt's folder as held open (``safefiles.fd_path``) where the run
+    could have replaced its name by a link: its pid files, and which processes are its,
+    would be another run's.
+    """
     kill_group(supervisor_pid)
     child: tuple[int, ...] = ()
     with contextlib.suppress(OSError, ValueError):

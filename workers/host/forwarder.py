@@ -34,7 +34,7 @@ from workers.contract.events import ARTIFACT, EVENTS_FILE, LEAST_BATCH_EVENTS
 from workers.events import EventWriter, parse_line, read_at, read_batch, read_lines
 from workers.host.client import PlatformClient, PlatformRejected, PlatformUnavailable
 from workers.host.packing import pack
-from workers.safefiles import open_dir, open_file, read_text, write_whole
+from workers.safefiles import fd_path, open_dir, open_file, read_text, write_whole
 
 log = logging.getLogger(__name__)
 
@@ -111,6 +111,8 @@ class Forwarder:
         # link): the run's user may rename, replace or link them while it runs, and the
         # worker, often root, must read only the spool the supervisor writes.
         self._dir = open_dir(run_dir)
+        # The attempt's folder as it was made, whatever the run makes of its name.
+        self.folder = fd_path(self._dir)
         try:
             self._spool = open_file(
                 EVENTS_FILE, os.O_RDWR | os.O_APPEND | os.O_CREAT, dir_fd=self._dir

@@ -31,6 +31,7 @@ import pytest
 from tests.waiting import alive, wait_until
 from tests.workers.host.fakes import FakePlatform, host_config
 from tests.workers.host.test_execution import ATTEMPT, training_claim
+from workers.host import agent as agent_module
 from workers.host import runuser
 from workers.host.agent import HostAgent
 from workers.host.config import HostConfig
@@ -687,5 +688,76 @@ def test_two_hostile_runs_at_once_read_nothing_of_each_other_nor_of_an_earlier_r
         folder = work / "runs" / str(run_id)
         assert folder.stat().st_uid == os.geteuid()
         assert stat.S_IMODE(folder.stat().st_mode) == 0o700
+    for user in pool.users:
+        assert runuser.processes_of(user.uid) == []
+
+
+# Run "hostile" moves its attempt's folder aside for a link to run "victim"'s, then
+# ignores the stop; the victim only waits. Each writes its pid in its home.
+SWAPS = r"""
+import os, signal, threading, time
+
+role, here = os.environ["ROLE"], os.environ["NPULAB_RUN_DIR"]
+with open(os.path.join(os.environ["HOME"], "pid"), "w") as handle:
+    handle.write(str(os.getpid()))
+if role == "hostile":
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+print(f"{role} READY", flush=True)
+if role == "hostile":
+    while not os.path.exists(os.path.join(os.environ["FLAGS"], "go")):
+        time.sleep(0.05)
+    victim = os.path.join(os.path.dirname(os.path.dirname(here)), "3", "attempt-1")
+    os.rename(here, here + "-moved")
+    os.symlink(victim, here)
+threading.Event().wait()
+"""
+
+
+def test_a_run_that_swapped_its_folder_for_a_link_to_anothers_is_stopped_alone(
+    pool: RunUserPool, top: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Without the sandbox a run's user owns runs/<id>/. Stopped, the run was killed by the
+    # pid files and the folder name found through the link: the other run's processes.
+    monkeypatch.setattr(agent_module, "CANCEL_GRACE_S", 0.0)
+    (top / "flags").mkdir(mode=0o755)
+    work = top / "work"
+    work.mkdir()
+    platform = FakePlatform()
+    agent = HostAgent(host_config(work, python=SYSTEM_PYTHON, devices=2), platform, pool)
+    env = {"FLAGS": str(top / "flags")}
+    for run_id, role, device in ((2, "hostile", 0), (3, "victim", 1)):
+        claimed = training_claim(top, SWAPS, env={**env, "ROLE": role})
+        platform.claims[run_id] = {**claimed, "devices": [device]}
+    threads = {
+        run_id: threading.Thread(target=agent.execute, args=(run_id, ATTEMPT), daemon=True)
+        for run_id in (2, 3)
+    }
+    for thread in threads.values():
+        thread.start()
+    try:
+        for run_id, role in ((2, "hostile"), (3, "victim")):
+            wait_until(
+                lambda r=run_id, n=role: f"{n} READY" in lines_of(platform, r),
+                f"run {role} to start",
+                DEADLINE_S,
+            )
+        victim = int((work / "runs" / "3" / "home" / "pid").read_text())
+        (top / "flags" / "go").write_text("")
+        (top / "flags" / "go").chmod(0o644)
+        wait_until(lambda: (work / "runs" / "2" / "attempt-1").is_symlink(), "the swap", DEADLINE_S)
+
+        agent.cancel(2)
+        threads[2].join(timeout=DEADLINE_S)
+        assert not threads[2].is_alive()
+
+        [(run_id, _, report)] = platform.finished
+        assert (run_id, report["stop_reason"]) == (2, "cancel requested")
+        assert alive(victim)
+        assert agent.running_ids() == [3]
+    finally:
+        agent.shutdown()
+        for thread in threads.values():
+            thread.join(timeout=DEADLINE_S)
+    # What the hostile run left went with the end of its lease.
     for user in pool.users:
         assert runuser.processes_of(user.uid) == []
