@@ -435,10 +435,12 @@ class RunExecution:
         if exit_code in (EXIT_INVALID_SPEC, EXIT_RUN_DIR_BUSY):
             # Refused before it wrote an event: the supervisor's own words say why
             # (a busy directory is the host's leftover: start_failed, restartable).
-            report["error"] = self._supervisor_output()
+            report["error"] = self._supervisor_output(forwarder.folder)
         self._finish(report)
+        # In the folder the forwarder holds: its name may be a link the run left, to
+        # another run's folder, whose pid file a restarted worker needs.
         with contextlib.suppress(FileNotFoundError):
-            os.unlink(os.path.join(self.run_dir, SUPERVISOR_PID))
+            os.unlink(os.path.join(forwarder.folder, SUPERVISOR_PID))
 
     def _prepare(self, python: str) -> None:
         """Snapshot the run's interpreter, then what its capabilities prepare (fetch the
@@ -565,10 +567,11 @@ class RunExecution:
                 env[RANK_TABLE_FILE] = path
         return env
 
-    def _supervisor_output(self) -> str:
-        """The end of the supervisor's log (what the platform shows as the run's error)."""
+    def _supervisor_output(self, folder: str) -> str:
+        """The end of the supervisor's log in the attempt's held ``folder`` (what the
+        platform shows as the run's error)."""
         try:
-            descriptor = open_file(os.path.join(self.run_dir, SUPERVISOR_LOG), os.O_RDONLY)
+            descriptor = open_file(os.path.join(folder, SUPERVISOR_LOG), os.O_RDONLY)
         except OSError:
             return ""
         with os.fdopen(descriptor, encoding="utf-8", errors="replace") as handle:

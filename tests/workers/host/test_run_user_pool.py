@@ -33,7 +33,7 @@ from tests.workers.host.fakes import FakePlatform, host_config
 from tests.workers.host.test_execution import ATTEMPT, training_claim
 from workers.host import agent as agent_module
 from workers.host import runuser
-from workers.host.agent import HostAgent
+from workers.host.agent import SUPERVISOR_PID, HostAgent
 from workers.host.config import HostConfig
 from workers.host.main import confine
 from workers.host.runuser import RunUser, RunUserError, RunUserPool
@@ -754,6 +754,9 @@ def test_a_run_that_swapped_its_folder_for_a_link_to_anothers_is_stopped_alone(
         assert (run_id, report["stop_reason"]) == (2, "cancel requested")
         assert alive(victim)
         assert agent.running_ids() == [3]
+        # Nor did the end of the hostile run remove the victim's pid file (a restarted
+        # worker would no longer find the victim's supervisor to stop).
+        assert (work / "runs" / "3" / "attempt-1" / SUPERVISOR_PID).exists()
     finally:
         agent.shutdown()
         for thread in threads.values():
