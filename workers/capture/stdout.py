@@ -4,14 +4,21 @@ The default recogniser takes, from one line:
 
 - ``key: value``, ``key=value`` and ``key value`` segments separated by ``|``, ``,`` or
   runs of spaces (``| epoch 1 | 200/2983 batches | lr 20.00 | loss 6.98 | ppl 1077.8 |``);
-- a Python or JSON dict, as Hugging Face's Trainer prints (``{'loss': 0.52, 'epoch': 0.3}``);
+  in a ``|``-separated line a key of many words and its unit (Megatron's ``elapsed time
+  per iteration (ms): 1234.5``); numbers with thousands separators (``tps: 1,287``); no
+  clock (``eta: 0:15:38``);
+- a Python or JSON dict, as Hugging Face's Trainer prints (``{'loss': 0.52, 'epoch': 0.3}``),
+  numbers given as strings too (fairseq's JSON log);
 - a tqdm bar's postfix (``50/1000 [00:01<00:20, 45.2it/s, loss=0.523]``);
-- ``Epoch [1/10], Step [100/600], Loss: 0.5234``, MindSpore's
+- ``Epoch [1/10], Step [100/600], Loss: 0.5234``, ``Step 10/1000: loss=2.3``, MindSpore's
   ``epoch: 1 step: 10, loss is 2.3012`` and MindFormers'
   ``{ Epoch:[  1/  2], step:[    5/  100], loss:[9.876/10.012], ...``;
 - PyTorch's ImageNet example's meters (``Epoch: [0][  10/5005]\tLoss 6.9073e+00
-  (6.9091e+00)``) and timm's; a line that opens with a phase and its counter
-  (``Test: [ 10/196]``) gives that phase's metrics (``test_loss``).
+  (6.9091e+00)``), torchvision's MetricLogger, timm's and Swin Transformer's training
+  lines (``Train: 0 [  50/1251 (  4%)]``, ``Train: [1/300][10/1251]``), MMEngine's
+  (``Epoch(train)  [1][ 50/313]``, ``Iter(train) [  50/1000]``); a line that opens with a
+  phase and its counter (``Test: [ 10/196]``, ``Epoch(val)``) gives that phase's metrics
+  (``test_loss``).
 
 The step is the line's ``step``/``iter``/``batch`` field or its ``N/M`` counter (counted
 across epochs when the line also names one, ``(epoch - 1) * M + N``), else the number of
@@ -33,17 +40,31 @@ from workers.contract.events import RANK_PREFIX
 
 # A line longer than this is no log line of metrics (a tensor printed whole).
 MAX_LINE_CHARS = 4096
-_NUMBER = r"[-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?|nan|inf|infinity)"
+# A number may group its thousands with commas, as Python's "{:,}" prints it (torchtitan's
+# "tps: 1,287"): read whole, not as 1.
+_NUMBER = (
+    r"[-+]?(?:\d{1,3}(?:,\d{3})+(?:\.\d+)?(?!\d)|\d+\.?\d*(?:[eE][-+]?\d+)?"
+    r"|\.\d+(?:[eE][-+]?\d+)?|nan|inf|infinity)"
+)
+# What may not follow a value: more of a word or a number, or the rest of a clock or a
+# duration ("eta: 0:15:38", "eta: 1 day, 2:03:04"), which is no number.
+_VALUE_END = r"(?![\w.]|:\d|\s*days?\b)"
 _KEY = r"[A-Za-z][\w./\-]*(?: [A-Za-z][\w./\-]*)?"
 # key: value, key=value, "key is value" (MindSpore); the value may open a list or a tuple,
 # whose first number it is (MindFormers' "loss:[2.302/2.400]", the current loss and the
 # mean, and its "global_norm: [2.87]").
 _PAIR = re.compile(
-    r"(?<![\w./-])(" + _KEY + r")\s*(?:[:=]|\bis\b)\s*[\[(]?\s*(" + _NUMBER + r")(?![\w.])",
+    r"(?<![\w./-])(" + _KEY + r")\s*(?:[:=]|\bis\b)\s*[\[(]?\s*(" + _NUMBER + r")" + _VALUE_END,
     re.IGNORECASE,
 )
 # key [N/M] (Epoch [1/10]), key:[N/M] (MindFormers' "{ Epoch:[  1/  2], step:[    5/  100]").
 _BRACKETED = re.compile(r"(?<![\w./-])([A-Za-z][\w]*)\s*(?:[:=]\s*)?\[\s*(\d+)\s*/\s*(\d+)\s*\]")
+# A step's or an epoch's word and its N/M without brackets ("Step 10/1000:", Megatron's
+# "iteration       10/     500", PyTorch-GAN's "[Epoch 0/200] [Batch 10/938]").
+_WORD_COUNTER = re.compile(
+    r"(?<![\w./-])(epoch|step|steps|iter|iteration|batch)\s*(?:[:=]\s*)?(\d+)\s*/\s*(\d+)(?![\w./])",
+    re.IGNORECASE,
+)
 # A MindSpore tensor as print() shows it in a tuple or a custom callback's line: its value.
 # No two parts may take the same characters: a line of 4,000 spaces after "value=" took
 # 36 s to fail with "value=\s*([^()]*?)\s*\)".
@@ -51,9 +72,18 @@ _MS_TENSOR = re.compile(r"\bTensor\(shape=\[[\d, ]*\], dtype=\w+, value=([^()]*)
 # A bare N/M counter (200/2983 batches, tqdm's 50/1000).
 _COUNTER = re.compile(r"(?<![\w./\[])(\d+)\s*/\s*(\d+)(?![\w./])")
 _SPACED = re.compile(r"^\s*(" + _KEY + r")\s+(" + _NUMBER + r")\s*$", re.IGNORECASE)
-# "key value" inside a segment: one word, its number ending the segment or followed by ':'.
+# "key value" inside a segment: one word, after a phase's if there is one (nanoGPT's "train
+# loss 4.2874"), its number (a percentage's too: "mfu 12.34%") ending the segment or
+# followed by ':'.
 _SPACED_PAIR = re.compile(
-    r"(?<![\w./-])([A-Za-z][\w./-]*)\s+(" + _NUMBER + r")(?=\s*(?::\s|:$|$))", re.IGNORECASE
+    r"(?<![\w./-])((?:(?:train|training|val|valid|validation|eval|test)\s+)?[A-Za-z][\w./-]*)"
+    r"\s+(" + _NUMBER + r")%?(?=\s*(?::\s|:$|$))",
+    re.IGNORECASE,
+)
+# A segment of a "|"-separated line that is one "key: value", the key of as many words as it
+# has and its unit (Megatron's "elapsed time per iteration (ms): 1234.5").
+_SEGMENT_PAIR = re.compile(
+    r"^\s*([A-Za-z][\w./-]*(?: [A-Za-z][\w./-]*| \([^()]{1,40}\))+)\s*:\s*(" + _NUMBER + r")\s*$"
 )
 # PyTorch's ImageNet example and the scripts built on it (its ProgressMeter): "Epoch:
 # [0][  10/5005]" (the epoch from 0, then the batch of the epoch), then tab-separated
@@ -79,6 +109,23 @@ _METER = re.compile(
 # A line that starts with its phase and counter ("Test: [ 10/196]", the ProgressMeter's
 # validation): its metrics are that phase's ("test_loss"), not the training's.
 _PHASE = re.compile(r"^\s*([A-Za-z]\w*)\s*(?::\s*)?\[\s*\d+\s*/\s*\d+\s*\]")
+# timm's "Train: 0 [  50/1251 (  4%)]" and Swin Transformer's "Train: [1/300][10/1251]":
+# the training's epoch, then the update of that epoch, both from 0.
+_TRAIN_EPOCH = re.compile(
+    r"(?<![\w./-])train(?:ing)?\s*(?::\s*)?(?:(\d+)\s*|\[\s*(\d+)\s*/\s*\d+\s*\]\s*)"
+    r"\[\s*(\d+)\s*/\s*(\d+)(?:\s*\(\s*[\d.]+\s*%\s*\))?\s*\]",
+    re.IGNORECASE,
+)
+# MMEngine's LogProcessor (MMDetection, MMPretrain, ...): "Epoch(train)  [1][ 50/313]" or
+# "Iter(train) [  50/1000]", epochs and iterations from 1; "Epoch(val)" is a validation's.
+_MM_PHASE = re.compile(
+    r"(?<![\w./-])(epoch|iter)\((\w+)\)\s*(?:\[\s*(\d+)\s*\]\s*)?\[\s*(\d+)\s*/\s*(\d+)\s*\]",
+    re.IGNORECASE,
+)
+# A comma between a line's segments; not one that groups a number's thousands.
+_LIST_COMMA = re.compile(r",(?!\d{3}(?!\d))")
+_PLAIN_NUMBER = re.compile(r"^\s*[-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|\.\d+|nan|inf)\s*$")
+_UNIT_PARENS = re.compile(r"[()]")
 _BARE_NONFINITE = re.compile(r"(?<![\w'\"])(-?(?:nan|inf))(?![\w'\"])")
 _TQDM_POSTFIX = re.compile(r"\[[^\]]*?(?:it/s|s/it)\s*,\s*([^\]]*)\]")
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
@@ -111,10 +158,14 @@ _MSRUN_LINE = re.compile(r"^Start (?:scheduler|worker) process\b")
 # "file.cc:1025" (a C++ call stack's frame) names a source line, not a metric.
 _SOURCE_FILE = re.compile(r"\.(?:c|cc|cpp|cxx|h|hpp|py)$")
 # Fields that give the step rather than a metric.
-STEP_KEYS = frozenset(("step", "steps", "global_step", "iter", "iteration", "batch", "it"))
+# fairseq's "num_updates" is its global step.
+STEP_KEYS = frozenset(
+    ("step", "steps", "global_step", "iter", "iteration", "batch", "it", "num_updates")
+)
 EPOCH = "epoch"
-# Words around a pair that are not the metric's name.
-_NOISE = frozenset(("avg", "the", "a", "an"))
+# Words around a pair that are not the metric's name; Lightning's progress bar shows its
+# logger's version ("v_num=3"), which is no metric.
+_NOISE = frozenset(("avg", "the", "a", "an", "v_num"))
 
 
 class Recogniser:
@@ -218,8 +269,10 @@ def _default(text: str) -> tuple[dict[str, float], int | None] | None:
         values: dict[str, float] = {}
         for key, raw in _PAIR.findall(postfix.group(1)):
             _put(values, key, raw)
-        counter = _COUNTER.search(text[: postfix.start()])
-        return values, int(counter.group(1)) if counter else None
+        # The bar's own counter is the last before it: a description may hold one too
+        # ("Epoch 1/10:  10%|█         | 10/100 [...]").
+        counters = _COUNTER.findall(text[: postfix.start()])
+        return values, int(counters[-1][0]) if counters else None
     start, end = text.find("{"), text.rfind("}")
     if 0 <= start < end:
         parsed = _dict(text[start : end + 1])
@@ -227,36 +280,21 @@ def _default(text: str) -> tuple[dict[str, float], int | None] | None:
             return _with_step(parsed, None)
     values = {}
     counter: tuple[int, int] | None = None
-    step = None
-    # Looked for only where it can be: most lines have no "][" and no "(".
-    epoch_batch = _EPOCH_BATCH.search(text) if "][" in text else None
-    if epoch_batch is not None:
-        epoch, index, total = (int(group) for group in epoch_batch.groups())
-        values[EPOCH] = float(epoch)
-        step = epoch * total + index
-        text = text[: epoch_batch.start()] + " " + text[epoch_batch.end() :]
-    prefix = ""
-    progress = _EPOCH_PROGRESS.search(text) if epoch_batch is None and "[" in text else None
-    if progress is not None:
-        epoch, index, total = (int(group) for group in progress.groups())
-        before = text[: progress.start()].split()
-        if before and before[-1].lower() in _VALIDATION:
-            # A validation's progress is no training step: its metrics keep the last one.
-            prefix = before[-1].lower() + "_"
-        else:
-            values[EPOCH] = float(epoch)
-            step = (epoch - 1) * total + index if epoch >= 1 else index
-        # The phase word and what leads the line (a time, a logger's name) go with it.
-        text = text[progress.end() :]
-    phase = _PHASE.match(text) if "[" in text else None
-    if phase is not None and phase.group(1).lower() not in (*STEP_KEYS, EPOCH):
-        prefix = phase.group(1).lower() + "_"
-        text = text[phase.end() :]
+    step, prefix = None, ""
+    # Looked for only where they can be: most lines have no "[".
+    if "[" in text:
+        text, step, prefix = _lead(text, values)
+        phase = _PHASE.match(text)
+        if phase is not None and phase.group(1).lower() not in (*STEP_KEYS, EPOCH):
+            prefix = phase.group(1).lower() + "_"
+            text = text[phase.end() :]
     bracketed: list[tuple[str, ...]] = []
     if "[" in text:
         # Read and taken out in one pass: "step:[5/100]" would otherwise give its pair too,
         # a step without its epoch.
         text = _BRACKETED.sub(lambda found: bracketed.append(found.groups()) or " ", text)
+    if "/" in text:
+        text = _WORD_COUNTER.sub(lambda found: bracketed.append(found.groups()) or " ", text)
     for name, index, total in bracketed:
         if name.lower() in STEP_KEYS:
             counter = (int(index), int(total))
@@ -268,7 +306,7 @@ def _default(text: str) -> tuple[dict[str, float], int | None] | None:
     elif "\t" in text:
         segments = text.split("\t")
     elif "," in text:
-        segments = text.split(",")
+        segments = _LIST_COMMA.split(text)
     else:
         # Not after a colon: timm pads its values ("Loss:  0.4214 (0.4214)").
         segments = re.split(r"(?<!:)\s{2,}", text)
@@ -277,7 +315,7 @@ def _default(text: str) -> tuple[dict[str, float], int | None] | None:
         if meter is not None:
             _put(values, meter.group(1), meter.group(2))
             continue
-        spaced = _SPACED.match(segment) if segmented else None
+        spaced = (_SEGMENT_PAIR.match(segment) or _SPACED.match(segment)) if segmented else None
         if spaced is not None:
             _put(values, spaced.group(1), spaced.group(2))
             continue
@@ -303,6 +341,45 @@ def _default(text: str) -> tuple[dict[str, float], int | None] | None:
     return values, step
 
 
+def _lead(text: str, values: dict[str, float]) -> tuple[str, int | None, str]:
+    """A line's epoch and progress in one of the shapes that lead a line: the text left to
+    read, the step, and the phase's prefix of a validation's metrics. The epoch goes into
+    ``values``."""
+    found = _MM_PHASE.search(text) if "(" in text else None
+    if found is not None:
+        unit, phase, epoch, index, total = found.groups()
+        rest = text[found.end() :]
+        if phase.lower() != "train":
+            return rest, None, phase.lower() + "_"
+        if unit.lower() == "iter":
+            return rest, int(index), ""
+        values[EPOCH] = float(epoch)
+        return rest, (int(epoch) - 1) * int(total) + int(index), ""
+    found = _EPOCH_BATCH.search(text)
+    if found is not None:
+        epoch, index, total = (int(group) for group in found.groups())
+        values[EPOCH] = float(epoch)
+        return text[: found.start()] + " " + text[found.end() :], epoch * total + index, ""
+    found = _EPOCH_PROGRESS.search(text)
+    if found is not None:
+        epoch, index, total = (int(group) for group in found.groups())
+        before = text[: found.start()].split()
+        # The phase word and what leads the line (a time, a logger's name) go with it.
+        rest = text[found.end() :]
+        if before and before[-1].lower() in _VALIDATION:
+            # A validation's progress is no training step: its metrics keep the last one.
+            return rest, None, before[-1].lower() + "_"
+        values[EPOCH] = float(epoch)
+        return rest, (epoch - 1) * total + index if epoch >= 1 else index, ""
+    found = _TRAIN_EPOCH.search(text)
+    if found is not None:
+        counted, bracketed, index, total = found.groups()
+        epoch = int(counted if counted is not None else bracketed)
+        values[EPOCH] = float(epoch)
+        return text[found.end() :], epoch * int(total) + int(index), ""
+    return text, None, ""
+
+
 def _with_step(values: dict[str, float], step: int | None) -> tuple[dict[str, float], Any]:
     for key in STEP_KEYS:
         if key in values:
@@ -326,7 +403,8 @@ def _dict(text: str) -> dict[str, float] | None:
         return None
     values: dict[str, float] = {}
     for key, value in parsed.items():
-        if isinstance(value, str) and value in ("nan", "inf", "-inf"):
+        if isinstance(value, str) and _PLAIN_NUMBER.match(value):
+            # fairseq's JSON log gives its numbers as strings ("loss": "13.774").
             value = float(value)
         if isinstance(key, str) and isinstance(value, (int, float)) and not isinstance(value, bool):
             values[_name(key)] = float(value)
@@ -341,12 +419,13 @@ def _put(values: dict[str, float], key: str, raw: str) -> None:
 
 
 def _name(key: str) -> str:
-    words = [word for word in key.strip().lower().split() if word not in _NOISE]
+    # A unit in parentheses is a word of the name: "elapsed time per iteration (ms)".
+    words = [word for word in _UNIT_PARENS.sub(" ", key).lower().split() if word not in _NOISE]
     return "_".join(words)
 
 
 def _number(raw: str) -> float | None:
     try:
-        return float(raw)
+        return float(raw.replace(",", ""))
     except (TypeError, ValueError):
         return None

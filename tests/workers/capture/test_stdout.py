@@ -207,6 +207,219 @@ def test_timm_validation_lines_with_padded_values() -> None:
     ]
 
 
+def test_timms_training_lines_count_their_updates_across_epochs() -> None:
+    # timm's train.py: "Train: <epoch> [<update>/<updates per epoch> (<percent>)]", both
+    # from 0, then its meters; its epoch is no metric named after the phase.
+    found = points(
+        [
+            "Train: 0 [   0/1251 (  0%)]  Loss: 6.94 (6.94)  Time: 2.461s,  416.04/s  "
+            "(2.461s,  416.04/s)  LR: 1.000e-05  Data: 1.742 (1.742)",
+            "Train: 0 [  50/1251 (  4%)]  Loss: 6.90 (6.92)  Time: 0.312s,  820.51/s  "
+            "(0.345s,  742.03/s)  LR: 1.000e-05  Data: 0.012 (0.015)",
+            "Test: [   0/48]  Time: 0.986 (0.986)  Loss:  5.4214 (5.4214)  "
+            "Acc@1: 1.4062 (1.4062)  Acc@5: 8.4375 (8.4375)",
+            "Train: 1 [  50/1251 (  4%)]  Loss: 6.10 (6.12)  Time: 0.312s,  820.51/s  "
+            "(0.345s,  742.03/s)  LR: 2.000e-05  Data: 0.012 (0.015)",
+        ]
+    )
+    assert ("loss", 0, 6.94) in found
+    assert ("loss", 50, 6.9) in found
+    assert ("lr", 50, 1e-05) in found
+    assert ("data", 50, 0.012) in found
+    assert ("epoch", 50, 0.0) in found
+    assert ("test_loss", 50, 5.4214) in found
+    # 1 × 1251 + 50.
+    assert ("loss", 1301, 6.1) in found
+    assert "train" not in {key for key, _, _ in found}
+
+
+def test_swin_transformers_lines_give_epoch_and_step() -> None:
+    # Swin Transformer's main.py and the repositories made from it: "[epoch/epochs]
+    # [step/steps]", both from 0, then tab-separated "key value (average)" meters.
+    line = (
+        "[2021-04-01 12:00:00 swin_tiny_patch4_window7_224](main.py 227): INFO "
+        "Train: [1/300][10/1251]\teta 0:20:30 lr 0.000100\t wd 0.0500\t"
+        "time 0.9812 (0.9812)\tloss 6.9078 (6.9123)\tgrad_norm 2.3456 (2.3456)\t"
+        "loss_scale 65536.0000 (65536.0000)\tmem 12345MB"
+    )
+    found = points([line])
+    assert found == [
+        ("epoch", 1261, 1.0),
+        ("lr", 1261, 0.0001),
+        ("wd", 1261, 0.05),
+        ("time", 1261, 0.9812),
+        ("loss", 1261, 6.9078),
+        ("grad_norm", 1261, 2.3456),
+        ("loss_scale", 1261, 65536.0),
+    ]
+
+
+def test_mmengines_epoch_and_iteration_lines_and_its_validation() -> None:
+    # MMEngine's LogProcessor (MMDetection, MMPretrain, MMSegmentation ...): epochs and
+    # iterations from 1; "eta" is a clock, no number.
+    prefix = "2023/06/05 12:00:00 - mmengine - INFO - "
+    found = points(
+        [
+            prefix + "Epoch(train)  [1][ 50/313]  base_lr: 1.0000e-01 lr: 1.0000e-01  "
+            "eta: 0:15:38  time: 0.0567  data_time: 0.0099  memory: 1425  loss: 2.3156",
+            prefix + "Epoch(val)  [1][ 50/79]    eta: 0:00:08  time: 0.0234  data_time: 0.0089",
+            prefix + "Epoch(val) [1][79/79]    accuracy/top1: 46.5400  accuracy/top5: 91.9500  "
+            "data_time: 0.0099  time: 0.0247",
+            prefix + "Epoch(train)  [2][ 50/313]  base_lr: 1.0000e-01 lr: 1.0000e-01  "
+            "eta: 0:14:02  time: 0.0561  data_time: 0.0098  memory: 1425  loss: 1.9021",
+        ]
+    )
+    assert ("loss", 50, 2.3156) in found
+    assert ("base_lr", 50, 0.1) in found
+    assert ("memory", 50, 1425.0) in found
+    assert ("val_accuracy/top1", 50, 46.54) in found
+    # (2 - 1) × 313 + 50.
+    assert ("loss", 363, 1.9021) in found
+    keys = {key for key, _, _ in found}
+    assert not keys & {"eta", "val_eta", "train", "val"}
+    iterations = points([prefix + "Iter(train) [  50/1000]  lr: 2.0000e-02  loss: 1.2345"])
+    assert iterations == [("lr", 50, 0.02), ("loss", 50, 1.2345)]
+
+
+def test_torchvisions_metric_logger_lines() -> None:
+    # torchvision's references (classification, detection, DETR ...): "Epoch: [0]" and
+    # the counter apart, two spaces between meters, an "eta" clock that may count days.
+    found = points(
+        [
+            "Epoch: [0]  [   0/5005]  eta: 7:11:13  lr: 0.1  img/s: 46.05  "
+            "loss: 6.9306 (6.9306)  acc1: 0.0000 (0.0000)  acc5: 0.0000 (0.0000)  "
+            "time: 5.1711  data: 2.3956  max mem: 3264",
+            "Epoch: [1]  [  10/5005]  eta: 1 day, 2:03:04  lr: 0.1  img/s: 812.40  "
+            "loss: 5.1234 (5.2000)  acc1: 3.1250 (2.0000)  acc5: 9.3750 (8.0000)  "
+            "time: 0.3150  data: 0.0010  max mem: 3264",
+        ]
+    )
+    assert ("loss", 0, 6.9306) in found
+    assert ("img/s", 0, 46.05) in found
+    assert ("max_mem", 0, 3264.0) in found
+    assert ("loss", 5015, 5.1234) in found
+    assert ("acc5", 5015, 9.375) in found
+    assert "eta" not in {key for key, _, _ in found}
+
+
+def test_megatron_and_mindspeed_lines_keep_their_long_names() -> None:
+    # Megatron-LM's training_log, as MindSpeed-LLM prints it on Ascend too.
+    line = (
+        " [2024-06-01 12:00:00] iteration       10/     500 | consumed samples:          640 "
+        "| elapsed time per iteration (ms): 1234.5 | throughput per GPU (TFLOP/s/GPU): 187.3 "
+        "| learning rate: 1.500000E-05 | global batch size:    64 | lm loss: 1.053648E+01 "
+        "| loss scale: 1.0 | grad norm: 12.345 | number of skipped iterations:   0 "
+        "| number of nan iterations:   0 |"
+    )
+    assert points([line]) == [
+        ("consumed_samples", 10, 640.0),
+        ("elapsed_time_per_iteration_ms", 10, 1234.5),
+        ("throughput_per_gpu_tflop/s/gpu", 10, 187.3),
+        ("learning_rate", 10, 1.5e-05),
+        ("global_batch_size", 10, 64.0),
+        ("lm_loss", 10, 10.53648),
+        ("loss_scale", 10, 1.0),
+        ("grad_norm", 10, 12.345),
+        ("number_of_skipped_iterations", 10, 0.0),
+        ("number_of_nan_iterations", 10, 0.0),
+    ]
+
+
+def test_torchtitans_line_with_its_colours_and_thousands() -> None:
+    # torchtitan prints tokens a second with thousands separators ("{tps:,}").
+    line = (
+        "[rank0]:[titan] 2025-03-14 10:12:45,123 - root - INFO - \x1b[31mstep:  5  "
+        "\x1b[32mloss:  8.1234  \x1b[33mmemory: 35.53GiB(37.39%)  \x1b[34mtps: 1,287  "
+        "\x1b[36mtflops: 1,059.51  \x1b[35mmfu: 19.08%\x1b[39m"
+    )
+    assert points([line]) == [
+        ("loss", 5, 8.1234),
+        ("tps", 5, 1287.0),
+        ("tflops", 5, 1059.51),
+        ("mfu", 5, 19.08),
+    ]
+
+
+def test_nanogpts_percent_and_its_evaluation_line() -> None:
+    found = points(
+        [
+            "step 0: train loss 4.2874, val loss 4.2823",
+            "iter 0: loss 4.2649, time 12034.56ms, mfu -100.00%",
+            "iter 10: loss 3.2345, time 123.45ms, mfu 12.34%",
+        ]
+    )
+    assert ("train_loss", 0, 4.2874) in found
+    assert ("val_loss", 0, 4.2823) in found
+    assert ("loss", 10, 3.2345) in found
+    assert ("mfu", 10, 12.34) in found
+
+
+def test_fairseqs_simple_and_json_lines_step_by_their_updates() -> None:
+    found = points(
+        [
+            "2024-05-01 10:00:00 | INFO | train_inner | epoch 001:     10 / 1000 loss=14.155, "
+            "nll_loss=14.155, ppl=18242.6, wps=13829.4, ups=2.13, wpb=6513.5, bsz=256, "
+            "num_updates=10, lr=1.25e-06, gnorm=5.373, train_wall=5, gb_free=10.1, wall=6",
+            '{"epoch": 1, "update": 0.02, "loss": "13.774", "nll_loss": "13.774", '
+            '"ppl": "14008.9", "num_updates": "20", "lr": "2.5e-06", "gnorm": "4.9"}',
+        ]
+    )
+    assert ("loss", 10, 14.155) in found
+    assert ("wps", 10, 13829.4) in found
+    assert ("loss", 20, 13.774) in found
+    assert ("ppl", 20, 14008.9) in found
+    assert "num_updates" not in {key for key, _, _ in found}
+
+
+def test_counters_after_a_step_word_or_inside_brackets() -> None:
+    # Accelerate-style scripts' "Step N/M:", and PyTorch-GAN's "[Epoch N/M] [Batch N/M]"
+    # (its epochs from 0).
+    assert points(["Step 10/1000: loss=2.301 lr=1.0e-4"]) == [
+        ("loss", 10, 2.301),
+        ("lr", 10, 0.0001),
+    ]
+    found = points(
+        [
+            "[Epoch 0/200] [Batch 10/938] [D loss: 0.693147] [G loss: 0.701200]",
+            "[Epoch 0/200] [Batch 937/938] [D loss: 0.512000] [G loss: 0.900000]",
+            "[Epoch 1/200] [Batch 10/938] [D loss: 0.412000] [G loss: 1.100000]",
+        ]
+    )
+    assert ("d_loss", 10, 0.693147) in found
+    assert ("g_loss", 937, 0.9) in found
+    # The batch counter starts again: the run goes on past where it was.
+    later = [step for key, step, _ in found if key == "d_loss"][-1]
+    assert later > 937
+
+
+def test_lightnings_progress_bar_goes_on_across_epochs_and_its_version_is_no_metric() -> None:
+    found = points(
+        [
+            "Epoch 0: 100%|██████████| 100/100 [00:10<00:00,  9.50it/s, v_num=3, train_loss=2.310]",
+            "Epoch 1:  10%|█         | 10/100 [00:11<00:09,  9.50it/s, v_num=3, train_loss=1.210]",
+        ]
+    )
+    assert found == [("train_loss", 100, 2.31), ("train_loss", 110, 1.21)]
+    # A bar whose description counts epochs: the bar's own counter is the step.
+    assert points(["Epoch 1/10:  10%|█         | 10/100 [00:01<00:09,  9.50it/s, loss=2.3]"]) == [
+        ("loss", 10, 2.3)
+    ]
+
+
+def test_paddles_comma_separated_line_with_units_and_a_day_long_eta() -> None:
+    line = (
+        "[2022/08/15 10:00:00] ppocr INFO: epoch: [1/500], global_step: 10, lr: 0.001000, "
+        "loss: 1.2345, avg_reader_cost: 0.12345 s, avg_batch_cost: 0.23456 s, "
+        "avg_samples: 16.0, ips: 68.23 samples/s, eta: 1 day, 2:03:04"
+    )
+    found = points([line])
+    assert ("loss", 10, 1.2345) in found
+    assert ("avg_batch_cost", 10, 0.23456) in found
+    assert ("ips", 10, 68.23) in found
+    assert ("epoch", 10, 1.0) in found
+    assert "eta" not in {key for key, _, _ in found}
+
+
 def test_key_value_segments_and_a_nanogpt_line() -> None:
     found = points(["iter 20: loss 1.2345, time 12.34ms, mfu 3.4%", "train loss=0.5 acc=0.9"])
     assert ("loss", 20, 1.2345) in found
