@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import mlflow
+import numpy as np
 import pytest
 from mlflow import MlflowClient
 from mlflow.exceptions import MlflowException
@@ -44,12 +45,21 @@ def test_an_outside_client_logs_a_run_of_its_own(tracking: str, api: Any) -> Non
             mlflow.log_metric("loss", 3.0 - step * 0.05, step=step)
         mlflow.log_metric("loss_nan", float("nan"), step=1)
         mlflow.log_metrics({"accuracy": 0.8, "f1": 0.7}, step=29)
+        dataset = mlflow.data.from_numpy(np.zeros((3, 2)), name="holdout")
+        mlflow.log_input(dataset, context="eval")
+        # A logged model (MLflow 3's log_model) is a run's only where a run executes it.
+        with pytest.raises(MlflowException) as excinfo:
+            MlflowClient().create_logged_model(started.info.experiment_id, name="m")
+        assert "logged models are kept by the runs npulab executes" in str(excinfo.value)
     run = Run.objects.get(pk=int(started.info.run_id))
     assert (run.status, run.host, run.name, run.tags) == ("succeeded", None, "notebook", ["mlflow"])
     assert run.project == default_project()
     detail = api.get(f"/api/v1/runs/{run.pk}/").json()
     assert detail["params"] == {"lr": "0.01", "optimizer": "adam"}
     assert detail["logged_tags"]["team"] == "nlp"
+    assert detail["logged_tags"]["dataset.holdout"] == (
+        f"digest {dataset.digest}, source code, context eval"
+    )
     metrics = api.get(f"/api/v1/runs/{run.pk}/metrics/").json()["metrics"]
     assert {(m["key"], m["source"], m["points"]) for m in metrics} == {
         ("loss", "mlflow", 30),

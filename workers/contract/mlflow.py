@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import time
 from typing import Any, BinaryIO, Callable, Dict, NamedTuple, Tuple, Union
 
@@ -54,6 +55,10 @@ MAX_BODY_BYTES = 16 * 1024 * 1024
 MAX_ARTIFACT_PATH_CHARS = 255
 ARTIFACT_READ_BYTES = 1 << 20
 RUN_STATUSES = ("RUNNING", "SCHEDULED", "FINISHED", "FAILED", "KILLED")
+LOGGED_MODEL_PENDING = "LOGGED_MODEL_PENDING"
+LOGGED_MODEL_STATUSES = (LOGGED_MODEL_PENDING, "LOGGED_MODEL_READY", "LOGGED_MODEL_UPLOAD_FAILED")
+# The input tag MLflow's client says a dataset's use by ("training", "eval").
+DATASET_CONTEXT = "mlflow.data.context"
 DEFAULT_EXPERIMENT_ID = "0"
 DEFAULT_EXPERIMENT_NAME = "Default"
 # The tag MLflow's client gives a run its name by.
@@ -151,6 +156,44 @@ class Store:
     def get_artifact(self, path: str) -> ArtifactFile:
         raise MlflowError(ENDPOINT_NOT_FOUND, "artifact download is not served here")
 
+    # Logged models (MLflow 3's ``log_model``): MLflow's LoggedModel JSON objects.
+    _NO_MODELS = (
+        "logged models are kept by the runs npulab executes (their files among the run's "
+        "artifacts), not here: log the model's files with mlflow.log_artifacts"
+    )
+
+    def create_logged_model(
+        self,
+        experiment_id: str,
+        name: str,
+        source_run_id: str,
+        model_type: str,
+        params: list[tuple[str, str]],
+        tags: list[tuple[str, str]],
+    ) -> dict[str, Any]:
+        raise MlflowError(ENDPOINT_NOT_FOUND, self._NO_MODELS)
+
+    def logged_model(self, model_id: str) -> dict[str, Any] | None:
+        return None
+
+    def change_logged_model(
+        self,
+        model_id: str,
+        status: str = "",
+        params: list[tuple[str, str]] | None = None,
+        tags: list[tuple[str, str]] | None = None,
+        deleted_tag: str = "",
+    ) -> None:
+        """Finalize a logged model (``status``), add its params or tags, or delete a tag."""
+        raise MlflowError(ENDPOINT_NOT_FOUND, self._NO_MODELS)
+
+    def search_logged_models(self, experiment_ids: list[str]) -> list[dict[str, Any]]:
+        return []
+
+    def log_outputs(self, run_id: str, outputs: list[tuple[str, int]]) -> None:
+        """The run made these logged models: ``(model_id, step)``."""
+        raise MlflowError(ENDPOINT_NOT_FOUND, self._NO_MODELS)
+
 
 def is_artifact_request(path: str) -> bool:
     """Whether ``path`` is one of the mlflow-artifacts API (served by ``handle_artifacts``)."""
@@ -230,10 +273,12 @@ def copy_body(body: BinaryIO, size: int, write: Callable[[bytes], Any]) -> None:
 def handle(store: Store, method: str, path: str, query: dict[str, str], body: bytes) -> Reply:
     """Answer one request of the tracking API; never raises for a client's mistake."""
     try:
-        route = _ROUTES.get((method, path[len(PREFIX) :] if path.startswith(PREFIX) else None))
-        if route is None:
+        served = path[len(PREFIX) :] if path.startswith(PREFIX) else None
+        route = _ROUTES.get((method, served))
+        by_id = served is not None and route is None and served.startswith(_LOGGED_MODEL)
+        if route is None and not by_id:
             raise MlflowError(ENDPOINT_NOT_FOUND, f"No endpoint {method} {path} is served here.")
-        if method == "GET":
+        if method in ("GET", "DELETE"):
             request = dict(query)
         else:
             if len(body) > MAX_BODY_BYTES:
@@ -244,7 +289,12 @@ def handle(store: Store, method: str, path: str, query: dict[str, str], body: by
                 raise MlflowError(INVALID_PARAMETER_VALUE, f"Malformed JSON: {exc}") from None
             if not isinstance(request, dict):
                 raise MlflowError(INVALID_PARAMETER_VALUE, "The request body must be an object.")
-        return 200, route(store, request)
+        if route is not None:
+            return 200, route(store, request)
+        reply = _logged_model_call(store, method, served[len(_LOGGED_MODEL) :], request)
+        if reply is None:
+            raise MlflowError(ENDPOINT_NOT_FOUND, f"No endpoint {method} {path} is served here.")
+        return 200, reply
     except MlflowError as exc:
         return exc.status, exc.body()
 
@@ -477,10 +527,132 @@ def _search_runs(store: Store, request: dict[str, Any]) -> dict[str, Any]:
     return {"runs": store.search_runs([str(i) for i in ids], limit)}
 
 
+def _model_pairs(items: Any, what: str) -> list[tuple[str, str]]:
+    return _pairs(items, what, MAX_TAG_VALUE_CHARS if what == "tag" else MAX_PARAM_VALUE_CHARS)
+
+
+def _create_logged_model(store: Store, request: dict[str, Any]) -> dict[str, Any]:
+    experiment_id = _text(request, "experiment_id")
+    if store.experiment(experiment_id) is None:
+        raise MlflowError(RESOURCE_DOES_NOT_EXIST, f"No Experiment with id={experiment_id} exists")
+    source_run_id = _text(request, "source_run_id", required=False)
+    if source_run_id:
+        _known_run(store, source_run_id)
+    model = store.create_logged_model(
+        experiment_id,
+        _text(request, "name", required=False),
+        source_run_id,
+        _text(request, "model_type", required=False),
+        _model_pairs(request.get("params"), "param"),
+        _model_pairs(request.get("tags"), "tag"),
+    )
+    return {"model": model}
+
+
+def _known_model(store: Store, model_id: str) -> dict[str, Any]:
+    model = store.logged_model(model_id)
+    if model is None:
+        raise MlflowError(RESOURCE_DOES_NOT_EXIST, f"Logged model with ID '{model_id}' not found.")
+    return model
+
+
+def _logged_model_call(
+    store: Store, method: str, rest: str, request: dict[str, Any]
+) -> dict[str, Any] | None:
+    """``logged-models/<id>`` and what is under it; None for a path or method not served."""
+    model_id, _, under = rest.partition("/")
+    if not model_id:
+        return None
+    if (method, under) == ("GET", ""):
+        return {"model": _known_model(store, model_id)}
+    if (method, under) == ("PATCH", ""):
+        status = _text(request, "status")
+        if status not in LOGGED_MODEL_STATUSES:
+            raise MlflowError(
+                INVALID_PARAMETER_VALUE, f"Invalid value {status!r} for parameter 'status'."
+            )
+        _known_model(store, model_id)
+        store.change_logged_model(model_id, status=status)
+    elif (method, under) == ("POST", "params"):
+        _known_model(store, model_id)
+        store.change_logged_model(model_id, params=_model_pairs(request.get("params"), "param"))
+    elif (method, under) == ("PATCH", "tags"):
+        _known_model(store, model_id)
+        store.change_logged_model(model_id, tags=_model_pairs(request.get("tags"), "tag"))
+    elif method == "DELETE" and under.startswith("tags/") and len(under) > len("tags/"):
+        _known_model(store, model_id)
+        store.change_logged_model(model_id, deleted_tag=under[len("tags/") :])
+    else:
+        return None
+    return {"model": _known_model(store, model_id)} if method == "PATCH" and not under else {}
+
+
+# What MLflow's client filters logged models by when it resolves ``runs:/<run>/<name>``.
+_MODEL_FILTER = re.compile(r"^\s*(name|source_run_id|model_type)\s*=\s*'([^']*)'\s*$")
+
+
 def _search_logged_models(store: Store, request: dict[str, Any]) -> dict[str, Any]:
-    # MLflow 3's client looks for a logged model by a path's first part before it lists or
-    # downloads a run's artifacts: models are not kept here, so there is none.
-    return {"models": []}
+    ids = request.get("experiment_ids") or []
+    if not isinstance(ids, list):
+        raise MlflowError(INVALID_PARAMETER_VALUE, "'experiment_ids' must be a list.")
+    wanted: dict[str, str] = {}
+    text = _text(request, "filter", required=False)
+    for clause in re.split(r"\s+AND\s+", text, flags=re.IGNORECASE) if text.strip() else []:
+        found = _MODEL_FILTER.match(clause)
+        if found is None:
+            raise MlflowError(
+                INVALID_PARAMETER_VALUE,
+                f"Unsupported filter {clause.strip()!r}: logged models are searched here by "
+                "name = '...', source_run_id = '...' and model_type = '...', joined by AND.",
+            )
+        wanted[found.group(1)] = found.group(2)
+    limit = _integer(request.get("max_results", 100), "max_results")
+    models = [
+        model
+        for model in store.search_logged_models([str(i) for i in ids])
+        if all(model["info"].get(field, "") == value for field, value in wanted.items())
+    ]
+    return {"models": models[: max(limit, 0)]}
+
+
+def _log_inputs(store: Store, request: dict[str, Any]) -> dict[str, Any]:
+    """Datasets a run read (``mlflow.log_input``), kept as the run's tags
+    ``dataset.<name>``: npulab has no datasets of its own to show them by."""
+    run_id = _run_id(request)
+    datasets = request.get("datasets") or []
+    if not isinstance(datasets, list):
+        raise MlflowError(INVALID_PARAMETER_VALUE, "'datasets' must be a list.")
+    tags = []
+    for item in datasets:
+        dataset = item.get("dataset") if isinstance(item, dict) else None
+        if not isinstance(dataset, dict):
+            raise MlflowError(INVALID_PARAMETER_VALUE, "A dataset input must hold a 'dataset'.")
+        name = _key(dataset.get("name"), "Dataset name")
+        said = [f"digest {_value(dataset.get('digest'), MAX_KEY_CHARS, 'Digest', name)}"]
+        source = dataset.get("source_type")
+        if source:
+            said.append(f"source {_value(source, MAX_KEY_CHARS, 'Source type', name)}")
+        context = dict(_pairs(item.get("tags"), "tag", MAX_TAG_VALUE_CHARS)).get(DATASET_CONTEXT)
+        if context:
+            said.append(f"context {context}")
+        tags.append((_key("dataset." + name, "Tag name"), ", ".join(said)))
+    store.log(run_id, [], [], tags)
+    return {}
+
+
+def _log_outputs(store: Store, request: dict[str, Any]) -> dict[str, Any]:
+    run_id = _run_id(request)
+    _known_run(store, run_id)
+    models = request.get("models") or []
+    if not isinstance(models, list) or not all(isinstance(m, dict) for m in models):
+        raise MlflowError(INVALID_PARAMETER_VALUE, "'models' must be a list of objects.")
+    outputs = []
+    for item in models:
+        model_id = _text(item, "model_id")
+        _known_model(store, model_id)
+        outputs.append((model_id, _integer(item.get("step", 0) or 0, "step")))
+    store.log_outputs(run_id, outputs)
+    return {}
 
 
 def _metric_history(store: Store, request: dict[str, Any]) -> dict[str, Any]:
@@ -506,7 +678,11 @@ _ROUTES: dict[tuple[str, str | None], Callable[[Store, dict[str, Any]], dict[str
     ("POST", "runs/search"): _search_runs,
     ("GET", "metrics/get-history"): _metric_history,
     ("POST", "logged-models/search"): _search_logged_models,
+    ("POST", "logged-models"): _create_logged_model,
+    ("POST", "runs/log-inputs"): _log_inputs,
+    ("POST", "runs/outputs"): _log_outputs,
 }
+_LOGGED_MODEL = "logged-models/"
 
 
 def run_object(
@@ -552,6 +728,37 @@ def metric_object(metric: Metric) -> dict[str, Any]:
         else repr(value).replace("inf", "Infinity").replace("nan", "NaN")
     )
     return {"key": key, "value": shown, "timestamp": timestamp, "step": step}
+
+
+def logged_model_object(
+    model_id: str,
+    experiment_id: str,
+    name: str,
+    created: int,
+    updated: int,
+    artifact_uri: str,
+    status: str,
+    source_run_id: str,
+    model_type: str,
+    params: dict[str, str],
+    tags: dict[str, str],
+) -> dict[str, Any]:
+    """A logged model as MLflow's API returns it."""
+    return {
+        "info": {
+            "model_id": model_id,
+            "experiment_id": experiment_id,
+            "name": name,
+            "creation_timestamp_ms": created,
+            "last_updated_timestamp_ms": updated,
+            "artifact_uri": artifact_uri,
+            "status": status,
+            "source_run_id": source_run_id,
+            "model_type": model_type,
+            "tags": [{"key": k, "value": v} for k, v in tags.items()],
+        },
+        "data": {"params": [{"key": k, "value": v} for k, v in params.items()]},
+    }
 
 
 def experiment_object(experiment_id: str, name: str, artifact_location: str) -> dict[str, Any]:

@@ -9,10 +9,12 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
+import mlflow
+import numpy as np
 import pytest
 import requests
 from mlflow import MlflowClient
-from mlflow.entities import Metric, Param, RunTag
+from mlflow.entities import LoggedModelStatus, Metric, Param, RunTag
 from mlflow.exceptions import MlflowException
 
 from workers.capture.mlflow import EventsStore, MlflowServer
@@ -333,3 +335,102 @@ def test_a_client_that_expects_100_continue_gets_it_before_it_sends_the_body(
         connection.sendall(body)
         assert connection.recv(65536).startswith(b"HTTP/1.1 200 OK\r\n")
     assert [e["value"] for e in served.events() if e["type"] == "metric"] == [4.0]
+
+
+class Doubler(mlflow.pyfunc.PythonModel):
+    def predict(self, context: object, model_input: list[int], params: object = None) -> list[int]:
+        return [2 * x for x in model_input]
+
+
+def log_doubler(name: str) -> mlflow.models.model.ModelInfo:
+    # Its requirements given: MLflow would otherwise work them out in a process of its own.
+    return mlflow.pyfunc.log_model(name=name, python_model=Doubler(), pip_requirements=["mlflow"])
+
+
+def test_a_model_logged_as_mlflow_3_logs_it_is_kept_with_the_runs_artifacts(
+    served: Served, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # mlflow.<flavour>.log_model: a logged model made, its files written to the location it
+    # names, the run's output recorded, then the model finalized.
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", served.server.url)
+    run_id = served.store.run_id
+    with mlflow.start_run(run_id=run_id):
+        first = log_doubler("model")
+        second = log_doubler("model")
+        by_run = mlflow.pyfunc.load_model(f"runs:/{run_id}/model")
+    assert by_run.predict([1, 2]) == [2, 4]
+    assert mlflow.pyfunc.load_model(second.model_uri).predict([3]) == [6]
+    model = served.client.get_logged_model(first.model_id)
+    assert model.status == LoggedModelStatus.READY
+    assert model.source_run_id == run_id
+    assert model.artifact_location.endswith(f"/{run_id}/artifacts/models/model")
+    assert served.client.get_logged_model(second.model_id).artifact_location.endswith(
+        "/artifacts/models/model-2"
+    )
+    found = served.client.search_logged_models(
+        [served.store.experiment_id], filter_string="name = 'model-2'"
+    )
+    assert [m.model_id for m in found] == [second.model_id]
+    # Its files are the run's artifacts, stored as the run ends.
+    served.store.send_artifacts()
+    events = served.events()
+    names = {e["name"] for e in events if e["type"] == "artifact"}
+    assert {"models/model/MLmodel", "models/model-2/MLmodel"} <= names
+    logs = [e["line"] for e in events if e["type"] == "log"]
+    assert f"MLflow model 'model' (id {first.model_id}): its files are models/model/" in logs
+    assert f"MLflow model 'model-2' (id {second.model_id}) is LOGGED_MODEL_READY" in logs
+
+
+def test_a_dataset_the_script_logs_is_a_tag_of_the_run(
+    served: Served, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", served.server.url)
+    dataset = mlflow.data.from_numpy(np.zeros((3, 2)), name="mnist-sample")
+    with mlflow.start_run(run_id=served.store.run_id):
+        mlflow.log_input(dataset, context="training")
+    [tag] = [e for e in served.events() if e["type"] == "tag"]
+    assert tag["key"] == "dataset.mnist-sample"
+    assert tag["value"] == f"digest {dataset.digest}, source code, context training"
+
+
+def test_logged_models_refuse_what_mlflow_refuses(served: Served) -> None:
+    run_id = served.store.run_id
+    experiment = served.store.experiment_id
+    models = "/api/2.0/mlflow/logged-models"
+    status, body = served.raw("GET", f"{models}/m-nope")
+    assert (status, body["error_code"]) == (404, "RESOURCE_DOES_NOT_EXIST")
+    status, body = served.raw("POST", models, {"experiment_id": experiment, "source_run_id": "x"})
+    assert (status, body["message"]) == (404, "Run with id=x not found")
+    status, body = served.raw("POST", models, {"source_run_id": run_id})
+    assert status == 400
+    assert body["message"] == "Missing value for required parameter 'experiment_id'."
+    # A name is a folder of the run's artifacts: never a way out of them.
+    status, body = served.raw("POST", models, {"experiment_id": experiment, "name": "../../etc"})
+    assert (status, body["error_code"]) == (400, "INVALID_PARAMETER_VALUE")
+    status, body = served.raw("POST", models, {"experiment_id": experiment, "name": "a/b"})
+    assert status == 200
+    model_id = body["model"]["info"]["model_id"]
+    assert body["model"]["info"]["artifact_uri"].endswith("/artifacts/models/a-b")
+    status, body = served.raw("PATCH", f"{models}/{model_id}", {"status": "DONE"})
+    assert (status, body["message"]) == (400, "Invalid value 'DONE' for parameter 'status'.")
+    status, body = served.raw(
+        "POST", f"{models}/search", {"experiment_ids": [experiment], "filter": "metrics.acc > 0.9"}
+    )
+    assert status == 400
+    assert body["message"].startswith("Unsupported filter 'metrics.acc > 0.9'")
+    status, body = served.raw("DELETE", f"{models}/{model_id}")
+    assert (status, body["error_code"]) == (404, "ENDPOINT_NOT_FOUND")
+    status, body = served.raw(
+        "POST", "/api/2.0/mlflow/runs/outputs", {"run_id": run_id, "models": [{"model_id": "m"}]}
+    )
+    assert (status, body["error_code"]) == (404, "RESOURCE_DOES_NOT_EXIST")
+    status, body = served.raw(
+        "POST", "/api/2.0/mlflow/runs/log-inputs", {"run_id": run_id, "datasets": [{"x": 1}]}
+    )
+    assert (status, body["message"]) == (400, "A dataset input must hold a 'dataset'.")
+    # Tags and params, as the client sets them; the model answers with them.
+    served.client.set_logged_model_tags(model_id, {"stage": "candidate", "gone": "x"})
+    served.client.delete_logged_model_tag(model_id, "gone")
+    served.client.log_model_params(model_id, {"lr": "0.1"})
+    model = served.client.get_logged_model(model_id)
+    assert (model.tags, model.params) == ({"stage": "candidate"}, {"lr": "0.1"})

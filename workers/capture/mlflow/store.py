@@ -28,6 +28,7 @@ from workers.contract.mlflow import (
     DEFAULT_EXPERIMENT_ID,
     DEFAULT_EXPERIMENT_NAME,
     INVALID_PARAMETER_VALUE,
+    LOGGED_MODEL_PENDING,
     RESOURCE_DOES_NOT_EXIST,
     RESOURCE_EXHAUSTED,
     RUN_ARTIFACTS_DIR,
@@ -39,6 +40,7 @@ from workers.contract.mlflow import (
     artifact_path,
     copy_body,
     experiment_object,
+    logged_model_object,
     metric_object,
     run_object,
 )
@@ -50,6 +52,8 @@ ARTIFACTS_DIR = "mlflow-artifacts"
 # Uploads are written here first, then moved into ARTIFACTS_DIR whole.
 UPLOADS_DIR = ".mlflow-uploads"
 _TERMINAL = ("FINISHED", "FAILED", "KILLED")
+# Where a logged model's files go among its run's artifacts: ``models/<name>/MLmodel``.
+MODELS_DIR = "models"
 
 
 class _Run:
@@ -69,6 +73,20 @@ class _Run:
         self.used = False
 
 
+class _Model:
+    def __init__(self, model_id: str, run: _Run, experiment_id: str, name: str, created: int):
+        self.model_id = model_id
+        self.run = run
+        self.experiment_id = experiment_id
+        self.name = name
+        self.created = created
+        self.updated = created
+        self.status = LOGGED_MODEL_PENDING
+        self.model_type = ""
+        self.params: dict[str, str] = {}
+        self.tags: dict[str, str] = {}
+
+
 class EventsStore(Store):
     """The supervisor's store: calls become events; state stays for the script to read."""
 
@@ -82,6 +100,9 @@ class EventsStore(Store):
         }
         self._runs: dict[str, _Run] = {}
         self._names: set = set()
+        self._models: dict[str, _Model] = {}
+        # Each run's models' folders: a second model of a name gets "-2".
+        self._model_folders: set[tuple[str, str]] = set()
         self._kept = 0
         self._artifacts_sent: dict[str, tuple[int, float]] = {}
         self.experiment_id = self.create_experiment(experiment, [])
@@ -257,6 +278,88 @@ class EventsStore(Store):
         with self._lock:
             points = list(self._runs[run_id].history.get(key, []))
         return [metric_object(point) for point in points]
+
+    def create_logged_model(
+        self,
+        experiment_id: str,
+        name: str,
+        source_run_id: str,
+        model_type: str,
+        params: list[tuple[str, str]],
+        tags: list[tuple[str, str]],
+    ) -> dict[str, Any]:
+        # A model's files are its run's artifacts (models/<name>/...), stored with the run
+        # as the run ends; one logged outside any run goes with the npulab run's.
+        model_id = "m-" + uuid.uuid4().hex
+        with self._lock:
+            run = self._find(source_run_id or self.run_id)
+            if run is None:
+                raise MlflowError(RESOURCE_DOES_NOT_EXIST, f"Run with id={source_run_id} not found")
+            wanted = artifact_path(name or "model").replace("/", "-")
+            folder, number = wanted, 2
+            while (run.run_id, folder) in self._model_folders:
+                folder = f"{wanted}-{number}"
+                number += 1
+            self._model_folders.add((run.run_id, folder))
+            model = _Model(model_id, run, experiment_id, folder, int(1000 * _now()))
+            model.model_type = model_type
+            model.params.update(params)
+            model.tags.update(tags)
+            self._models[model_id] = model
+        where = f"{run.prefix}/{MODELS_DIR}" if run.prefix else MODELS_DIR
+        self.events.log(
+            RUNNER, f"MLflow model {folder!r} (id {model_id}): its files are {where}/{folder}/"
+        )
+        return self.logged_model(model_id) or {}
+
+    def logged_model(self, model_id: str) -> dict[str, Any] | None:
+        with self._lock:
+            model = self._models.get(model_id)
+            if model is None:
+                return None
+            return logged_model_object(
+                model.model_id,
+                model.experiment_id,
+                model.name,
+                model.created,
+                model.updated,
+                f"{self._artifact_uri(model.run)}/{MODELS_DIR}/{model.name}",
+                model.status,
+                model.run.run_id,
+                model.model_type,
+                dict(model.params),
+                dict(model.tags),
+            )
+
+    def change_logged_model(
+        self,
+        model_id: str,
+        status: str = "",
+        params: list[tuple[str, str]] | None = None,
+        tags: list[tuple[str, str]] | None = None,
+        deleted_tag: str = "",
+    ) -> None:
+        with self._lock:
+            model = self._models[model_id]
+            model.status = status or model.status
+            model.params.update(params or [])
+            model.tags.update(tags or [])
+            model.tags.pop(deleted_tag, None)
+            model.updated = int(1000 * _now())
+        if status:
+            self.events.log(RUNNER, f"MLflow model {model.name!r} (id {model_id}) is {status}")
+
+    def search_logged_models(self, experiment_ids: list[str]) -> list[dict[str, Any]]:
+        with self._lock:
+            ids = [m.model_id for m in self._models.values() if m.experiment_id in experiment_ids]
+        found = [self.logged_model(model_id) for model_id in ids]
+        return [model for model in found if model is not None]
+
+    def log_outputs(self, run_id: str, outputs: list[tuple[str, int]]) -> None:
+        for model_id, step in outputs:
+            with self._lock:
+                name = self._models[model_id].name
+            self.events.log(RUNNER, f"MLflow model {name!r} (id {model_id}) logged at step {step}")
 
     def _artifact_file(self, path: str) -> str:
         return os.path.join(self.run_dir, ARTIFACTS_DIR, *path.split("/"))
