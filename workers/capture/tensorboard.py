@@ -8,6 +8,13 @@ corrupt record is said once on the run's log; the rest of the file and of the ru
 Histograms, images and other non-scalars are counted and listed at the end, with their tags,
 not stored.
 
+A scalar's key is its tag, as long as one directory writes that tag. TensorBoard tells the
+same tag of two directories apart by the directory (its "run"), so here too: ``add_scalars
+("acc", {"train": ..., "val": ...})`` writes tag ``acc`` into ``acc_train/`` and ``acc_val/``
+beside the writer's own, which become ``acc/train`` and ``acc/val``; writers of their own in
+``train/`` and ``val/`` that both log ``loss`` give ``loss`` (the first directory that
+wrote it, in path order) and ``loss/val``. A key, once given, never changes.
+
 Without TensorFlow, TensorBoard's reader is pure Python; with ``google-crc32c`` (in the same
 extra) its CRC check runs in C (workers.capture.record_crc), and a record costs about 9 µs
 read, checked, parsed and written as an event, against 18-20 µs: the reader keeps up with
@@ -53,6 +60,9 @@ class TensorBoardReader:
         self._thread: threading.Thread | None = None
         self._loader_class: Any = None
         self._parse: Any = None
+        # (directory, tag) -> key, and the directory each bare tag is the key of.
+        self._keys: dict[tuple[str, str], str] = {}
+        self._owners: dict[str, str] = {}
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._loop, name="tensorboard", daemon=True)
@@ -141,11 +151,12 @@ class TensorBoardReader:
         points: list[Point] = []
         parse, found = self._parse, self._points
         consumed = self.consumed[path]
+        directory = os.path.dirname(path)
         try:
             for record in loader.Load():
                 # A record is its length (8 bytes), two CRCs (4 each) and its data.
                 consumed += len(record) + 16
-                found(parse(record), points)
+                found(parse(record), points, directory)
                 if len(points) >= WRITE_POINTS:
                     self.scalars += self.sink.write(points)
                     points = []
@@ -156,18 +167,35 @@ class TensorBoardReader:
         self.consumed[path] = consumed
         self.scalars += self.sink.write(points)
 
-    def _points(self, event: Any, points: list[Point]) -> None:
+    def _key(self, directory: str, tag: str) -> str:
+        key = self._keys.get((directory, tag))
+        if key is None:
+            folder = os.path.basename(directory)
+            # add_scalars' folder: the main tag, "/" made "_", then "_" and the series' name.
+            stem = tag.replace("/", "_") + "_"
+            if folder.startswith(stem) and len(folder) > len(stem):
+                key = f"{tag}/{folder[len(stem) :]}"
+            elif self._owners.setdefault(tag, directory) == directory:
+                key = tag
+            else:
+                key = f"{tag}/{folder}"
+            self._keys[(directory, tag)] = key
+        return key
+
+    def _points(self, event: Any, points: list[Point], directory: str) -> None:
         """Append the scalars of ``event`` to ``points``; count what is not one."""
         if not event.HasField("summary"):
             return
         for value in event.summary.value:
             kind = value.WhichOneof("value")
             if kind == "simple_value":
-                points.append((value.tag, event.step, value.simple_value, event.wall_time))
+                key = self._key(directory, value.tag)
+                points.append((key, event.step, value.simple_value, event.wall_time))
             elif kind == "tensor" and _is_scalar(value):
                 number = _tensor_number(value.tensor)
                 if number is not None:
-                    points.append((value.tag, event.step, number, event.wall_time))
+                    key = self._key(directory, value.tag)
+                    points.append((key, event.step, number, event.wall_time))
             else:
                 plugin = value.metadata.plugin_data.plugin_name if value.metadata else ""
                 label = plugin or _KINDS.get(kind or "", kind or "unknown")

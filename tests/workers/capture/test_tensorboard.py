@@ -199,3 +199,39 @@ def test_the_c_crc_is_used_only_when_it_is_there_and_agrees(
     assert [step for _, step, _ in metrics(tmp_path)] == list(range(50))
     said = any("google-crc32c" in line for line in log_lines(tmp_path))
     assert said == (checked_with == record_crc.PYTHON)
+
+
+def test_one_tag_from_several_directories_keeps_each_series_apart(tmp_path: Path) -> None:
+    # add_scalars writes its series into folders of their own beside the writer's, each
+    # under the main tag; a script's own train/ and val/ writers both log "loss".
+    board = SummaryWriter(str(tmp_path / "tb" / "exp"))
+    for step in range(2):
+        board.add_scalar("train/loss", 1.0 / (step + 1), step)
+        board.add_scalars("acc", {"train": 0.5, "val": 0.25}, step)
+        board.add_scalars("loss/all", {"a": 2.0}, step)
+    board.close()
+    for phase, value in (("train", 3.0), ("val", 4.0)):
+        own = SummaryWriter(str(tmp_path / "tb" / "split" / phase))
+        own.add_scalar("loss", value, 0)
+        own.close()
+    found, events = reader(tmp_path)
+    found.read_once()
+    # A tag that one more directory writes later leaves the keys already given as they are.
+    late = SummaryWriter(str(tmp_path / "tb" / "split" / "test"))
+    late.add_scalar("loss", 5.0, 0)
+    late.close()
+    found.read_once()
+    events.close()
+    assert sorted(set(metrics(tmp_path))) == [
+        ("acc/train", 0, 0.5),
+        ("acc/train", 1, 0.5),
+        ("acc/val", 0, 0.25),
+        ("acc/val", 1, 0.25),
+        ("loss", 0, 3.0),
+        ("loss/all/a", 0, 2.0),
+        ("loss/all/a", 1, 2.0),
+        ("loss/test", 0, 5.0),
+        ("loss/val", 0, 4.0),
+        ("train/loss", 0, 1.0),
+        ("train/loss", 1, 0.5),
+    ]
