@@ -55,6 +55,24 @@ def test_hugging_face_trainer_dicts_take_their_line_count_as_step() -> None:
     assert math.isnan(value)
 
 
+def test_hugging_face_trainers_progress_bar_prints_its_numbers_as_strings() -> None:
+    # Transformers' ProgressCallback writes each float as f"{v:.4g}" (5.25 here).
+    found = points(
+        [
+            "{'loss': '2.303', 'grad_norm': '1.234', 'learning_rate': '5e-05', 'epoch': '0.1'}",
+            "{'eval_loss': 'nan', 'eval_runtime': '1.2', 'epoch': '1'}",
+        ]
+    )
+    assert found[:4] == [
+        ("loss", 1, 2.303),
+        ("grad_norm", 1, 1.234),
+        ("learning_rate", 1, 5e-05),
+        ("epoch", 1, 0.1),
+    ]
+    assert ("eval_runtime", 2, 1.2) in found
+    assert math.isnan(next(value for key, _, value in found if key == "eval_loss"))
+
+
 def test_tqdm_postfixes_use_the_bar_counter_as_step() -> None:
     bar = (
         " 5%|▌         | 50/1000 [00:01<00:20, 45.2it/s, loss=0.523, lr=0.001]"
