@@ -93,6 +93,11 @@ def test_hf_trainer_reporting_to_mlflow_lands_in_the_run(tmp_path: Path) -> None
     assert [step for step, _ in metrics["grad_norm"]] == [1, 2, 3, 4, 5]
     [(step, _)] = metrics["train_loss"]
     assert step == 5
+    # And as its progress bar prints them, each float a string of 4 digits: the same.
+    printed = series(events, "stdout")
+    assert [value for _, value in printed["loss"]] == [
+        pytest.approx(value, rel=1e-3) for _, value in metrics["loss"]
+    ]
     params = {e["key"]: e["value"] for e in by_type(events, "param") if e["source"] == "mlflow"}
     assert (params["learning_rate"], params["max_steps"]) == ("0.001", "5")
     assert (params["model_type"], params["hidden_size"]) == ("bert", "16")
