@@ -176,6 +176,7 @@ class Recogniser:
         self.lines_with_metrics = 0
         self.last_step = -1
         self._offset = 0
+        self._epoch: float | None = None
         self._stepped = False
         self._in_traceback: dict[str, bool] = {}
         self._report_lines: dict[str, int] = {}  # lines into torchrun's report; 0: none
@@ -233,10 +234,18 @@ class Recogniser:
             step = self.last_step if self._stepped else self.lines_with_metrics
         else:
             self._stepped = True
-            # A counter that starts again (a new epoch without one on the line): keep going.
-            if step + self._offset < self.last_step:
+            # A counter that starts again (a new epoch without one on the line), or that
+            # does not move on in a new epoch (MindSpore's LossMonitor printing once an
+            # epoch: "epoch: 2 step: 1875"): keep going.
+            epoch = values.get(EPOCH)
+            new_epoch = epoch is not None and self._epoch is not None and epoch > self._epoch
+            if step + self._offset < self.last_step or (
+                new_epoch and step + self._offset <= self.last_step
+            ):
                 self._offset = self.last_step
             step += self._offset
+        if EPOCH in values:
+            self._epoch = values[EPOCH]
         self.last_step = max(self.last_step, step)
         return [(key, step, value, None) for key, value in values.items()]
 

@@ -106,6 +106,26 @@ def test_mindspore_loss_monitor_lines_go_on_when_the_step_starts_again() -> None
     assert ("loss", 15, 2.1) in found
 
 
+def test_a_loss_monitor_printing_once_an_epoch_goes_on_across_epochs() -> None:
+    # LossMonitor(per_print_times=1875) on an epoch of 1875 steps: its step is the
+    # epoch's, the same on each line; TimeMonitor's line after it keeps that step.
+    found = points(
+        [
+            "epoch: 1 step: 1875, loss is 0.3012",
+            "Train epoch time: 12345.678 ms, per step time: 6.584 ms",
+            "epoch: 2 step: 1875, loss is 0.1456",
+            "Train epoch time: 11345.678 ms, per step time: 6.051 ms",
+            "epoch: 3 step: 1875, loss is 0.0987",
+        ]
+    )
+    assert [(step, value) for key, step, value in found if key == "loss"] == [
+        (1875, 0.3012),
+        (3750, 0.1456),
+        (5625, 0.0987),
+    ]
+    assert ("step_time", 3750, 6.051) in found
+
+
 # MindFormers' MFLossMonitor, through its logger: in sink mode the loss, otherwise the
 # step's loss and the mean so far ("loss:[current/mean]"); its progress line after each.
 MINDFORMERS_PREFIX = (
