@@ -345,6 +345,9 @@ def _default(text: str) -> tuple[dict[str, float], int | None] | None:
             step = (int(epoch) - 1) * total + index
         else:
             step = index
+    if step is None and list(values) == [EPOCH]:
+        # A header ("Epoch 1/10", as Keras prints before each epoch's line) is no metric.
+        return {}, None
     if prefix:
         values = {prefix + key: value for key, value in values.items()}
     return values, step
@@ -413,7 +416,8 @@ def _dict(text: str) -> dict[str, float] | None:
     values: dict[str, float] = {}
     for key, value in parsed.items():
         if isinstance(value, str) and _PLAIN_NUMBER.match(value):
-            # fairseq's JSON log gives its numbers as strings ("loss": "13.774").
+            # Transformers' progress bar and fairseq's JSON log give their numbers as
+            # strings ({'loss': '2.303'}, "loss": "13.774").
             value = float(value)
         if isinstance(key, str) and isinstance(value, (int, float)) and not isinstance(value, bool):
             values[_name(key)] = float(value)

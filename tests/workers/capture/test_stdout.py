@@ -430,6 +430,23 @@ def test_counters_after_a_step_word_or_inside_brackets() -> None:
     assert later > 937
 
 
+def test_keras_epoch_headers_are_no_metric_lines() -> None:
+    found = points(
+        [
+            "Epoch 1/10",
+            "100/100 - 2s - 15ms/step - accuracy: 0.9123 - loss: 0.3012",
+            "Epoch 2/10",
+            "100/100 - 1s - 9ms/step - accuracy: 0.9456 - loss: 0.2011",
+        ]
+    )
+    assert [(key, step) for key, step, _ in found] == [
+        ("accuracy", 1),
+        ("loss", 1),
+        ("accuracy", 2),
+        ("loss", 2),
+    ]
+
+
 def test_lightnings_progress_bar_goes_on_across_epochs_and_its_version_is_no_metric() -> None:
     found = points(
         [
