@@ -589,6 +589,7 @@ def _logged_model_call(
 
 # What MLflow's client filters logged models by when it resolves ``runs:/<run>/<name>``.
 _MODEL_FILTER = re.compile(r"^\s*(name|source_run_id|model_type)\s*=\s*'([^']*)'\s*$")
+_AND = re.compile(r"(?<!\s)\s+AND\s+", re.IGNORECASE)
 
 
 def _search_logged_models(store: Store, request: dict[str, Any]) -> dict[str, Any]:
@@ -597,13 +598,17 @@ def _search_logged_models(store: Store, request: dict[str, Any]) -> dict[str, An
         raise MlflowError(INVALID_PARAMETER_VALUE, "'experiment_ids' must be a list.")
     wanted: dict[str, str] = {}
     text = _text(request, "filter", required=False)
-    for clause in re.split(r"\s+AND\s+", text, flags=re.IGNORECASE) if text.strip() else []:
+    # Split where a run of spaces starts only: "\s+AND" tried at each space of a long run
+    # is quadratic (20,000 spaces took 1.5 s).
+    for clause in _AND.split(text) if text.strip() else []:
         found = _MODEL_FILTER.match(clause)
         if found is None:
+            shown = clause.strip()
             raise MlflowError(
                 INVALID_PARAMETER_VALUE,
-                f"Unsupported filter {clause.strip()!r}: logged models are searched here by "
-                "name = '...', source_run_id = '...' and model_type = '...', joined by AND.",
+                f"Unsupported filter {shown[:80]!r}{'...' if len(shown) > 80 else ''}: logged "
+                "models are searched here by name = '...', source_run_id = '...' and "
+                "model_type = '...', joined by AND.",
             )
         wanted[found.group(1)] = found.group(2)
     limit = _integer(request.get("max_results", 100), "max_results")

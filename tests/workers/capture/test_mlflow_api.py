@@ -418,6 +418,16 @@ def test_logged_models_refuse_what_mlflow_refuses(served: Served) -> None:
     )
     assert status == 400
     assert body["message"].startswith("Unsupported filter 'metrics.acc > 0.9'")
+    hostile = "name = 'a' AND" + " " * 100_000 + "x"
+    status, body = served.raw(
+        "POST", f"{models}/search", {"experiment_ids": [experiment], "filter": hostile}
+    )
+    assert status == 400
+    assert body["message"].startswith("Unsupported filter 'x'")
+    status, body = served.raw(
+        "POST", f"{models}/search", {"experiment_ids": [experiment], "filter": "x" * 5000}
+    )
+    assert len(body["message"]) < 300
     status, body = served.raw("DELETE", f"{models}/{model_id}")
     assert (status, body["error_code"]) == (404, "ENDPOINT_NOT_FOUND")
     status, body = served.raw(
