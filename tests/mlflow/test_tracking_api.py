@@ -51,6 +51,9 @@ def test_an_outside_client_logs_a_run_of_its_own(tracking: str, api: Any) -> Non
         with pytest.raises(MlflowException) as excinfo:
             MlflowClient().create_logged_model(started.info.experiment_id, name="m")
         assert "logged models are kept by the runs npulab executes" in str(excinfo.value)
+        with pytest.raises(MlflowException) as excinfo:
+            mlflow.set_experiment_tag("team", "nlp")
+        assert "an npulab project keeps none" in str(excinfo.value)
     run = Run.objects.get(pk=int(started.info.run_id))
     assert (run.status, run.host, run.name, run.tags) == ("succeeded", None, "notebook", ["mlflow"])
     assert run.project == default_project()

@@ -156,6 +156,14 @@ class Store:
     def get_artifact(self, path: str) -> ArtifactFile:
         raise MlflowError(ENDPOINT_NOT_FOUND, "artifact download is not served here")
 
+    def set_experiment_tag(self, experiment_id: str, key: str, value: str | None) -> None:
+        """Set a tag of an experiment; ``None`` deletes it."""
+        raise MlflowError(
+            ENDPOINT_NOT_FOUND,
+            "experiment tags are kept by the runs npulab executes, not here: an npulab "
+            "project keeps none",
+        )
+
     # Logged models (MLflow 3's ``log_model``): MLflow's LoggedModel JSON objects.
     _NO_MODELS = (
         "logged models are kept by the runs npulab executes (their files among the run's "
@@ -419,6 +427,23 @@ def _create_experiment(store: Store, request: dict[str, Any]) -> dict[str, Any]:
     return {"experiment_id": store.create_experiment(name, tags)}
 
 
+def _set_experiment_tag(store: Store, request: dict[str, Any]) -> dict[str, Any]:
+    experiment_id = _text(request, "experiment_id")
+    if store.experiment(experiment_id) is None:
+        raise MlflowError(RESOURCE_DOES_NOT_EXIST, f"No Experiment with id={experiment_id} exists")
+    [(key, value)] = _pairs([request], "tag", MAX_TAG_VALUE_CHARS)
+    store.set_experiment_tag(experiment_id, key, value)
+    return {}
+
+
+def _delete_experiment_tag(store: Store, request: dict[str, Any]) -> dict[str, Any]:
+    experiment_id = _text(request, "experiment_id")
+    if store.experiment(experiment_id) is None:
+        raise MlflowError(RESOURCE_DOES_NOT_EXIST, f"No Experiment with id={experiment_id} exists")
+    store.set_experiment_tag(experiment_id, _key(request.get("key"), "Tag name"), None)
+    return {}
+
+
 def _search_experiments(store: Store, request: dict[str, Any]) -> dict[str, Any]:
     found = store.experiment(DEFAULT_EXPERIMENT_ID)
     return {"experiments": [found] if found else []}
@@ -672,6 +697,8 @@ _ROUTES: dict[tuple[str, str | None], Callable[[Store, dict[str, Any]], dict[str
     ("GET", "experiments/get"): _get_experiment,
     ("POST", "experiments/create"): _create_experiment,
     ("POST", "experiments/search"): _search_experiments,
+    ("POST", "experiments/set-experiment-tag"): _set_experiment_tag,
+    ("POST", "experiments/delete-experiment-tag"): _delete_experiment_tag,
     ("POST", "runs/create"): _create_run,
     ("GET", "runs/get"): _get_run,
     ("POST", "runs/update"): _update_run,
@@ -766,10 +793,15 @@ def logged_model_object(
     }
 
 
-def experiment_object(experiment_id: str, name: str, artifact_location: str) -> dict[str, Any]:
-    return {
+def experiment_object(
+    experiment_id: str, name: str, artifact_location: str, tags: dict[str, str] | None = None
+) -> dict[str, Any]:
+    found: dict[str, Any] = {
         "experiment_id": experiment_id,
         "name": name,
         "artifact_location": artifact_location,
         "lifecycle_stage": "active",
     }
+    if tags:
+        found["tags"] = [{"key": k, "value": v} for k, v in tags.items()]
+    return found

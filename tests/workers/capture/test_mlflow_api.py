@@ -444,3 +444,20 @@ def test_logged_models_refuse_what_mlflow_refuses(served: Served) -> None:
     served.client.log_model_params(model_id, {"lr": "0.1"})
     model = served.client.get_logged_model(model_id)
     assert (model.tags, model.params) == ({"stage": "candidate"}, {"lr": "0.1"})
+
+
+def test_experiment_tags_are_kept_for_the_script_to_read_back(served: Served) -> None:
+    experiment = served.store.experiment_id
+    served.client.set_experiment_tag(experiment, "team", "vision")
+    served.client.set_experiment_tag(experiment, "gone", "x")
+    served.client.delete_experiment_tag(experiment, "gone")
+    assert served.client.get_experiment(experiment).tags == {"team": "vision"}
+    made = served.client.create_experiment("sweep", tags={"kind": "hpo"})
+    assert served.client.get_experiment_by_name("sweep").tags == {"kind": "hpo"}
+    assert made != experiment
+    status, body = served.raw(
+        "POST",
+        "/api/2.0/mlflow/experiments/set-experiment-tag",
+        {"experiment_id": "404", "key": "k", "value": "v"},
+    )
+    assert (status, body["error_code"]) == (404, "RESOURCE_DOES_NOT_EXIST")

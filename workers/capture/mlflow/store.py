@@ -98,6 +98,7 @@ class EventsStore(Store):
         self._experiments: dict[str, tuple[str, str]] = {
             DEFAULT_EXPERIMENT_ID: (DEFAULT_EXPERIMENT_NAME, self._artifact_root("0"))
         }
+        self._experiment_tags: dict[str, dict[str, str]] = {}
         self._runs: dict[str, _Run] = {}
         self._names: set = set()
         self._models: dict[str, _Model] = {}
@@ -119,19 +120,32 @@ class EventsStore(Store):
         with self._lock:
             for experiment_id, (known, location) in self._experiments.items():
                 if known == name:
-                    return experiment_object(experiment_id, known, location)
+                    tags = self._experiment_tags.get(experiment_id)
+                    return experiment_object(experiment_id, known, location, tags)
         return None
 
     def experiment(self, experiment_id: str) -> dict[str, Any] | None:
         with self._lock:
             found = self._experiments.get(experiment_id)
-        return None if found is None else experiment_object(experiment_id, *found)
+            tags = self._experiment_tags.get(experiment_id)
+        return None if found is None else experiment_object(experiment_id, *found, tags)
 
     def create_experiment(self, name: str, tags: list[dict[str, str]]) -> str:
         with self._lock:
             experiment_id = str(len(self._experiments))
             self._experiments[experiment_id] = (name, self._artifact_root(experiment_id))
+            if tags:
+                self._experiment_tags[experiment_id] = {t["key"]: t["value"] for t in tags}
         return experiment_id
+
+    def set_experiment_tag(self, experiment_id: str, key: str, value: str | None) -> None:
+        # Kept for the script to read back: npulab's experiment is the run itself.
+        with self._lock:
+            tags = self._experiment_tags.setdefault(experiment_id, {})
+            if value is None:
+                tags.pop(key, None)
+            else:
+                tags[key] = value
 
     def create_run(
         self, experiment_id: str, name: str, start_time: int, tags: list[dict[str, str]]
