@@ -64,6 +64,8 @@ DEFAULT_EXPERIMENT_NAME = "Default"
 # The tag MLflow's client gives a run its name by.
 RUN_NAME_TAG = "mlflow.runName"
 PARENT_RUN_TAG = "mlflow.parentRunId"
+# The run tag MLflow 2's log_model records each model's metadata in, a JSON list.
+LOGGED_MODELS_TAG = "mlflow.log-model.history"
 
 # (status, JSON body)
 Reply = Tuple[int, Dict[str, Any]]
@@ -645,6 +647,32 @@ def _search_logged_models(store: Store, request: dict[str, Any]) -> dict[str, An
     return {"models": models[: max(limit, 0)]}
 
 
+def _record_logged_model(store: Store, request: dict[str, Any]) -> dict[str, Any]:
+    """MLflow 2's log_model: the model's metadata appended to the run's history tag, the
+    newest kept where all would pass a tag's limit (the files are the run's artifacts)."""
+    run_id = _run_id(request)
+    run = _known_run(store, run_id)
+    try:
+        model = json.loads(_text(request, "model_json"))
+    except ValueError as exc:
+        raise MlflowError(INVALID_PARAMETER_VALUE, f"Malformed model_json: {exc}") from None
+    if not isinstance(model, dict):
+        raise MlflowError(INVALID_PARAMETER_VALUE, "model_json must be an object.")
+    tags = {tag["key"]: tag["value"] for tag in run["data"].get("tags", [])}
+    try:
+        history = json.loads(tags.get(LOGGED_MODELS_TAG) or "[]")
+    except ValueError:
+        history = []
+    history = [*history, model] if isinstance(history, list) else [model]
+    while history:
+        value = json.dumps(history)
+        if len(value) <= MAX_TAG_VALUE_CHARS:
+            store.log(run_id, [], [], [(LOGGED_MODELS_TAG, value)])
+            break
+        history = history[1:]
+    return {}
+
+
 def _log_inputs(store: Store, request: dict[str, Any]) -> dict[str, Any]:
     """Datasets a run read (``mlflow.log_input``), kept as the run's tags
     ``dataset.<name>``: npulab has no datasets of its own to show them by."""
@@ -712,6 +740,7 @@ _ROUTES: dict[tuple[str, str | None], Callable[[Store, dict[str, Any]], dict[str
     ("POST", "logged-models/search"): _search_logged_models,
     ("POST", "logged-models"): _create_logged_model,
     ("POST", "runs/log-inputs"): _log_inputs,
+    ("POST", "runs/log-model"): _record_logged_model,
     ("POST", "runs/outputs"): _log_outputs,
 }
 _LOGGED_MODEL = "logged-models/"

@@ -16,6 +16,7 @@ import requests
 from mlflow import MlflowClient
 from mlflow.entities import LoggedModelStatus, Metric, Param, RunTag
 from mlflow.exceptions import MlflowException
+from mlflow.models import Model
 
 from workers.capture.mlflow import EventsStore, MlflowServer
 from workers.events import EventWriter, iter_events
@@ -461,3 +462,26 @@ def test_experiment_tags_are_kept_for_the_script_to_read_back(served: Served) ->
         {"experiment_id": "404", "key": "k", "value": "v"},
     )
     assert (status, body["error_code"]) == (404, "RESOURCE_DOES_NOT_EXIST")
+
+
+def test_a_model_logged_as_mlflow_2_logs_it_is_in_the_runs_history_tag(served: Served) -> None:
+    run_id = served.store.run_id
+    model = Model(artifact_path="model", run_id=run_id, flavors={"python_function": {}})
+    served.client._tracking_client.store.record_logged_model(run_id, model)
+
+    def history() -> list[str]:
+        tags = served.client.get_run(run_id).data.tags
+        return [entry["artifact_path"] for entry in json.loads(tags["mlflow.log-model.history"])]
+
+    assert history() == ["model"]
+    # Too large for the tag beside the first: the newest is kept.
+    big = json.dumps({"artifact_path": "big", "note": "x" * 7900})
+    status, _ = served.raw(
+        "POST", "/api/2.0/mlflow/runs/log-model", {"run_id": run_id, "model_json": big}
+    )
+    assert status == 200
+    assert history() == ["big"]
+    status, body = served.raw(
+        "POST", "/api/2.0/mlflow/runs/log-model", {"run_id": run_id, "model_json": "[1]"}
+    )
+    assert (status, body["message"]) == (400, "model_json must be an object.")
