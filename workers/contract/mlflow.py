@@ -649,7 +649,8 @@ def _search_logged_models(store: Store, request: dict[str, Any]) -> dict[str, An
 
 def _record_logged_model(store: Store, request: dict[str, Any]) -> dict[str, Any]:
     """MLflow 2's log_model: the model's metadata appended to the run's history tag, the
-    newest kept where all would pass a tag's limit (the files are the run's artifacts)."""
+    newest kept where all would pass a tag's limit, one alone over it refused (the files
+    are the run's artifacts already)."""
     run_id = _run_id(request)
     run = _known_run(store, run_id)
     try:
@@ -663,13 +664,19 @@ def _record_logged_model(store: Store, request: dict[str, Any]) -> dict[str, Any
         history = json.loads(tags.get(LOGGED_MODELS_TAG) or "[]")
     except ValueError:
         history = []
-    history = [*history, model] if isinstance(history, list) else [model]
-    while history:
-        value = json.dumps(history)
-        if len(value) <= MAX_TAG_VALUE_CHARS:
-            store.log(run_id, [], [], [(LOGGED_MODELS_TAG, value)])
-            break
-        history = history[1:]
+    entries = [json.dumps(entry) for entry in history] if isinstance(history, list) else []
+    entries.append(json.dumps(model))
+    if len(entries[-1]) + 2 > MAX_TAG_VALUE_CHARS:
+        raise MlflowError(
+            INVALID_PARAMETER_VALUE,
+            f"model_json had length {len(entries[-1])}, over the {MAX_TAG_VALUE_CHARS} "
+            f"characters of the run's {LOGGED_MODELS_TAG} tag",
+        )
+    # "[" + entries joined by ", " + "]": the oldest go first until it fits.
+    size = sum(len(entry) + 2 for entry in entries)
+    while size > MAX_TAG_VALUE_CHARS:
+        size -= len(entries.pop(0)) + 2
+    store.log(run_id, [], [], [(LOGGED_MODELS_TAG, "[" + ", ".join(entries) + "]")])
     return {}
 
 

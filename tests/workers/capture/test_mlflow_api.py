@@ -485,3 +485,10 @@ def test_a_model_logged_as_mlflow_2_logs_it_is_in_the_runs_history_tag(served: S
         "POST", "/api/2.0/mlflow/runs/log-model", {"run_id": run_id, "model_json": "[1]"}
     )
     assert (status, body["message"]) == (400, "model_json must be an object.")
+    huge = json.dumps({"note": "x" * 9000})
+    status, body = served.raw(
+        "POST", "/api/2.0/mlflow/runs/log-model", {"run_id": run_id, "model_json": huge}
+    )
+    assert status == 400
+    assert "over the 8000 characters" in body["message"]
+    assert history() == ["big"]
