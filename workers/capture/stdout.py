@@ -65,6 +65,11 @@ _WORD_COUNTER = re.compile(
     r"(?<![\w./-])(epoch|step|steps|iter|iteration|batch)\s*(?:[:=]\s*)?(\d+)\s*/\s*(\d+)(?![\w./])",
     re.IGNORECASE,
 )
+# A step's word and number that lead the line's pairs ("Iteration 100: loss = 0.5"): a
+# "key value" of their own, which a line with "key = value" pairs is not read for.
+_STEP_LEAD = re.compile(
+    r"(?<![\w./-])(?:step|iter|iteration|batch)\s+(\d+)\s*:(?![\d/])", re.IGNORECASE
+)
 # A MindSpore tensor as print() shows it in a tuple or a custom callback's line: its value.
 # No two parts may take the same characters: a line of 4,000 spaces after "value=" took
 # 36 s to fail with "value=\s*([^()]*?)\s*\)".
@@ -304,6 +309,10 @@ def _default(text: str) -> tuple[dict[str, float], int | None] | None:
         text = _BRACKETED.sub(lambda found: bracketed.append(found.groups()) or " ", text)
     if "/" in text:
         text = _WORD_COUNTER.sub(lambda found: bracketed.append(found.groups()) or " ", text)
+    lead = _STEP_LEAD.search(text) if ":" in text else None
+    if lead is not None:
+        step = int(lead.group(1)) if step is None else step
+        text = text[: lead.start()] + " " + text[lead.end() :]
     for name, index, total in bracketed:
         if name.lower() in STEP_KEYS:
             counter = (int(index), int(total))

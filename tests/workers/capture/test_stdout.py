@@ -409,6 +409,18 @@ def test_fairseqs_simple_and_json_lines_step_by_their_updates() -> None:
     assert "num_updates" not in {key for key, _, _ in found}
 
 
+def test_a_step_word_that_leads_key_equals_value_pairs_gives_the_step() -> None:
+    assert points(["Iteration 100: loss = 0.5, lr = 0.01", "Iteration 200: loss = 0.4"]) == [
+        ("loss", 100, 0.5),
+        ("lr", 100, 0.01),
+        ("loss", 200, 0.4),
+    ]
+    assert points(["Step 30: train_loss=1.25 val_loss=1.5"]) == [
+        ("train_loss", 30, 1.25),
+        ("val_loss", 30, 1.5),
+    ]
+
+
 def test_counters_after_a_step_word_or_inside_brackets() -> None:
     # Accelerate-style scripts' "Step N/M:", and PyTorch-GAN's "[Epoch N/M] [Batch N/M]"
     # (its epochs from 0).
