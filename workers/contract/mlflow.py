@@ -396,6 +396,13 @@ def _pairs(items: Any, what: str, limit: int) -> list[tuple[str, str]]:
     return pairs
 
 
+def _known_experiment(store: Store, experiment_id: str) -> dict[str, Any]:
+    found = store.experiment(experiment_id)
+    if found is None:
+        raise MlflowError(RESOURCE_DOES_NOT_EXIST, f"No Experiment with id={experiment_id} exists")
+    return found
+
+
 def _known_run(store: Store, run_id: str) -> dict[str, Any]:
     run = store.run(run_id)
     if run is None:
@@ -412,11 +419,7 @@ def _get_experiment_by_name(store: Store, request: dict[str, Any]) -> dict[str, 
 
 
 def _get_experiment(store: Store, request: dict[str, Any]) -> dict[str, Any]:
-    experiment_id = _text(request, "experiment_id")
-    found = store.experiment(experiment_id)
-    if found is None:
-        raise MlflowError(RESOURCE_DOES_NOT_EXIST, f"No Experiment with id={experiment_id} exists")
-    return {"experiment": found}
+    return {"experiment": _known_experiment(store, _text(request, "experiment_id"))}
 
 
 def _create_experiment(store: Store, request: dict[str, Any]) -> dict[str, Any]:
@@ -431,8 +434,7 @@ def _create_experiment(store: Store, request: dict[str, Any]) -> dict[str, Any]:
 
 def _set_experiment_tag(store: Store, request: dict[str, Any]) -> dict[str, Any]:
     experiment_id = _text(request, "experiment_id")
-    if store.experiment(experiment_id) is None:
-        raise MlflowError(RESOURCE_DOES_NOT_EXIST, f"No Experiment with id={experiment_id} exists")
+    _known_experiment(store, experiment_id)
     [(key, value)] = _pairs([request], "tag", MAX_TAG_VALUE_CHARS)
     store.set_experiment_tag(experiment_id, key, value)
     return {}
@@ -440,8 +442,7 @@ def _set_experiment_tag(store: Store, request: dict[str, Any]) -> dict[str, Any]
 
 def _delete_experiment_tag(store: Store, request: dict[str, Any]) -> dict[str, Any]:
     experiment_id = _text(request, "experiment_id")
-    if store.experiment(experiment_id) is None:
-        raise MlflowError(RESOURCE_DOES_NOT_EXIST, f"No Experiment with id={experiment_id} exists")
+    _known_experiment(store, experiment_id)
     store.set_experiment_tag(experiment_id, _key(request.get("key"), "Tag name"), None)
     return {}
 
@@ -453,8 +454,7 @@ def _search_experiments(store: Store, request: dict[str, Any]) -> dict[str, Any]
 
 def _create_run(store: Store, request: dict[str, Any]) -> dict[str, Any]:
     experiment_id = str(request.get("experiment_id") or DEFAULT_EXPERIMENT_ID)
-    if store.experiment(experiment_id) is None:
-        raise MlflowError(RESOURCE_DOES_NOT_EXIST, f"No Experiment with id={experiment_id} exists")
+    _known_experiment(store, experiment_id)
     tags = _pairs(request.get("tags"), "tag", MAX_TAG_VALUE_CHARS)
     name = _text(request, "run_name", required=False) or dict(tags).get(RUN_NAME_TAG, "")
     start = _integer(request.get("start_time", int(time.time() * 1000)), "start_time")
@@ -560,8 +560,7 @@ def _model_pairs(items: Any, what: str) -> list[tuple[str, str]]:
 
 def _create_logged_model(store: Store, request: dict[str, Any]) -> dict[str, Any]:
     experiment_id = _text(request, "experiment_id")
-    if store.experiment(experiment_id) is None:
-        raise MlflowError(RESOURCE_DOES_NOT_EXIST, f"No Experiment with id={experiment_id} exists")
+    _known_experiment(store, experiment_id)
     source_run_id = _text(request, "source_run_id", required=False)
     if source_run_id:
         _known_run(store, source_run_id)
