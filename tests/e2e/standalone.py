@@ -149,11 +149,36 @@ class Standalone:
         """Command lines of any process still running with this stack's var dir in them."""
         return [argv for pid, argv, _ in _processes() if str(self.var_dir) in argv]
 
+    def describe_left(self) -> list[str]:
+        """What each process still left is doing, for a failure's message: its command
+        line, state, and the kernel function each of its threads waits in (its stdout went
+        to the stack, which is gone)."""
+        described = []
+        for pid, argv, _ in _processes():
+            if str(self.var_dir) not in argv:
+                continue
+            described.append(f"{pid} {_state(pid)} {argv}")
+            for task in sorted(Path(f"/proc/{pid}/task").glob("*")):
+                described.append(f"  thread {task.name} {_state(int(task.name), task)}")
+        return described
+
     def stop(self) -> int:
         assert self.process is not None
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGINT)
         return self.process.wait(timeout=90)
+
+
+def _state(pid: int, folder: Path | None = None) -> str:
+    """``/proc``'s state letter, name and wait channel of a process or thread."""
+    folder = folder or Path(f"/proc/{pid}")
+    try:
+        stat = (folder / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        name = (folder / "comm").read_text().strip()
+        wchan = (folder / "wchan").read_text().strip() or "-"
+    except (OSError, IndexError):
+        return "gone"
+    return f"{stat} {name} wchan={wchan}"
 
 
 def _processes() -> list[tuple[int, str, int]]:
