@@ -49,7 +49,8 @@ _NUMBER = (
 # What may not follow a value: more of a word or a number, or the rest of a clock or a
 # duration ("eta: 0:15:38", "eta: 1 day, 2:03:04"), which is no number.
 _VALUE_END = r"(?![\w.]|:\d|\s*days?\b)"
-_KEY = r"[A-Za-z][\w./\-]*(?: [A-Za-z][\w./\-]*)?"
+# One or two words, and a unit in parentheses (DeepSpeed's "iter time (s): 0.451").
+_KEY = r"[A-Za-z][\w./\-]*(?: [A-Za-z][\w./\-]*)?(?: \([^()\s]{1,12}\))?"
 # key: value, key=value, "key is value" (MindSpore); the value may open a list or a tuple,
 # whose first number it is (MindFormers' "loss:[2.302/2.400]", the current loss and the
 # mean, and its "global_norm: [2.87]").
@@ -171,6 +172,8 @@ EPOCH = "epoch"
 # Words around a pair that are not the metric's name; Lightning's progress bar shows its
 # logger's version ("v_num=3"), which is no metric.
 _NOISE = frozenset(("avg", "the", "a", "an", "v_num"))
+# Who printed a line, not what it measured (DeepSpeed's "rank=0 time (ms) | ...").
+_IDENTITY = frozenset(("rank", "local_rank", "global_rank", "node_rank", "world_size"))
 
 
 class Recogniser:
@@ -428,7 +431,12 @@ def _dict(text: str) -> dict[str, float] | None:
             # Transformers' progress bar and fairseq's JSON log give their numbers as
             # strings ({'loss': '2.303'}, "loss": "13.774").
             value = float(value)
-        if isinstance(key, str) and isinstance(value, (int, float)) and not isinstance(value, bool):
+        if (
+            isinstance(key, str)
+            and isinstance(value, (int, float))
+            and not isinstance(value, bool)
+            and _name(key) not in _IDENTITY
+        ):
             values[_name(key)] = float(value)
     return values
 
@@ -436,7 +444,13 @@ def _dict(text: str) -> dict[str, float] | None:
 def _put(values: dict[str, float], key: str, raw: str) -> None:
     number = _number(raw)
     name = _name(key)
-    if number is not None and name and name not in _NOISE and not _SOURCE_FILE.search(name):
+    if (
+        number is not None
+        and name
+        and name not in _NOISE
+        and name not in _IDENTITY
+        and not _SOURCE_FILE.search(name)
+    ):
         values[name] = number
 
 

@@ -363,6 +363,41 @@ def test_megatron_and_mindspeed_lines_keep_their_long_names() -> None:
     ]
 
 
+def test_deepspeeds_pipeline_and_timer_lines() -> None:
+    # DeepSpeed's PipelineEngine (GPT-NeoX, Megatron-DeepSpeed) every steps_per_print, with
+    # a unit in its key, and a wall-clock timer's line, whose rank is who printed it.
+    found = points(
+        [
+            "steps: 10 loss: 2.3012 iter time (s): 0.451 samples/sec: 70.937",
+            "step:    20 /  1000 loss: 2.1004 iter time (s): 0.448 samples/sec: 71.412 "
+            "eta: 0:07:19 ",
+            "[Rank 0] rank=0 time (ms) | fwd_microstep: 95.12 | bwd_microstep: 190.35 "
+            "| step_microstep: 20.68",
+        ]
+    )
+    assert found[:6] == [
+        ("loss", 10, 2.3012),
+        ("iter_time_s", 10, 0.451),
+        ("samples/sec", 10, 70.937),
+        ("loss", 20, 2.1004),
+        ("iter_time_s", 20, 0.448),
+        ("samples/sec", 20, 71.412),
+    ]
+    keys = {key for key, _, _ in found}
+    assert {"fwd_microstep", "bwd_microstep", "step_microstep"} <= keys
+    assert not keys & {"rank", "eta"}
+
+
+def test_who_printed_a_line_is_no_metric() -> None:
+    found = points(
+        [
+            "epoch: 1 rank=1 local_rank: 1 loss=0.5",
+            '{"rank": 0, "world_size": 8, "node_rank": 0, "loss": 1.5, "step": 7}',
+        ]
+    )
+    assert found == [("epoch", 1, 1.0), ("loss", 1, 0.5), ("loss", 7, 1.5)]
+
+
 def test_torchtitans_line_with_its_colours_and_thousands() -> None:
     # torchtitan prints tokens a second with thousands separators ("{tps:,}").
     line = (
