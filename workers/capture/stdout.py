@@ -54,8 +54,18 @@ _KEY = r"[A-Za-z][\w./\-]*(?: [A-Za-z][\w./\-]*)?(?: \([^()\s]{1,12}\))?"
 # key: value, key=value, "key is value" (MindSpore); the value may open a list or a tuple,
 # whose first number it is (MindFormers' "loss:[2.302/2.400]", the current loss and the
 # mean, and its "global_norm: [2.87]").
+# A unit written onto the value, of time or memory (MindFormers' "per_step_time: 1523ms"
+# and "train_throughput_per_npu: 12.345T", torchtitan's "memory: 35.53GiB"), becomes the
+# name's last word.
+_UNIT = r"(ms|us|µs|ns|s|[KMGT]iB|[KMGT]B|T)?"
 _PAIR = re.compile(
-    r"(?<![\w./-])(" + _KEY + r")\s*(?:[:=]|\bis\b)\s*[\[(]?\s*(" + _NUMBER + r")" + _VALUE_END,
+    r"(?<![\w./-])("
+    + _KEY
+    + r")\s*(?:[:=]|\bis\b)\s*[\[(]?\s*("
+    + _NUMBER
+    + r")"
+    + _UNIT
+    + _VALUE_END,
     re.IGNORECASE,
 )
 # key [N/M] (Epoch [1/10]), key:[N/M] (MindFormers' "{ Epoch:[  1/  2], step:[    5/  100]").
@@ -170,8 +180,8 @@ STEP_KEYS = frozenset(
 )
 EPOCH = "epoch"
 # Words around a pair that are not the metric's name; Lightning's progress bar shows its
-# logger's version ("v_num=3"), which is no metric.
-_NOISE = frozenset(("avg", "the", "a", "an", "v_num"))
+# logger's version ("v_num=3"), and a time left ("eta: 12s") is no measurement either.
+_NOISE = frozenset(("avg", "the", "a", "an", "v_num", "eta"))
 # Who printed a line, not what it measured (DeepSpeed's "rank=0 time (ms) | ...").
 _IDENTITY = frozenset(("rank", "local_rank", "global_rank", "node_rank", "world_size"))
 
@@ -284,8 +294,8 @@ def _default(text: str) -> tuple[dict[str, float], int | None] | None:
     postfix = _TQDM_POSTFIX.search(text)
     if postfix is not None:
         values: dict[str, float] = {}
-        for key, raw in _PAIR.findall(postfix.group(1)):
-            _put(values, key, raw)
+        for key, raw, unit in _PAIR.findall(postfix.group(1)):
+            _put(values, f"{key} {unit}", raw)
         # The bar's own counter is the last before it: a description may hold one too
         # ("Epoch 1/10:  10%|█         | 10/100 [...]").
         counters = _COUNTER.findall(text[: postfix.start()])
@@ -340,7 +350,9 @@ def _default(text: str) -> tuple[dict[str, float], int | None] | None:
         if spaced is not None:
             _put(values, spaced.group(1), spaced.group(2))
             continue
-        pairs = _PAIR.findall(segment) or _SPACED_PAIR.findall(segment)
+        pairs = [
+            (f"{key} {unit}", raw) for key, raw, unit in _PAIR.findall(segment)
+        ] or _SPACED_PAIR.findall(segment)
         for key, raw in pairs:
             _put(values, key, raw)
         if counter is None and not pairs:

@@ -150,15 +150,19 @@ def test_mindformers_loss_monitor_lines_count_their_steps_across_epochs() -> Non
             MINDFORMERS_PROGRESS,
         ]
     )
+    # A value's unit written onto it ("1523ms", "12.345T": TFLOPS) is its name's last word.
     assert found == [
         ("epoch", 5, 1.0),
         ("loss", 5, 10.376),
+        ("per_step_time_ms", 5, 1523.0),
         ("lr", 5, 1e-05),
         ("loss_scale", 5, 1.0),
         ("global_norm", 5, 2.875),
+        ("train_throughput_per_npu_t", 5, 12.345),
         # (2 - 1) * 100 + 5, as MindFormers counts its global step; the loss, not the mean.
         ("epoch", 105, 2.0),
         ("loss", 105, 9.876),
+        ("per_step_time_ms", 105, 1498.0),
         ("lr", 105, 1e-05),
         ("loss_scale", 105, 1.0),
         ("global_norm", 105, 2.5),
@@ -371,6 +375,7 @@ def test_deepspeeds_pipeline_and_timer_lines() -> None:
             "steps: 10 loss: 2.3012 iter time (s): 0.451 samples/sec: 70.937",
             "step:    20 /  1000 loss: 2.1004 iter time (s): 0.448 samples/sec: 71.412 "
             "eta: 0:07:19 ",
+            "step:    30 /  1000 loss: 2.0001 iter time (s): 0.449 samples/sec: 71.300 eta: 12s ",
             "[Rank 0] rank=0 time (ms) | fwd_microstep: 95.12 | bwd_microstep: 190.35 "
             "| step_microstep: 20.68",
         ]
@@ -407,6 +412,7 @@ def test_torchtitans_line_with_its_colours_and_thousands() -> None:
     )
     assert points([line]) == [
         ("loss", 5, 8.1234),
+        ("memory_gib", 5, 35.53),
         ("tps", 5, 1287.0),
         ("tflops", 5, 1059.51),
         ("mfu", 5, 19.08),
