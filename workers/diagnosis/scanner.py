@@ -37,7 +37,10 @@ PLAIN_HEAD = 64 * 1024 * 1024
 HITS_PER_RULE = 20
 MAX_HITS = 5000
 
-_PLOG_HEAD = re.compile(rb"^\s*\[(?:ERROR|WARNING|INFO|DEBUG|EVENT|TRACE)\] ")
+# A plog's line names its module and process: "[ERROR] RUNTIME(12345,python):2024-...".
+# torch_npu's own "[ERROR] 2024-06-20-10:41:32 (PID:59450, ...) ERR00100" starts a run's
+# log as often, and the lines of a run's log that follow it hold no "[ERROR]".
+_PLOG_HEAD = re.compile(rb"^\s*\[(?:ERROR|WARNING|INFO|DEBUG|EVENT|TRACE)\] [A-Za-z_]+\(\d+,")
 # MindSpore's log lines look like a plog's (``[WARNING] ME(pid,...):... [mindspore/...]``)
 # but a run's output that starts with one holds its traceback too: read it whole.
 _MINDSPORE_HEAD = re.compile(rb"^[^\n]{0,200}\[mindspore/")

@@ -115,6 +115,21 @@ def test_a_plog_is_read_for_its_error_lines(tmp_path):
     assert found["evidence"][0]["line_no"] == 101
 
 
+def test_a_run_log_that_starts_with_torch_npus_error_line_is_read_whole():
+    # torch_npu's "[ERROR] <date> (PID:...) ERRxxxxx" looks like a plog's first line, but
+    # the lines after it hold the cause and no "[ERROR]" (vllm-ascend#10834).
+    log = (
+        "[ERROR] 2026-06-12-08:41:39 (PID:379, Device:0, RankID:-1) ERR00100 PTA call acl "
+        "api failed.\n"
+        "(EngineCore pid=379) [PID: 379] 2026-06-12-08:41:39.800.815 "
+        "AclNN_Parameter_Error(EZ1001): antiquantGroupSize should be 128 or 64, but actual "
+        "antiquantGroupSize is [256].\n"
+    )
+    found = diagnose(scan_text(log, "run.log").hits)
+    assert found is not None
+    assert (found["root_code"], found["category"]) == ("EZ1001", "op-unsupported")
+
+
 def test_a_support_bundle_is_read_member_by_member(tmp_path):
     import tarfile
 
