@@ -53,6 +53,6 @@ def test_a_killed_make_run_leaves_no_child_behind(tmp_path: Path) -> None:
     platform.process.wait(timeout=30)
     deadline = time.monotonic() + 90
     while platform.processes_left():
-        assert time.monotonic() < deadline, "\n".join(platform.describe_left())
+        assert time.monotonic() < deadline, (children, *platform.describe_left())
         time.sleep(0.2)
     print(f"injected: kill -9 make run; its {len(children)} children went with it")
