@@ -142,6 +142,7 @@ _MM_PHASE = re.compile(
 _LIST_COMMA = re.compile(r",(?!\d{3}(?!\d))")
 _PLAIN_NUMBER = re.compile(r"^\s*[-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|\.\d+|nan|inf)\s*$")
 _UNIT_PARENS = re.compile(r"[()]")
+_TEXT_COUNTER = re.compile(r"\s*(\d+)\s*/\s*\d+\s*$")
 _BARE_NONFINITE = re.compile(r"(?<![\w'\"])(-?(?:nan|inf))(?![\w'\"])")
 _TQDM_POSTFIX = re.compile(r"\[[^\]]*?(?:it/s|s/it)\s*,\s*([^\]]*)\]")
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
@@ -439,6 +440,13 @@ def _dict(text: str) -> dict[str, float] | None:
         return None
     values: dict[str, float] = {}
     for key, value in parsed.items():
+        if isinstance(key, str) and isinstance(value, str) and "/" in key:
+            # ms-swift's "'global_step/max_steps': '5/94'": the step and its total.
+            counter = _TEXT_COUNTER.match(value)
+            step_key = key.split("/", 1)[0].strip().lower()
+            if counter is not None and step_key in STEP_KEYS:
+                values[step_key] = float(counter.group(1))
+                continue
         if isinstance(value, str) and _PLAIN_NUMBER.match(value):
             # Transformers' progress bar and fairseq's JSON log give their numbers as
             # strings ({'loss': '2.303'}, "loss": "13.774").

@@ -55,6 +55,29 @@ def test_hugging_face_trainer_dicts_take_their_line_count_as_step() -> None:
     assert math.isnan(value)
 
 
+def test_ms_swifts_dicts_give_their_step_as_global_step_of_max_steps() -> None:
+    # ModelScope's ms-swift (LLaMA-Factory's peer on Ascend) adds its progress to the
+    # Trainer's dict: the step as "N/M", times as text.
+    found = points(
+        [
+            "{'loss': 1.47077751, 'grad_norm': 10.5625, 'learning_rate': 2e-06, "
+            "'token_acc': 0.65511727, 'epoch': 0.01, 'global_step/max_steps': '1/94', "
+            "'percentage': '1.06%', 'elapsed_time': '2s', 'remaining_time': '4m 28s', "
+            "'memory(GiB)': 4.87, 'train_speed(iter/s)': 0.345807}",
+            "{'loss': 1.58882141, 'grad_norm': 10.75, 'learning_rate': 1e-05, "
+            "'token_acc': 0.61763144, 'epoch': 0.05, 'global_step/max_steps': '5/94', "
+            "'percentage': '5.32%', 'elapsed_time': '10s', 'remaining_time': '3m 12s', "
+            "'memory(GiB)': 5.64, 'train_speed(iter/s)': 0.46146}",
+        ]
+    )
+    assert ("loss", 1, 1.47077751) in found
+    assert ("loss", 5, 1.58882141) in found
+    assert ("memory_gib", 5, 5.64) in found
+    assert ("train_speed_iter/s", 5, 0.46146) in found
+    keys = {key for key, _, _ in found}
+    assert not keys & {"global_step", "global_step/max_steps", "percentage", "elapsed_time"}
+
+
 def test_hugging_face_trainers_progress_bar_prints_its_numbers_as_strings() -> None:
     # Transformers' ProgressCallback writes each float as f"{v:.4g}" (5.25 here).
     found = points(
