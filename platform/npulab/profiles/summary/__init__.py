@@ -27,7 +27,14 @@ from typing import Any
 from npulab.profiles.summary import findings as _findings
 from npulab.profiles.summary.breakdown import RankBreakdown, combine_types
 from npulab.profiles.summary.fallbacks import Fallbacks
-from npulab.profiles.summary.kernels import ASCEND_DEVICE_PROCESSES, BITS, ORDER, as_int
+from npulab.profiles.summary.kernels import (
+    ASCEND_DEVICE_PROCESSES,
+    ASCEND_HCCL_PROCESS,
+    BITS,
+    ORDER,
+    as_int,
+    is_ascend_collective,
+)
 from npulab.profiles.summary.npu import npu_views
 from npulab.profiles.summary.occurrences import lane_dict
 from npulab.profiles.summary.ops import LAUNCH, OP, OpStats, is_launch, shapes_of, top_kernels
@@ -38,6 +45,9 @@ SUMMARY_VERSION = 1
 MAX_STEPS = 500
 MAX_PROCESSES = 1000
 _FLOW_CATS = ("ac2g", "async_npu", "async_gpu")
+# "Operator": PyTorch 1.8 and 1.9's Kineto.
+_CPU_OP_CATS = ("cpu_op", "Operator")
+_GPU_ANNOTATION = "gpu_user_annotation"
 _STEP = re.compile(r"ProfilerStep\s*#\s*(\d+)")
 
 __all__ = ["SUMMARY_VERSION", "TraceError", "iter_events", "summarise", "trace_files"]
@@ -60,13 +70,14 @@ class _RankPass:
         self.trace = Trace(path)
         self.breakdown = RankBreakdown(tmpdir)
         self.fallbacks = Fallbacks()
-        self.ops = OpStats(on_close=self.fallbacks)
+        self.ops = OpStats(on_close=self.fallbacks, tmpdir=tmpdir)
         self.syncs = Syncs()
         self.steps: list[dict[str, Any]] = []
         self.step_count = 0
         self.step_total = 0.0
         self.processes: dict[Any, str] = {}
         self.device_pids: set[Any] = set()
+        self.hccl_pids: set[Any] = set()
         self.events = 0
         self.t_min = math.inf
         self.t_max = -math.inf
@@ -118,6 +129,9 @@ class _RankPass:
             hta = cat is not None and cat != "Trace"
             stream = as_int(args.get("stream")) if hta else -1
             if stream != -1 or pid in device_pids:
+                if pid in self.hccl_pids and not is_ascend_collective(name):
+                    # A plane's own task (Level1 up): the Ascend Hardware lanes have it too.
+                    continue
                 self.device_events += 1
                 corr = as_int(args.get("correlation"))
                 bd.device(ts, dur, name, corr, args.get("Task Type"))
@@ -131,12 +145,14 @@ class _RankPass:
             if hta:
                 bd.host(ts, name, as_int(args.get("correlation")))
             if name.startswith("ProfilerStep"):
-                self._step(name, ts, dur, lane)
+                # ROCm writes the step's GPU annotation without a stream: not a host step.
+                if cat != _GPU_ANNOTATION:
+                    self._step(name, ts, dur, lane)
                 continue
             sync = sync_name(name)
             if sync is not None:
                 syncs_add(sync, ts, dur, lane)
-            if cat == "cpu_op" or (cat is None and name.startswith("aten::")):
+            if cat in _CPU_OP_CATS or (cat is None and name.startswith("aten::")):
                 ops_add(OP, lane, ts, dur, name, shapes_of(args))
             elif sync is not None or is_launch(name, cat):
                 # A sync call talks to the device too: the op around it did not run on the CPU.
@@ -157,6 +173,8 @@ class _RankPass:
             self.processes[pid] = label[:200]
             if label in ASCEND_DEVICE_PROCESSES:
                 self.device_pids.add(pid)
+            if label == ASCEND_HCCL_PROCESS:
+                self.hccl_pids.add(pid)
 
     def _step(self, name: str, ts: float, dur: float, lane: tuple) -> None:
         match = _STEP.search(name)
@@ -266,7 +284,6 @@ def _assemble(path: str, passes: list[_RankPass]) -> dict[str, Any]:
             "ranks": len(passes),
             "device_events": sum(p.device_events for p in passes),
             "hta_last_step_excluded": any(r["last_step_excluded"] for r in ranks),
-            "late_ops": sum(p.ops.late for p in passes),
             "distributed": meta.get("distributedInfo")
             if isinstance(meta.get("distributedInfo"), dict)
             else None,
@@ -294,7 +311,6 @@ def _merge_ops(passes: list[_RankPass]) -> dict[str, Any]:
             have = merged.stats.setdefault(key, [0, 0.0, 0.0])
             for i in range(3):
                 have[i] += stat[i]
-        merged.late += p.ops.late
     return merged.result()
 
 
@@ -308,7 +324,8 @@ def _npu(outputs: list[Path]) -> dict[str, Any] | None:
 def _device(passes: list[_RankPass], outputs: list[Path]) -> str:
     if outputs or any(p.device_pids for p in passes):
         return "npu"
-    if any(p.device_events for p in passes):
+    # A GPU trace names its devices even where it holds no kernel (CUPTI's range profiler).
+    if any(p.device_events or p.trace.meta.get("deviceProperties") for p in passes):
         return "cuda"
     return "cpu"
 

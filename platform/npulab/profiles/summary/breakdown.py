@@ -147,7 +147,8 @@ class RankBreakdown:
     ) -> None:
         """One device event (HTA: stream != -1)."""
         start = math.ceil(ts)
-        end = math.floor(ts + dur)
+        # HTA's whole microseconds; an event shorter than one is empty, never negative.
+        end = max(start, math.floor(ts + dur))
         nid = self.name_id(name, task_type)
         flags = _GPU_SET if correlation >= 0 or name in _SYNC_NAMES else 0
         if correlation >= 0:

@@ -9,9 +9,11 @@ are named here; a finding says what it measured, never only a verdict.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from statistics import median
 from typing import Any
 
+from npulab.profiles.summary.kernels import COMPUTATION
 from npulab.profiles.summary.sync import USER_LEVEL
 
 IDLE_PCT = 20.0
@@ -156,7 +158,8 @@ def find(summary: dict[str, Any], extras: dict[str, Any]) -> list[dict[str, Any]
                 )
             )
 
-    kernels = summary["top_kernels"]
+    # Of computation: a collective's or a wait's share is the communication finding's.
+    kernels = [k for k in summary["top_kernels"] if k.get("type") == COMPUTATION]
     if kernels and kernels[0]["pct"] >= DOMINANT_KERNEL_PCT:
         k = kernels[0]
         out.append(
@@ -188,46 +191,78 @@ def find(summary: dict[str, Any], extras: dict[str, Any]) -> list[dict[str, Any]
             )
 
     npu = summary.get("npu") or {}
-    st = npu.get("step_trace_time") or {}
+    # One folder's views, or each rank's of a folder of ranks: the worst rank speaks.
+    views = npu.get("ranks") or ([npu] if npu else [])
+    st, folder = _worst(views, _step_trace, "free_pct")
     already_idle = any(f["kind"] == "idle" for f in out)
-    if st.get("free_pct") is not None and st["free_pct"] >= NPU_FREE_PCT and not already_idle:
+    if st is not None and st["free_pct"] >= NPU_FREE_PCT and not already_idle:
         out.append(
             _finding(
                 "idle",
                 "warning",
                 f"{st['free_pct']:.0f} % of step time is free: the NPU waits on the host",
-                f"step_trace_time.csv: {_ms(st['totals']['free_us'])} free in {st['count']} steps",
+                f"{folder}step_trace_time.csv: {_ms(st['totals']['free_us'])} free in "
+                f"{st['count']} steps",
                 *whole,
             )
         )
+    st, folder = _worst(views, _step_trace, "communication_pct")
+    # The trace's own breakdown says it already where the trace has the device's lanes.
+    already_exposed = any(f["kind"] == "communication" for f in out)
     if (
-        st.get("communication_pct") is not None
+        st is not None
         and st["communication_pct"] >= EXPOSED_COMMUNICATION_PCT
+        and not (already_exposed)
     ):
         out.append(
             _finding(
                 "communication",
                 "warning",
                 f"{st['communication_pct']:.0f} % of step time is communication not overlapped",
-                f"step_trace_time.csv: {_ms(st['totals']['communication_not_overlapped_us'])} "
-                f"in {st['count']} steps",
+                f"{folder}step_trace_time.csv: "
+                f"{_ms(st['totals']['communication_not_overlapped_us'])} in {st['count']} steps",
                 *whole,
             )
         )
-    kd = npu.get("kernel_details") or {}
-    aicpu = next((c for c in kd.get("by_core", []) if c["core"] == "AI CPU"), None)
-    if aicpu and aicpu["pct"] >= NPU_AICPU_PCT:
+    aicpu, folder = _worst(views, _aicpu, "pct")
+    if aicpu is not None and aicpu["pct"] >= NPU_AICPU_PCT:
         out.append(
             _finding(
                 "aicpu",
                 "warning",
                 f"AI CPU ops take {aicpu['pct']:.0f} % of device time",
-                f"kernel_details.csv: {aicpu['count']} AI CPU tasks, {_ms(aicpu['us'])}; "
-                "these ops have no AI Core kernel for their dtype or shape",
+                f"{folder}kernel_details.csv: {aicpu['count']} AI CPU tasks, "
+                f"{_ms(aicpu['us'])}; these ops have no AI Core kernel for their dtype or shape",
                 *whole,
             )
         )
     return out[:MAX_FINDINGS]
+
+
+def _step_trace(view: dict[str, Any]) -> dict[str, Any] | None:
+    return view.get("step_trace_time")
+
+
+def _aicpu(view: dict[str, Any]) -> dict[str, Any] | None:
+    cores = (view.get("kernel_details") or {}).get("by_core", [])
+    return next((c for c in cores if c["core"] == "AI CPU"), None)
+
+
+def _worst(
+    views: list[dict[str, Any]], part: Callable[[dict[str, Any]], dict[str, Any] | None], key: str
+) -> tuple[dict[str, Any] | None, str]:
+    """``part`` of the view where its ``key`` is largest, and that view's folder as the
+    evidence's prefix where there are several ranks' ("rank1_ascend_pt/"); (None, "")
+    where no view has it."""
+    found: list[tuple[float, dict[str, Any], str]] = []
+    for view in views:
+        value = part(view)
+        if value is not None and value.get(key) is not None:
+            found.append((value[key], value, f"{view.get('folder', '')}/"))
+    if not found:
+        return None, ""
+    _, value, folder = max(found, key=lambda item: item[0])
+    return value, folder if len(views) > 1 else ""
 
 
 def _share(part: float, whole: float) -> float:

@@ -5,8 +5,11 @@ HolisticTraceAnalysis 0.5.0), with the same regular expressions so the numbers c
 be checked against HTA: a communication kernel matches ``^nccl.*Kernel``, a memory
 one ``^Memcpy|^Memset|^dma``, and a computation kernel is any other that does not
 match ``^nccl.*Kernel|.*Memcpy|Memset|.*Sync``; the rest are OTHER. Ascend tasks
-(which HTA does not read) add their own names: HCCL ``hcom_*`` / ``Hccl*`` tasks are
-communication, ``MEMCPY*`` tasks memory.
+(which HTA does not read) add their own names: HCCL ``hcom_*`` / ``Hccl*`` ops and the
+tasks HCCL runs on its streams (``Notify Wait``, ``SDMA``, ``RDMA``, ``Write Value``,
+``Reduce_Inline``: torch_npu's step_trace_time.csv counts them as communication) are
+communication, ``MEMCPY*`` tasks memory, and a stream waiting for another's event
+(``EVENT_WAIT``) is no work: OTHER.
 """
 
 from __future__ import annotations
@@ -29,15 +32,40 @@ _MEMORY = re.compile(r"(^Memcpy)|(^Memset)|(^dma)")
 _NOT_COMPUTE = re.compile(r"(^nccl.*Kernel)|(.*(Memcpy)|(Memset))|(.*Sync)")
 _ASCEND_COMM = re.compile(r"^(hcom_|Hcom|hccl|Hccl|HCCL)")
 _ASCEND_MEMORY = re.compile(r"^(MEMCPY|MemCopy|aclrtMemcpy)", re.IGNORECASE)
+# Task types (args "Task Type") of the tasks HCCL puts on the device, spelled with a space
+# on the Ascend Hardware lanes and with "_" on the HCCL process's planes.
+_ASCEND_HCCL_TASKS = frozenset(
+    (
+        "NOTIFY_WAIT",
+        "NOTIFY_RECORD",
+        "SDMA",
+        "RDMA",
+        "RDMA_SEND",
+        "RDMASEND",
+        "WRITE_VALUE",
+        "REDUCE_INLINE",
+        "REDUCE_TBE",
+    )
+)
+_ASCEND_WAITS = frozenset(("EVENT_WAIT", "EVENT_WAIT_SQE", "EVENT_RECORD", "EVENT_RECORD_SQE"))
 
-# Process names (``M`` events) of the device lanes of a torch_npu trace_view.json.
-ASCEND_DEVICE_PROCESSES = ("Ascend Hardware", "HCCL")
+# Process names (``M`` events) of the device lanes of a torch_npu trace_view.json. The HCCL
+# process holds each collective's span ("Group 0 Communication") and, from Level1 up, the
+# same tasks the Ascend Hardware lanes show, once more per plane ("Plane 0", ...).
+ASCEND_HCCL_PROCESS = "HCCL"
+ASCEND_DEVICE_PROCESSES = ("Ascend Hardware", ASCEND_HCCL_PROCESS)
 
 
 def kernel_type(name: str, task_type: str | None = None) -> str:
     """HTA's type of a device event by its name (``task_type``: an Ascend task's)."""
     if _NCCL.match(name) or _ASCEND_COMM.match(name):
         return COMMUNICATION
+    if task_type:
+        task = task_type.upper().replace(" ", "_")
+        if task in _ASCEND_HCCL_TASKS:
+            return COMMUNICATION
+        if task in _ASCEND_WAITS:
+            return OTHER
     if _MEMORY.match(name) or _ASCEND_MEMORY.match(name):
         return MEMORY
     if task_type and task_type.upper().startswith(("MEMCPY", "MEMSET")):
@@ -47,6 +75,12 @@ def kernel_type(name: str, task_type: str | None = None) -> str:
     if not _NOT_COMPUTE.match(name):
         return COMPUTATION
     return OTHER
+
+
+def is_ascend_collective(name: str) -> bool:
+    """Whether an event of the HCCL process is a collective's span (``hcom_allReduce_…``),
+    not one of its planes' tasks."""
+    return bool(_ASCEND_COMM.match(name))
 
 
 def overlap_name(mask: int) -> str:

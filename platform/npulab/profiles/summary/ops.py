@@ -1,18 +1,23 @@
 """CPU operators: total and self time, count, with their input shapes.
 
 Self time needs each op's children, so the ops of each thread go through a stack in
-start order. A trace is ordered per thread only roughly, so each thread has a small
-reorder heap (``REORDER`` events) in front of its stack; an op that arrives later than
-that is counted with its own time as self time (``late`` in the result says how many).
+start order. A trace is not in that order: Kineto writes a thread's ``cpu_op`` events
+long before its ``cuda_runtime`` ones (thousands of events apart), so every op and launch
+goes through an external sort by thread and start (runs of ``RUN_RECORDS`` sorted in
+memory, spilled to a temporary file, merged at the end), as the device intervals do.
 The same stack tells which ops launched device work (a launch call or a flow to the
 device inside them), for ``fallbacks``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import heapq
 import json
-from collections.abc import Callable
+import os
+import tempfile
+from array import array
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 try:  # a platform dependency; the standard library writes the same, slower
@@ -23,10 +28,14 @@ except ImportError:  # pragma: no cover
         return json.dumps(value, separators=(",", ":")).encode()
 
 
-REORDER = 2048
-# A trace with more threads than this (hostile, or a runaway pool) has them flushed and
-# started afresh: self times stay right within each flush.
+RUN_RECORDS = 16_384
+# (lane, ts, -dur, seq, kind, key) as doubles in a spilled run.
+_FIELDS = 6
+_READ_RECORDS = 4096
+# A trace with more threads than this (hostile, or a runaway pool) has the rest share one
+# lane: their counts and totals stay right, their self times may not.
 MAX_THREADS = 4096
+_SHARED_LANE = ("…", "…")
 MAX_NAME_CHARS = 512
 MAX_KEYS = 20_000
 MAX_SHAPES_CHARS = 160
@@ -40,7 +49,8 @@ _LAUNCH_WORDS = ("Launch", "Memcpy", "Memset", "aclnn", "aclop", "LaunchKernel")
 
 def is_launch(name: str, cat: str | None) -> bool:
     """A host call that puts work on the device (CUDA runtime/driver, AscendCL)."""
-    if cat in ("cuda_runtime", "cuda_driver"):
+    # "Runtime": PyTorch 1.8 and 1.9's Kineto.
+    if cat in ("cuda_runtime", "cuda_driver", "Runtime"):
         return any(word in name for word in _LAUNCH_WORDS)
     return name.startswith(("aclnn", "aclop", "AscendCL@aclnn", "AscendCL@aclop"))
 
@@ -77,50 +87,113 @@ class _Frame:
 
 
 class OpStats:
-    """Aggregates every thread's ops; ``on_close(frame)`` sees each op once it is complete."""
+    """Aggregates every thread's ops; ``on_close(frame)`` sees each op once it is complete,
+    all of them in ``flush()``. ``tmpdir``: where sorted runs are spilled."""
 
-    def __init__(self, on_close: Callable[[_Frame], None] | None = None) -> None:
-        self.threads: dict[tuple, list] = {}  # lane -> [heap, stack, watermark]
+    def __init__(
+        self, on_close: Callable[[_Frame], None] | None = None, tmpdir: str | None = None
+    ) -> None:
+        self.tmpdir = tmpdir
+        self.buffer: list[tuple] = []
+        self.runs: list[str] = []
+        self.lanes: dict[tuple, int] = {}
+        self.lane_of: list[tuple] = []
+        self.keys: dict[tuple[str, str], int] = {}
+        self.key_of: list[tuple[str, str]] = []
         self.stats: dict[tuple[str, str], list[float]] = {}  # -> [count, total, self]
         self.seq = 0
-        self.late = 0
         self.on_close = on_close
 
     def add(
         self, kind: int, lane: tuple, ts: float, dur: float, name: str, shapes: str = ""
     ) -> None:
-        state = self.threads.get(lane)
-        if state is None:
-            if len(self.threads) >= MAX_THREADS:
-                self.flush()
-            state = self.threads[lane] = [[], [], -float("inf")]
-        heap = state[0]
+        lane_id = self.lanes.get(lane)
+        if lane_id is None:
+            if len(self.lane_of) >= MAX_THREADS:
+                lane = _SHARED_LANE
+                lane_id = self.lanes.get(lane)
+            if lane_id is None:
+                lane_id = self.lanes[lane] = len(self.lane_of)
+                self.lane_of.append(lane)
         self.seq += 1
-        heapq.heappush(heap, (ts, -dur, self.seq, kind, name[:MAX_NAME_CHARS], shapes))
-        if len(heap) > REORDER:
-            self._process(lane, state, heapq.heappop(heap))
+        key = 0 if kind == LAUNCH else self._key_id(name[:MAX_NAME_CHARS], shapes)
+        self.buffer.append((lane_id, ts, -dur, self.seq, kind, key))
+        if len(self.buffer) >= RUN_RECORDS:
+            self._spill()
 
-    def _process(self, lane: tuple, state: list, item: tuple) -> None:
-        ts, neg_dur, _seq, kind, name, shapes = item
-        stack = state[1]
-        if ts < state[2]:
-            if kind == OP:
-                self.late += 1
-                self._account(_Frame(name, shapes, ts, -neg_dur, lane))
-            return
-        state[2] = ts
-        while stack and stack[-1].end <= ts:
-            self._close(stack)
-        if kind == LAUNCH:
+    def _key_id(self, name: str, shapes: str) -> int:
+        key = (name, shapes)
+        found = self.keys.get(key)
+        if found is None:
+            if len(self.keys) >= MAX_KEYS:
+                key = (name, "…")
+                found = self.keys.get(key)
+            if found is None:
+                found = self.keys[key] = len(self.key_of)
+                self.key_of.append(key)
+        return found
+
+    def _spill(self) -> None:
+        self.buffer.sort()
+        flat = array("d")
+        for record in self.buffer:
+            flat.extend(record)
+        fd, path = tempfile.mkstemp(dir=self.tmpdir, suffix=".ops")
+        with os.fdopen(fd, "wb") as out:
+            flat.tofile(out)
+        self.runs.append(path)
+        self.buffer = []
+
+    def _read_run(self, path: str) -> Iterator[tuple]:
+        with open(path, "rb") as stream:
+            while True:
+                block = array("d")
+                with contextlib.suppress(EOFError):
+                    block.fromfile(stream, _READ_RECORDS * _FIELDS)
+                if not block:
+                    return
+                for i in range(0, len(block), _FIELDS):
+                    yield (
+                        int(block[i]),
+                        block[i + 1],
+                        block[i + 2],
+                        int(block[i + 3]),
+                        int(block[i + 4]),
+                        int(block[i + 5]),
+                    )
+
+    def flush(self) -> None:
+        """Every op and launch so far, in order per thread, through its thread's stack."""
+        self.buffer.sort()
+        records: Iterable[tuple] = self.buffer
+        if self.runs:
+            records = heapq.merge(*(self._read_run(path) for path in self.runs), self.buffer)
+        stack: list[_Frame] = []
+        current = -1
+        for lane_id, ts, neg_dur, _seq, kind, key in records:
+            if lane_id != current:
+                while stack:
+                    self._close(stack)
+                current = lane_id
+            while stack and stack[-1].end <= ts:
+                self._close(stack)
+            if kind == LAUNCH:
+                if stack:
+                    # A runtime call is the op's child: its time is not the op's self time.
+                    stack[-1].launched = True
+                    stack[-1].child += -neg_dur
+                continue
+            name, shapes = self.key_of[key]
+            frame = _Frame(name, shapes, ts, -neg_dur, self.lane_of[lane_id])
             if stack:
-                # A runtime call is the op's child: its time is not the op's self time.
-                stack[-1].launched = True
-                stack[-1].child += -neg_dur
-            return
-        frame = _Frame(name, shapes, ts, -neg_dur, lane)
-        if stack:
-            stack[-1].child += frame.dur
-        stack.append(frame)
+                stack[-1].child += frame.dur
+            stack.append(frame)
+        while stack:
+            self._close(stack)
+        for path in self.runs:
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+        self.buffer, self.runs = [], []
 
     def _close(self, stack: list) -> None:
         frame = stack.pop()
@@ -145,15 +218,6 @@ class OpStats:
             return bool(self.on_close(frame))
         return False
 
-    def flush(self) -> None:
-        for lane, state in self.threads.items():
-            heap = state[0]
-            while heap:
-                self._process(lane, state, heapq.heappop(heap))
-            while state[1]:
-                self._close(state[1])
-        self.threads = {}
-
     def result(self) -> dict[str, Any]:
         rows = [
             {
@@ -171,7 +235,6 @@ class OpStats:
             "by_self": sorted(rows, key=lambda r: (-r["self_us"], r["name"]))[:TOP],
             "by_count": sorted(rows, key=lambda r: (-r["count"], r["name"]))[:TOP],
             "distinct": len(rows),
-            "late": self.late,
         }
 
 

@@ -176,7 +176,7 @@ class Trace:
                 return int(info.get("rank"))
             except (TypeError, ValueError):
                 return None
-        return None
+        return _ascend_rank(self.path)
 
     def _open(self) -> io.TextIOBase:
         try:
@@ -283,6 +283,28 @@ def trace_files(path: str | Path) -> list[Path]:
 def _ascend_trace(folder: Path) -> Path | None:
     candidate = folder / "ASCEND_PROFILER_OUTPUT" / "trace_view.json"
     return candidate if candidate.is_file() else None
+
+
+# torch_npu's profiler_info_{rank}.json is a few kB; anything far larger is not one.
+_PROFILER_INFO_MAX_BYTES = 1024 * 1024
+
+
+def _ascend_rank(path: Path) -> int | None:
+    """The rank torch_npu wrote beside a trace_view.json (``rank_id`` of the *_ascend_pt
+    folder's profiler_info_{rank}.json; -1 or none in a single-card run)."""
+    output = ascend_output(path)
+    if output is None:
+        return None
+    for info in sorted(output.parent.glob("profiler_info*.json")):
+        try:
+            if info.stat().st_size > _PROFILER_INFO_MAX_BYTES:
+                continue
+            found = json.loads(info.read_text(encoding="utf-8")).get("rank_id")
+        except (OSError, ValueError, AttributeError):
+            continue
+        if type(found) is int and found >= 0:
+            return found
+    return None
 
 
 def ascend_output(path: str | Path) -> Path | None:
