@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from npulab.profiles.summary import summarise
+from npulab.profiles.summary import extsort, summarise
 
 PY, HW, HCCL = 100, 200, 300
 COMPUTE, COMM = 2, 4
@@ -164,7 +164,12 @@ def _kineto_op_then_launches(ops: int) -> list[dict]:
     return events + runtime + kernels
 
 
-def test_launches_written_long_after_their_ops_still_count_as_the_ops(tmp_path: Path) -> None:
+@pytest.mark.parametrize("run_records", [extsort.RUN_RECORDS, 500])
+def test_launches_written_long_after_their_ops_still_count_as_the_ops(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, run_records: int
+) -> None:
+    # In memory, and spilled to disk in runs.
+    monkeypatch.setattr(extsort, "RUN_RECORDS", run_records)
     summary = summarise(str(_write(tmp_path / "t.json", _kineto_op_then_launches(5000))))
     assert summary["fallbacks"] == []
     [mm] = [op for op in summary["top_ops"]["by_total"] if op["name"] == "aten::mm"]

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from harness.traces import write_trace
-from npulab.profiles.summary import breakdown, summarise
+from npulab.profiles.summary import extsort, summarise
 
 hta_trace_analysis = pytest.importorskip("hta.trace_analysis")
 
@@ -91,19 +91,21 @@ def test_spilling_to_disk_gives_the_same_numbers(
 ) -> None:
     expected = summarise(str(cuda_traces))
     spills = []
-    real_spill = breakdown.RankBreakdown._spill
+    real_spill = extsort.ExternalSort.spill
 
-    def counting_spill(self: breakdown.RankBreakdown) -> None:
+    def counting_spill(self: extsort.ExternalSort) -> None:
         spills.append(len(self.buffer))
         real_spill(self)
 
-    monkeypatch.setattr(breakdown, "RUN_RECORDS", 50)
-    monkeypatch.setattr(breakdown.RankBreakdown, "_spill", counting_spill)
+    monkeypatch.setattr(extsort, "RUN_RECORDS", 50)
+    monkeypatch.setattr(extsort.ExternalSort, "spill", counting_spill)
     spilled = summarise(str(cuda_traces))
     assert len(spills) >= 4
     assert spilled["ranks"] == expected["ranks"]
     assert spilled["kernel_types"] == expected["kernel_types"]
     assert spilled["top_kernels"] == expected["top_kernels"]
+    assert spilled["top_ops"] == expected["top_ops"]
+    assert spilled["fallbacks"] == expected["fallbacks"]
 
 
 def test_kernel_types_use_htas_classification() -> None:
@@ -130,7 +132,7 @@ def test_kernel_types_use_htas_classification() -> None:
 def test_cleanup_leaves_no_spill_files(
     cuda_traces: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(breakdown, "RUN_RECORDS", 50)
+    monkeypatch.setattr(extsort, "RUN_RECORDS", 50)
     monkeypatch.setenv("TMPDIR", str(tmp_path))
     import tempfile
 

@@ -15,28 +15,19 @@ Definitions (HolisticTraceAnalysis 0.5.0, ``hta/analyzers/breakdown_analysis.py`
   from a CPU event kept.
 
 Unions need the intervals in start order, and a trace holds them in no particular order
-across streams, so the intervals go through an external sort: runs of ``RUN_RECORDS``
-sorted in memory, spilled to a temporary file, merged at the end. Memory is one run
-plus a read buffer per run, whatever the trace's size. The last-step filter keeps a
+across streams, so the intervals go through an external sort (``extsort``): memory is
+one run plus a read buffer per run, whatever the trace's size. The last-step filter keeps a
 bitmap of launched correlation ids (one bit each) and the launches of the latest step.
 """
 
 from __future__ import annotations
 
-import contextlib
-import heapq
 import math
-import os
-import tempfile
-from array import array
-from collections.abc import Iterator
 from typing import Any
 
+from npulab.profiles.summary.extsort import ExternalSort
 from npulab.profiles.summary.kernels import BITS, COMPUTATION, ORDER, kernel_type, overlap_name
 
-RUN_RECORDS = 16_384
-_FIELDS = 6  # ts, end, bits, correlation, flags, name id
-_READ_RECORDS = 2048
 _GPU_SET = 1  # HTA's GPUKernelFilter: stream >= 0 and correlation >= 0 (or a sync event)
 _SYNC_NAMES = ("Event Sync", "Context Sync")
 _PAGE_BITS = 16
@@ -112,9 +103,8 @@ class RankBreakdown:
     """The device side of one rank: fed every event, finished once."""
 
     def __init__(self, tmpdir: str) -> None:
-        self.tmpdir = tmpdir
-        self.buffer: list[tuple] = []
-        self.runs: list[str] = []
+        # (start, end, bits, correlation, flags, name id)
+        self.sorter = ExternalSort(tmpdir, (False, False, True, True, True, True))
         self.records = 0
         self.names: dict[str, int] = {}
         self.name_list: list[str] = []
@@ -153,10 +143,8 @@ class RankBreakdown:
         flags = _GPU_SET if correlation >= 0 or name in _SYNC_NAMES else 0
         if correlation >= 0:
             self.has_correlation = True
-        self.buffer.append((start, end, self.name_bits[nid], correlation, flags, nid))
+        self.sorter.add((start, end, self.name_bits[nid], correlation, flags, nid))
         self.records += 1
-        if len(self.buffer) >= RUN_RECORDS:
-            self._spill()
 
     def host(self, ts: float, name: str, correlation: int) -> None:
         """One CPU-side event with a ``dur`` and a ``cat`` (for the last-step filter)."""
@@ -178,41 +166,6 @@ class RankBreakdown:
         """A ``ProfilerStep`` name seen on a device event (HTA counts its symbols too)."""
         if len(self.step_names) < 2:
             self.step_names.add(name)
-
-    def _spill(self) -> None:
-        self.buffer.sort()
-        flat = array("d")
-        for record in self.buffer:
-            flat.extend(record)
-        fd, path = tempfile.mkstemp(dir=self.tmpdir, suffix=".run")
-        with os.fdopen(fd, "wb") as out:
-            flat.tofile(out)
-        self.runs.append(path)
-        self.buffer = []
-
-    def _read_run(self, path: str) -> Iterator[tuple]:
-        with open(path, "rb") as stream:
-            while True:
-                block = array("d")
-                with contextlib.suppress(EOFError):
-                    block.fromfile(stream, _READ_RECORDS * _FIELDS)
-                if not block:
-                    return
-                for i in range(0, len(block), _FIELDS):
-                    yield (
-                        block[i],
-                        block[i + 1],
-                        int(block[i + 2]),
-                        int(block[i + 3]),
-                        int(block[i + 4]),
-                        int(block[i + 5]),
-                    )
-
-    def _sorted(self) -> Iterator[tuple]:
-        self.buffer.sort()
-        if not self.runs:
-            return iter(self.buffer)
-        return heapq.merge(*(self._read_run(p) for p in self.runs), iter(self.buffer))
 
     # -- results -----------------------------------------------------------------------
 
@@ -251,7 +204,7 @@ class RankBreakdown:
                     step_busy[j] += overlap
                 j += 1
 
-        for start, end, bits, correlation, flags, nid in self._sorted():
+        for start, end, bits, correlation, flags, nid in self.sorter.sorted():
             if drop_last_step:
                 if flags & _GPU_SET:
                     if (
@@ -313,11 +266,7 @@ class RankBreakdown:
         return self._kernel_stats
 
     def close(self) -> None:
-        for path in self.runs:
-            with contextlib.suppress(OSError):
-                os.remove(path)
-        self.runs = []
-        self.buffer = []
+        self.sorter.close()
 
 
 def _type_breakdown(unions: dict[int, float]) -> list[dict[str, Any]]:

@@ -3,22 +3,19 @@
 Self time needs each op's children, so the ops of each thread go through a stack in
 start order. A trace is not in that order: Kineto writes a thread's ``cpu_op`` events
 long before its ``cuda_runtime`` ones (thousands of events apart), so every op and launch
-goes through an external sort by thread and start (runs of ``RUN_RECORDS`` sorted in
-memory, spilled to a temporary file, merged at the end), as the device intervals do.
+goes through an external sort by thread and start (``extsort``), as the device
+intervals do.
 The same stack tells which ops launched device work (a launch call or a flow to the
 device inside them), for ``fallbacks``.
 """
 
 from __future__ import annotations
 
-import contextlib
-import heapq
 import json
-import os
-import tempfile
-from array import array
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable
 from typing import Any
+
+from npulab.profiles.summary.extsort import ExternalSort
 
 try:  # a platform dependency; the standard library writes the same, slower
     from orjson import dumps as _dumps
@@ -28,10 +25,6 @@ except ImportError:  # pragma: no cover
         return json.dumps(value, separators=(",", ":")).encode()
 
 
-RUN_RECORDS = 16_384
-# (lane, ts, -dur, seq, kind, key) as doubles in a spilled run.
-_FIELDS = 6
-_READ_RECORDS = 4096
 # A trace with more threads than this (hostile, or a runaway pool) has the rest share one
 # lane: their counts and totals stay right, their self times may not.
 MAX_THREADS = 4096
@@ -93,9 +86,8 @@ class OpStats:
     def __init__(
         self, on_close: Callable[[_Frame], None] | None = None, tmpdir: str | None = None
     ) -> None:
-        self.tmpdir = tmpdir
-        self.buffer: list[tuple] = []
-        self.runs: list[str] = []
+        # (lane, ts, -dur, seq, kind, key)
+        self.sorter = ExternalSort(tmpdir, (True, False, False, True, True, True))
         self.lanes: dict[tuple, int] = {}
         self.lane_of: list[tuple] = []
         self.keys: dict[tuple[str, str], int] = {}
@@ -117,9 +109,7 @@ class OpStats:
                 self.lane_of.append(lane)
         self.seq += 1
         key = 0 if kind == LAUNCH else self._key_id(name[:MAX_NAME_CHARS], shapes)
-        self.buffer.append((lane_id, ts, -dur, self.seq, kind, key))
-        if len(self.buffer) >= RUN_RECORDS:
-            self._spill()
+        self.sorter.add((lane_id, ts, -dur, self.seq, kind, key))
 
     def _key_id(self, name: str, shapes: str) -> int:
         key = (name, shapes)
@@ -133,44 +123,11 @@ class OpStats:
                 self.key_of.append(key)
         return found
 
-    def _spill(self) -> None:
-        self.buffer.sort()
-        flat = array("d")
-        for record in self.buffer:
-            flat.extend(record)
-        fd, path = tempfile.mkstemp(dir=self.tmpdir, suffix=".ops")
-        with os.fdopen(fd, "wb") as out:
-            flat.tofile(out)
-        self.runs.append(path)
-        self.buffer = []
-
-    def _read_run(self, path: str) -> Iterator[tuple]:
-        with open(path, "rb") as stream:
-            while True:
-                block = array("d")
-                with contextlib.suppress(EOFError):
-                    block.fromfile(stream, _READ_RECORDS * _FIELDS)
-                if not block:
-                    return
-                for i in range(0, len(block), _FIELDS):
-                    yield (
-                        int(block[i]),
-                        block[i + 1],
-                        block[i + 2],
-                        int(block[i + 3]),
-                        int(block[i + 4]),
-                        int(block[i + 5]),
-                    )
-
     def flush(self) -> None:
         """Every op and launch so far, in order per thread, through its thread's stack."""
-        self.buffer.sort()
-        records: Iterable[tuple] = self.buffer
-        if self.runs:
-            records = heapq.merge(*(self._read_run(path) for path in self.runs), self.buffer)
         stack: list[_Frame] = []
         current = -1
-        for lane_id, ts, neg_dur, _seq, kind, key in records:
+        for lane_id, ts, neg_dur, _seq, kind, key in self.sorter.sorted():
             if lane_id != current:
                 while stack:
                     self._close(stack)
@@ -190,10 +147,7 @@ class OpStats:
             stack.append(frame)
         while stack:
             self._close(stack)
-        for path in self.runs:
-            with contextlib.suppress(OSError):
-                os.unlink(path)
-        self.buffer, self.runs = [], []
+        self.sorter.close()
 
     def _close(self, stack: list) -> None:
         frame = stack.pop()
