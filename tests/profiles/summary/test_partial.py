@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -33,6 +34,15 @@ def test_no_links_without_a_timeline_and_the_npu_views(tmp_path: Path) -> None:
     assert "show in timeline" not in html
     assert 'data-core="AI CPU"' in html
     assert "communication.json" in html
+
+
+def test_a_folder_of_ranks_shows_each_ranks_npu_views(tmp_path: Path) -> None:
+    for rank in (0, 1):
+        shutil.copytree(ASCEND_PT, tmp_path / f"rank{rank}_ascend_pt")
+    html = _render(summarise(str(tmp_path)))
+    assert html.count('class="mb-2 profile-npu-rank"') == 2
+    assert "rank1_ascend_pt</summary>" in html
+    assert html.count('data-core="AI CPU"') == 2
 
 
 def test_a_profile_without_summary_says_so() -> None:
