@@ -51,13 +51,13 @@ _NUMBER = (
 _VALUE_END = r"(?![\w.]|:\d|\s*days?\b)"
 # One or two words, and a unit in parentheses (DeepSpeed's "iter time (s): 0.451").
 _KEY = r"[A-Za-z][\w./\-]*(?: [A-Za-z][\w./\-]*)?(?: \([^()\s]{1,12}\))?"
-# key: value, key=value, "key is value" (MindSpore); the value may open a list or a tuple,
-# whose first number it is (MindFormers' "loss:[2.302/2.400]", the current loss and the
-# mean, and its "global_norm: [2.87]").
 # A unit written onto the value, of time or memory (MindFormers' "per_step_time: 1523ms"
 # and "train_throughput_per_npu: 12.345T", torchtitan's "memory: 35.53GiB"), becomes the
 # name's last word.
 _UNIT = r"(ms|us|µs|ns|s|[KMGT]iB|[KMGT]B|T)?"
+# key: value, key=value, "key is value" (MindSpore); the value may open a list or a tuple,
+# whose first number it is (MindFormers' "loss:[2.302/2.400]", the current loss and the
+# mean, and its "global_norm: [2.87]").
 _PAIR = re.compile(
     r"(?<![\w./-])("
     + _KEY
