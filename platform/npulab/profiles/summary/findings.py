@@ -212,7 +212,7 @@ def find(summary: dict[str, Any], extras: dict[str, Any]) -> list[dict[str, Any]
     if (
         st is not None
         and st["communication_pct"] >= EXPOSED_COMMUNICATION_PCT
-        and not (already_exposed)
+        and not already_exposed
     ):
         out.append(
             _finding(
