@@ -115,6 +115,16 @@ def do_resummarise_profile(profile: Profile) -> Profile:
     return locked
 
 
+def outdated_profiles() -> Any:
+    """The ready profiles an older npulab summarised (``summary.version`` below this one's):
+    their numbers are what that version computed."""
+    from npulab.profiles.summary import SUMMARY_VERSION
+
+    return Profile.objects.filter(
+        status=Profile.Status.READY, summary__version__lt=SUMMARY_VERSION
+    ).order_by("pk")
+
+
 def sweep_stale_profiles(now: datetime | None = None) -> int:
     """End the profiles left ``summarising`` past ``STALE_SUMMARY_S``: their worker died (a
     summary never takes that long), and nothing else would ever move them. They become

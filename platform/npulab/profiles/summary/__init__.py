@@ -41,7 +41,7 @@ from npulab.profiles.summary.ops import LAUNCH, OP, OpStats, is_launch, shapes_o
 from npulab.profiles.summary.sync import Syncs, sync_name
 from npulab.profiles.summary.trace import Trace, TraceError, ascend_output, iter_events, trace_files
 
-SUMMARY_VERSION = 1
+SUMMARY_VERSION = 2
 MAX_STEPS = 500
 MAX_PROCESSES = 1000
 _FLOW_CATS = ("ac2g", "async_npu", "async_gpu")
