@@ -136,7 +136,9 @@ def launched_platform(
 
                 redis.Redis.from_url(broker_url).flushdb()
         else:
-            embedded = stack.EmbeddedRedis(var_dir / "redis", lambda name, line: None)
+            embedded = stack.EmbeddedRedis(
+                var_dir / "redis" / "redis.sock", lambda name, line: None
+            )
             embedded.start()
             broker_url = embedded.url
         platform = Platform(var_dir, database_url, broker_url, settings, web_workers)

@@ -246,7 +246,10 @@ SPECTACULAR_SETTINGS = {
 
 # Celery: the control worker (queue "control") and beat. Host workers run
 # their own app (workers.host.celery_app) on queues "host.<name>".
-CELERY_BROKER_URL = env.str("NPULAB_BROKER_URL", f"redis+socket://{VAR_DIR / 'redis.sock'}")
+# Where `make run`'s embedded Redis listens when NPULAB_BROKER_URL is unset: the default
+# broker, so that a manage.py command beside it (resummarise_profiles) reaches it too.
+EMBEDDED_REDIS_SOCKET = VAR_DIR / "redis" / "redis.sock"
+CELERY_BROKER_URL = env.str("NPULAB_BROKER_URL", f"redis+socket://{EMBEDDED_REDIS_SOCKET}")
 CELERY_TASK_DEFAULT_QUEUE = tasks.CONTROL_QUEUE
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]

@@ -3,13 +3,23 @@
 from __future__ import annotations
 
 import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from tests.e2e.standalone import ENDED, Standalone
+from tests.paths import REPO_DIR
 
 pytestmark = pytest.mark.e2e
+
+BROKER_CHECK = (
+    "from npulab.celery import app\n"
+    "with app.connection_for_write() as connection:\n"
+    "    connection.ensure_connection(max_retries=1)\n"
+    "print('broker reached')"
+)
 
 
 def test_standalone_runs_a_smoke_run_on_sqlite_and_embedded_redis(tmp_path: Path) -> None:
@@ -20,6 +30,15 @@ def test_standalone_runs_a_smoke_run_on_sqlite_and_embedded_redis(tmp_path: Path
         assert f"  open      {platform.url}/" in text
         assert "  login     admin / the password in NPULAB_ADMIN_PASSWORD" in text
         assert f"redis+socket://{tmp_path / 'redis' / 'redis.sock'}" in text
+        # A manage.py command beside it (resummarise_profiles) reaches the same broker.
+        reached = subprocess.run(
+            [sys.executable, str(REPO_DIR / "manage.py"), "shell", "-c", BROKER_CHECK],
+            env=platform.env,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert reached.stdout.strip().endswith("broker reached"), reached.stderr[-2000:]
         run = platform.smoke_run()
         assert run["status"] == "succeeded", platform.text[-4000:]
         assert run["host"] == "local"

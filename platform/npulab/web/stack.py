@@ -201,9 +201,9 @@ class EmbeddedRedis:
 
     name = "redis"
 
-    def __init__(self, directory: Path, echo: Echo) -> None:
-        self.directory = directory
-        self.socket = directory / "redis.sock"
+    def __init__(self, socket: Path, echo: Echo) -> None:
+        self.directory = socket.parent
+        self.socket = socket
         self.echo = echo
         self.process: ManagedProcess | None = None
 

@@ -80,7 +80,7 @@ class Command(BaseCommand):
         redis_server = None
         broker_url = os.environ.get("NPULAB_BROKER_URL", "")
         if not broker_url:
-            redis_server = stack.EmbeddedRedis(var_dir / "redis", logs)
+            redis_server = stack.EmbeddedRedis(Path(settings.EMBEDDED_REDIS_SOCKET), logs)
             redis_server.start()
             broker_url = redis_server.url
         env = stack.child_env({"NPULAB_BROKER_URL": broker_url})
