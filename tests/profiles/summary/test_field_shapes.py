@@ -14,15 +14,10 @@ from pathlib import Path
 import pytest
 
 from npulab.profiles.summary import extsort, summarise
+from tests.profiles.summary.events import complete, write_trace
 
 PY, HW, HCCL = 100, 200, 300
 COMPUTE, COMM = 2, 4
-
-
-def _write(path: Path, events: list[dict], **top: object) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"traceEvents": events, **top} if top else events))
-    return path
 
 
 def _meta(pid: int, name: str) -> dict:
@@ -51,16 +46,7 @@ def _ascend_step(pt: Path, rank: int | None = None) -> Path:
         _meta(PY, "Python"),
         _meta(HW, "Ascend Hardware"),
         _meta(HCCL, "HCCL"),
-        {
-            "ph": "X",
-            "cat": "cpu_op",
-            "name": "ProfilerStep#50",
-            "pid": PY,
-            "tid": 1,
-            "ts": "1000",
-            "dur": 2000,
-            "args": {},
-        },
+        complete("cpu_op", "ProfilerStep#50", PY, 1, "1000", 2000),
         _task(HW, COMPUTE, "aclnnMm_MatMulCommon_MatMulV2", 1000, 100, "AI_CORE"),
         _task(HW, COMPUTE, "Conv2D1", 1100, 100, "AI_CORE"),
         _task(HW, COMPUTE, "EVENT_WAIT", 1200, 600, "EVENT_WAIT_SQE"),
@@ -72,7 +58,10 @@ def _ascend_step(pt: Path, rank: int | None = None) -> Path:
         _task(HCCL, 8, "Memcpy", 1700, 100, "Memcpy"),
         _task(HW, COMPUTE, "aclnnForeachAddListV2_ForeachAddList", 1800, 100, "AI_CORE"),
     ]
-    trace = _write(pt / "ASCEND_PROFILER_OUTPUT" / "trace_view.json", events)
+    # torch_npu writes trace_view.json as a bare array.
+    trace = pt / "ASCEND_PROFILER_OUTPUT" / "trace_view.json"
+    trace.parent.mkdir(parents=True)
+    trace.write_text(json.dumps(events))
     if rank is not None:
         (pt / f"profiler_info_{rank}.json").write_text(json.dumps({"config": {}, "rank_id": rank}))
     return trace
@@ -125,42 +114,9 @@ def _kineto_op_then_launches(ops: int) -> list[dict]:
     kernels: list[dict] = []
     for i in range(ops):
         ts = 10 * i
-        events.append(
-            {
-                "ph": "X",
-                "cat": "cpu_op",
-                "name": "aten::mm",
-                "pid": 1,
-                "tid": 1,
-                "ts": ts,
-                "dur": 8,
-                "args": {},
-            }
-        )
-        runtime.append(
-            {
-                "ph": "X",
-                "cat": "cuda_runtime",
-                "name": "cudaLaunchKernel",
-                "pid": 1,
-                "tid": 1,
-                "ts": ts + 1,
-                "dur": 5,
-                "args": {"correlation": i},
-            }
-        )
-        kernels.append(
-            {
-                "ph": "X",
-                "cat": "kernel",
-                "name": "sgemm",
-                "pid": 0,
-                "tid": 7,
-                "ts": ts + 6,
-                "dur": 3,
-                "args": {"stream": 7, "correlation": i},
-            }
-        )
+        events.append(complete("cpu_op", "aten::mm", 1, 1, ts, 8))
+        runtime.append(complete("cuda_runtime", "cudaLaunchKernel", 1, 1, ts + 1, 5, correlation=i))
+        kernels.append(complete("kernel", "sgemm", 0, 7, ts + 6, 3, stream=7, correlation=i))
     return events + runtime + kernels
 
 
@@ -170,7 +126,7 @@ def test_launches_written_long_after_their_ops_still_count_as_the_ops(
 ) -> None:
     # In memory, and spilled to disk in runs.
     monkeypatch.setattr(extsort, "RUN_RECORDS", run_records)
-    summary = summarise(str(_write(tmp_path / "t.json", _kineto_op_then_launches(5000))))
+    summary = summarise(str(write_trace(tmp_path / "t.json", _kineto_op_then_launches(5000))))
     assert summary["fallbacks"] == []
     [mm] = [op for op in summary["top_ops"]["by_total"] if op["name"] == "aten::mm"]
     assert mm["count"] == 5000
@@ -180,38 +136,11 @@ def test_launches_written_long_after_their_ops_still_count_as_the_ops(
 
 def test_pytorch_1_8s_category_names(tmp_path: Path) -> None:
     events = [
-        {
-            "ph": "X",
-            "cat": "Operator",
-            "name": "aten::conv2d",
-            "pid": 1,
-            "tid": 1,
-            "ts": 0,
-            "dur": 10,
-            "args": {},
-        },
-        {
-            "ph": "X",
-            "cat": "Runtime",
-            "name": "cudaLaunchKernel",
-            "pid": 1,
-            "tid": 1,
-            "ts": 2,
-            "dur": 3,
-            "args": {"correlation": 1},
-        },
-        {
-            "ph": "X",
-            "cat": "Kernel",
-            "name": "implicit_convolve_sgemm",
-            "pid": 0,
-            "tid": 7,
-            "ts": 6,
-            "dur": 3,
-            "args": {"stream": 7, "correlation": 1},
-        },
+        complete("Operator", "aten::conv2d", 1, 1, 0, 10),
+        complete("Runtime", "cudaLaunchKernel", 1, 1, 2, 3, correlation=1),
+        complete("Kernel", "implicit_convolve_sgemm", 0, 7, 6, 3, stream=7, correlation=1),
     ]
-    summary = summarise(str(_write(tmp_path / "t.json", events)))
+    summary = summarise(str(write_trace(tmp_path / "t.json", events)))
     [conv] = summary["top_ops"]["by_total"]
     assert (conv["name"], conv["self_us"]) == ("aten::conv2d", 7)
     assert summary["fallbacks"] == []
@@ -219,74 +148,26 @@ def test_pytorch_1_8s_category_names(tmp_path: Path) -> None:
 
 def test_rocms_step_annotation_on_the_gpu_is_no_host_step(tmp_path: Path) -> None:
     events = [
-        {
-            "ph": "X",
-            "cat": "user_annotation",
-            "name": f"ProfilerStep#{n}",
-            "pid": 1,
-            "tid": 1,
-            "ts": 100 * n,
-            "dur": 90,
-            "args": {},
-        }
-        for n in (1, 2)
+        complete("user_annotation", f"ProfilerStep#{n}", 1, 1, 100 * n, 90) for n in (1, 2)
     ] + [
         # ROCm 6.2 writes it without a stream.
-        {
-            "ph": "X",
-            "cat": "gpu_user_annotation",
-            "name": "ProfilerStep#1",
-            "pid": 2,
-            "tid": 3,
-            "ts": 105,
-            "dur": 80,
-            "args": {},
-        }
+        complete("gpu_user_annotation", "ProfilerStep#1", 2, 3, 105, 80)
     ]
-    summary = summarise(str(_write(tmp_path / "t.json", events)))
+    summary = summarise(str(write_trace(tmp_path / "t.json", events)))
     assert [s["name"] for s in summary["steps"]["items"]] == ["ProfilerStep#1", "ProfilerStep#2"]
 
 
 def test_a_kernel_shorter_than_a_microsecond_takes_no_negative_time(tmp_path: Path) -> None:
     # Kineto's own unit test's H100 trace: every device event under a microsecond.
     events = [
-        {
-            "ph": "X",
-            "cat": "kernel",
-            "name": "Kernel",
-            "pid": 0,
-            "tid": 7,
-            "ts": 10.749,
-            "dur": 0.02,
-            "args": {"stream": 7, "correlation": 1},
-        },
-        {
-            "ph": "X",
-            "cat": "kernel",
-            "name": "Stream Wait Event",
-            "pid": 0,
-            "tid": 7,
-            "ts": 10.819,
-            "dur": 0.01,
-            "args": {"stream": 7, "correlation": 2},
-        },
+        complete("kernel", "Kernel", 0, 7, 10.749, 0.02, stream=7, correlation=1),
+        complete("kernel", "Stream Wait Event", 0, 7, 10.819, 0.01, stream=7, correlation=2),
     ]
-    [rank] = summarise(str(_write(tmp_path / "t.json", events)))["ranks"]
+    [rank] = summarise(str(write_trace(tmp_path / "t.json", events)))["ranks"]
     assert all(value >= 0 for key, value in rank.items() if key.endswith(("_us", "_pct"))), rank
 
 
 def test_a_gpu_trace_without_kernels_is_still_a_gpu_trace(tmp_path: Path) -> None:
-    events = [
-        {
-            "ph": "X",
-            "cat": "cuda_runtime",
-            "name": "cudaLaunchKernel",
-            "pid": 1,
-            "tid": 1,
-            "ts": 0,
-            "dur": 3,
-            "args": {"correlation": 1},
-        }
-    ]
-    trace = _write(tmp_path / "t.json", events, deviceProperties=[{"id": 0, "name": "A100"}])
+    events = [complete("cuda_runtime", "cudaLaunchKernel", 1, 1, 0, 3, correlation=1)]
+    trace = write_trace(tmp_path / "t.json", events, deviceProperties=[{"id": 0, "name": "A100"}])
     assert summarise(str(trace))["trace"]["device"] == "cuda"

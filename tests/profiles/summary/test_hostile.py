@@ -6,11 +6,7 @@ import json
 from pathlib import Path
 
 from npulab.profiles.summary import breakdown, summarise
-
-
-def _write(path: Path, events: list[dict]) -> Path:
-    path.write_text(json.dumps({"traceEvents": events}))
-    return path
+from tests.profiles.summary.events import write_trace
 
 
 def test_countless_kernel_names_are_counted_together(tmp_path: Path, monkeypatch) -> None:
@@ -28,7 +24,7 @@ def test_countless_kernel_names_are_counted_together(tmp_path: Path, monkeypatch
         }
         for i in range(50)
     ]
-    summary = summarise(str(_write(tmp_path / "t.json", events)))
+    summary = summarise(str(write_trace(tmp_path / "t.json", events)))
     names = [k["name"] for k in summary["top_kernels"]]
     assert "(other COMPUTATION kernels)" in names
     assert len(names) <= 11
@@ -79,7 +75,7 @@ def test_scattered_correlation_ids_turn_the_last_step_filter_off(
                 "args": {"stream": 7, "correlation": corr},
             }
         )
-    summary = summarise(str(_write(tmp_path / "t.json", events)))
+    summary = summarise(str(write_trace(tmp_path / "t.json", events)))
     assert summary["trace"]["hta_last_step_excluded"] is False
     assert summary["ranks"][0]["device_events"] == 10
 
