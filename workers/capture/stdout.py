@@ -295,8 +295,8 @@ def _default(text: str) -> tuple[dict[str, float], int | None] | None:
     postfix = _TQDM_POSTFIX.search(text)
     if postfix is not None:
         values: dict[str, float] = {}
-        for key, raw, unit in _PAIR.findall(postfix.group(1)):
-            _put(values, f"{key} {unit}", raw)
+        for key, raw in _pairs(postfix.group(1)):
+            _put(values, key, raw)
         # The bar's own counter is the last before it: a description may hold one too
         # ("Epoch 1/10:  10%|█         | 10/100 [...]").
         counters = _COUNTER.findall(text[: postfix.start()])
@@ -351,9 +351,7 @@ def _default(text: str) -> tuple[dict[str, float], int | None] | None:
         if spaced is not None:
             _put(values, spaced.group(1), spaced.group(2))
             continue
-        pairs = [
-            (f"{key} {unit}", raw) for key, raw, unit in _PAIR.findall(segment)
-        ] or _SPACED_PAIR.findall(segment)
+        pairs = _pairs(segment) or _SPACED_PAIR.findall(segment)
         for key, raw in pairs:
             _put(values, key, raw)
         if counter is None and not pairs:
@@ -451,14 +449,17 @@ def _dict(text: str) -> dict[str, float] | None:
             # Transformers' progress bar and fairseq's JSON log give their numbers as
             # strings ({'loss': '2.303'}, "loss": "13.774").
             value = float(value)
-        if (
-            isinstance(key, str)
-            and isinstance(value, (int, float))
-            and not isinstance(value, bool)
-            and _name(key) not in _IDENTITY
-        ):
-            values[_name(key)] = float(value)
+        if isinstance(key, str) and isinstance(value, (int, float)) and not isinstance(value, bool):
+            name = _name(key)
+            if name not in _IDENTITY:
+                values[name] = float(value)
     return values
+
+
+def _pairs(text: str) -> list[tuple[str, str]]:
+    """``_PAIR``'s (key, number) pairs in ``text``, a unit written onto the number as the
+    key's last word."""
+    return [(f"{key} {unit}", raw) for key, raw, unit in _PAIR.findall(text)]
 
 
 def _put(values: dict[str, float], key: str, raw: str) -> None:
