@@ -88,6 +88,7 @@ class _RankPass:
         ops_add = self.ops.add
         syncs_add = self.syncs.add
         device_pids = self.device_pids
+        hccl_pids = self.hccl_pids
         t_min, t_max = math.inf, -math.inf
         n = 0
         for ev in self.trace.events():
@@ -129,7 +130,7 @@ class _RankPass:
             hta = cat is not None and cat != "Trace"
             stream = as_int(args.get("stream")) if hta else -1
             if stream != -1 or pid in device_pids:
-                if pid in self.hccl_pids and not is_ascend_collective(name):
+                if pid in hccl_pids and not is_ascend_collective(name):
                     # A plane's own task (Level1 up): the Ascend Hardware lanes have it too.
                     continue
                 self.device_events += 1
