@@ -165,10 +165,15 @@ def threads_of(run_id: int) -> list[threading.Thread]:
 def a_supervisor_of(run_dir: Path) -> subprocess.Popen:
     """A process whose command line is a supervisor's of ``run_dir`` (it only sleeps)."""
     sleeper = [sys.executable, "-c", "import time; time.sleep(120)"]
-    return subprocess.Popen(
+    process = subprocess.Popen(
         [*sleeper, "-m", "workers.run", "spec.json", "--run-dir", str(run_dir)],
         start_new_session=True,
     )
+    # Until its exec, /proc shows the test's own command line: on a loaded machine the
+    # worker would read that and rightly take it for no supervisor.
+    cmdline = Path(f"/proc/{process.pid}/cmdline")
+    wait_until(lambda: b"workers.run" in cmdline.read_bytes(), "the supervisor's exec", 60)
+    return process
 
 
 def test_a_start_kills_only_supervisors_of_its_own_folders(work_dir: Path, tmp_path: Path) -> None:
